@@ -1,0 +1,87 @@
+"""The batched environment contract (DESIGN.md, contract 1).
+
+Every environment the agents see — our MuJoCo tasks, the gymnasium adapter, a future MuJoCo Warp
+or Isaac Lab backend — implements :class:`VecEnv`. Shapes use ``N = num_envs``.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+import torch
+
+Obs = dict[str, torch.Tensor]
+"""Observation groups: ``{"policy": [N, D_policy], "critic": [N, D_critic], ...}``."""
+
+
+@dataclass
+class Step:
+    """What :meth:`VecEnv.step` returns.
+
+    Attributes:
+        obs: observation groups after the step; rows of done envs are already post-reset.
+        reward: ``[N]`` float32, the weighted sum of ``info["reward_terms"]``.
+        terminated: ``[N]`` bool, the episode ended in a terminal state (no bootstrap).
+        truncated: ``[N]`` bool, the time limit was hit (critics bootstrap through it).
+        info: always ``final_obs`` (pre-reset obs of every group, valid where done),
+            ``reward_terms`` (``{name: [N]}``, weighted), ``reward_by_group`` (``[N, G]``),
+            ``success`` (``[N]`` bool, where the task defines success) and ``log``
+            (``{name: float}`` statistics of the episodes that ended in this step).
+    """
+
+    obs: Obs
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    info: dict = field(default_factory=dict)
+
+    @property
+    def done(self) -> torch.Tensor:
+        """``[N]`` bool: terminated or truncated."""
+        return self.terminated | self.truncated
+
+
+class VecEnv(abc.ABC):
+    """A batch of ``num_envs`` environments stepped together, tensors in and out.
+
+    Subclasses set the attributes below in ``__init__``.
+    """
+
+    num_envs: int
+    device: torch.device
+    dt: float
+    """Control period in seconds (physics dt x decimation)."""
+    max_episode_steps: int
+    action_dim: int
+    action_low: torch.Tensor
+    """``[action_dim]`` lower bound of the policy action."""
+    action_high: torch.Tensor
+    """``[action_dim]`` upper bound of the policy action."""
+    observation_dims: dict[str, int]
+    """Size of each observation group; ``"policy"`` is always present."""
+    reward_groups: tuple[str, ...]
+    """Names of the columns of ``info["reward_by_group"]``."""
+
+    @abc.abstractmethod
+    def reset(self, seed: int | None = None) -> Obs:
+        """Reset every env; with a seed, make all later randomness reproducible.
+
+        Returns:
+            Observation groups, each ``[num_envs, dim]`` on ``device``.
+        """
+
+    @abc.abstractmethod
+    def step(self, action: torch.Tensor) -> Step:
+        """Advance every env by one control period.
+
+        Args:
+            action: ``[num_envs, action_dim]``, clipped to ``[action_low, action_high]``.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most envs hold nothing to release
+        """Release resources (threads, renderers)."""
+
+    def render(self, env_index: int = 0, width: int = 320, height: int = 240):  # pragma: no cover
+        """RGB frame ``[height, width, 3]`` uint8 of one env, where the backend can render."""
+        raise NotImplementedError(f"{type(self).__name__} cannot render")
