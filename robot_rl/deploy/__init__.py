@@ -1,0 +1,1 @@
+"""Deploy runtime (numpy + onnxruntime, never torch): artifact schema, observations, safety, inference."""

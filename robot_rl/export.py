@@ -1,0 +1,206 @@
+"""Export a trained actor as a policy artifact (DESIGN.md, contract 3; the torch side).
+
+Typical use by a runner after training::
+
+    head = PolicyHead(actor_net, meta, obs_mean=norm.mean, obs_std=norm.std)
+    export_policy(head, meta, "outputs/run/policy")
+
+The artifact is read back by :mod:`robot_rl.deploy` with numpy + onnxruntime only.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import io
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from robot_rl.deploy.artifact import (
+    META_FILE,
+    ONNX_FILE,
+    TORCHSCRIPT_FILE,
+    ActionSpec,
+    ArtifactError,
+    ObservationTerm,
+    PolicyMeta,
+    save_meta,
+    sha256_file,
+    write_atomic,
+)
+
+FORMATS = ("onnx", "torchscript")
+
+
+class PolicyHead(nn.Module):
+    """Wrap a raw actor into the artifact's I/O: observation normalisation in, joint targets out.
+
+    ``action = offset + scale * clip(net((obs - mean) / std), clip_low, clip_high)``.
+
+    Args:
+        net: maps normalised obs ``[B, D]`` to the raw (deterministic) action ``[B, H*A]``.
+        meta: supplies ``D``, ``H``, ``A`` and the action scale/offset/clip.
+        obs_mean: ``[D]`` normaliser mean (default 0).
+        obs_std: ``[D]`` normaliser std (default 1); clamped to >= 1e-8.
+    """
+
+    def __init__(
+        self,
+        net: nn.Module,
+        meta: PolicyMeta,
+        obs_mean: torch.Tensor | None = None,
+        obs_std: torch.Tensor | None = None,
+    ) -> None:
+        super().__init__()
+        D, H = meta.observation_dim, meta.chunk_length
+        self.net = net
+        mean = torch.zeros(D) if obs_mean is None else obs_mean.detach().float().reshape(D).cpu()
+        std = torch.ones(D) if obs_std is None else obs_std.detach().float().reshape(D).cpu()
+        self.register_buffer("obs_mean", mean.clone())
+        self.register_buffer("obs_std", std.clamp_min(1e-8).clone())
+        self.register_buffer("scale", torch.tensor(meta.action.scale, dtype=torch.float32).repeat(H))
+        self.register_buffer("offset", torch.tensor(meta.action.offset, dtype=torch.float32).repeat(H))
+        self.clip_low = float(meta.action.clip_low)
+        self.clip_high = float(meta.action.clip_high)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """``obs [B, D]`` (env policy observation) -> joint targets ``[B, H*A]``."""
+        raw = self.net((obs - self.obs_mean) / self.obs_std)
+        return self.offset + self.scale * raw.clamp(self.clip_low, self.clip_high)
+
+
+def make_meta(
+    robot: str,
+    joint_names: Sequence[str],
+    default_joint_pos: Sequence[float],
+    observation_layout: Sequence[tuple[str, int, float]],
+    action_scale: float | Sequence[float],
+    control_hz: float,
+    action_type: str = "joint_position_delta_default",
+    chunk_length: int = 1,
+    task: str = "",
+    training: dict | None = None,
+    config: dict | None = None,
+) -> PolicyMeta:
+    """Build a validated :class:`PolicyMeta` from what an env and its ``robot.yaml`` know.
+
+    ``observation_layout`` is ``env.observation_layout["policy"]``: ``(term, size, scale)`` in order.
+    For ``joint_position_delta_default`` the action offset is the default pose.
+    """
+    A = len(joint_names)
+    scale = [float(action_scale)] * A if np.isscalar(action_scale) else [float(s) for s in action_scale]
+    default = [float(x) for x in default_joint_pos]
+    offset = default if action_type == "joint_position_delta_default" else [0.0] * A
+    return PolicyMeta(
+        robot=robot,
+        joint_names=list(joint_names),
+        default_joint_pos=default,
+        observation=[ObservationTerm(str(n), int(s), float(c)) for n, s, c in observation_layout],
+        action=ActionSpec(type=action_type, scale=scale, offset=offset),
+        control_hz=float(control_hz),
+        chunk_length=int(chunk_length),
+        task=task,
+        training=dict(training or {}),
+        config=dict(config or {}),
+    ).validate()
+
+
+def _onnx_bytes(module: nn.Module, example: torch.Tensor) -> bytes:
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            module,
+            (example,),
+            buffer,
+            input_names=["obs"],
+            output_names=["action"],
+            dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}},
+            opset_version=17,
+            dynamo=False,
+        )
+    return buffer.getvalue()
+
+
+def _torchscript_bytes(module: nn.Module, example: torch.Tensor) -> bytes:
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        traced = torch.jit.trace(module, example)
+    torch.jit.save(traced, buffer)
+    return buffer.getvalue()
+
+
+def _check_outputs(name: str, expected: np.ndarray, got: np.ndarray, atol: float) -> None:
+    if got.shape != expected.shape:
+        raise ArtifactError(f"{name} returns shape {got.shape}, torch returns {expected.shape}.")
+    err = float(np.max(np.abs(got - expected)))
+    if not err <= atol:
+        raise ArtifactError(f"{name} differs from the torch actor by {err:.3g} > atol {atol:g}.")
+
+
+def export_policy(
+    actor: nn.Module,
+    meta: PolicyMeta,
+    out_dir: str | Path,
+    formats: Sequence[str] = FORMATS,
+    atol: float = 1e-5,
+    seed: int = 0,
+) -> Path:
+    """Write ``policy.onnx``, ``policy.pt`` and ``policy.yaml`` into ``out_dir``, each atomically.
+
+    ``policy.yaml`` is removed first and written last, so a directory holding one is complete.
+    Every exported graph is run on a random batch and compared with ``actor`` to ``atol``.
+
+    Args:
+        actor: maps raw obs ``[B, D]`` to joint targets ``[B, H*A]`` in robot units (normalisation
+            inside), e.g. a :class:`PolicyHead`. Copied to CPU; the original is untouched.
+        meta: the artifact description; ``files`` is filled in here.
+        out_dir: created if missing.
+        formats: any of ``("onnx", "torchscript")``; ``onnx`` is required by the deploy runtime.
+
+    Returns:
+        ``out_dir`` as a :class:`Path`.
+    """
+    meta.validate()
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ValueError(f"formats {list(formats)} must be a non-empty subset of {FORMATS}.")
+    module = copy.deepcopy(actor).cpu().eval()
+    D, HA = meta.observation_dim, meta.chunk_length * meta.action_dim
+    example = torch.randn(4, D, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        expected = module(example)
+    if tuple(expected.shape) != (4, HA):
+        raise ArtifactError(
+            f"actor maps obs [4, {D}] to {tuple(expected.shape)}, expected [4, {HA}] "
+            f"(chunk_length {meta.chunk_length} x {meta.action_dim} joints)."
+        )
+    expected_np = expected.numpy()
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / META_FILE).unlink(missing_ok=True)
+    files = {}
+    if "onnx" in formats:
+        import onnxruntime as ort
+
+        data = _onnx_bytes(module, example)
+        session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        _check_outputs("policy.onnx", expected_np, session.run(None, {"obs": example.numpy()})[0], atol)
+        write_atomic(out / ONNX_FILE, data)
+        files[ONNX_FILE] = sha256_file(out / ONNX_FILE)
+    if "torchscript" in formats:
+        data = _torchscript_bytes(module, example)
+        loaded = torch.jit.load(io.BytesIO(data))
+        with torch.no_grad():
+            _check_outputs("policy.pt", expected_np, loaded(example).numpy(), atol)
+        write_atomic(out / TORCHSCRIPT_FILE, data)
+        files[TORCHSCRIPT_FILE] = sha256_file(out / TORCHSCRIPT_FILE)
+    save_meta(dataclasses.replace(meta, files=files), out)
+    return out
