@@ -1,0 +1,1 @@
+"""Data on the learning side: replay buffers, rollout storage, demonstrations and datasets."""

@@ -1,0 +1,84 @@
+"""Replay buffer: ring layout, true next observations, n-step windows across boundaries."""
+
+import pytest
+import torch
+
+from robot_rl.data.replay_buffer import ReplayBuffer
+
+
+def _fill(buffer, rewards, terminated=None, truncated=None):
+    """Add rows whose policy obs encodes (step, env) as 100*step + env, next obs = that + 0.5."""
+    steps, num_envs = len(rewards), buffer.num_envs
+    for t in range(steps):
+        obs = torch.tensor([[100.0 * t + e] for e in range(num_envs)])
+        buffer.add(
+            {"policy": obs},
+            obs.clone(),
+            torch.tensor(rewards[t], dtype=torch.float32),
+            {"policy": obs + 0.5},
+            torch.tensor(terminated[t] if terminated else [False] * num_envs),
+            torch.tensor(truncated[t] if truncated else [False] * num_envs),
+        )
+
+
+def _sample_all(buffer, n_step, gamma):
+    batch = buffer.sample(4096, n_step=n_step, gamma=gamma, generator=torch.Generator().manual_seed(0))
+    table = {}
+    for i in range(4096):
+        key = batch.obs["policy"][i, 0].item()
+        table[key] = (batch.reward[i].item(), batch.discount[i].item(), batch.next_obs["policy"][i, 0].item())
+        assert batch.action[i, 0].item() == key  # action stored alongside its obs
+    return table
+
+
+def test_one_step_sampling_returns_stored_transitions():
+    buffer = ReplayBuffer(8, 2, {"policy": 1}, 1)
+    _fill(buffer, [[1.0, 2.0], [3.0, 4.0]], terminated=[[False, True], [False, False]])
+    table = _sample_all(buffer, n_step=1, gamma=0.9)
+    assert len(buffer) == 4 and set(table) == {0.0, 1.0, 100.0, 101.0}
+    assert table[0.0] == pytest.approx((1.0, 0.9, 0.5))
+    assert table[1.0] == pytest.approx((2.0, 0.0, 1.5))  # terminated: no bootstrap
+
+
+def test_nstep_windows_stop_at_boundaries_and_at_the_newest_row():
+    # env 0: truncated at step 1; env 1: no boundary.  gamma 0.5, n = 3, four steps stored.
+    buffer = ReplayBuffer(8, 2, {"policy": 1}, 1)
+    rewards = [[1.0, 1.0], [2.0, 2.0], [4.0, 4.0], [8.0, 8.0]]
+    truncated = [[False, False], [True, False], [False, False], [False, False]]
+    _fill(buffer, rewards, truncated=truncated)
+    table = _sample_all(buffer, n_step=3, gamma=0.5)
+    # env 0 from step 0: 1 + 0.5*2 = 2, truncation -> bootstrap gamma^2 from step 1's final obs.
+    assert table[0.0] == pytest.approx((2.0, 0.25, 100.5))
+    # env 1 from step 0: 1 + 1 + 1 = 3, bootstrap gamma^3 from step 2's next obs.
+    assert table[1.0] == pytest.approx((3.0, 0.125, 201.5))
+    # env 1 from step 2: only two rows left -> 4 + 0.5*8 = 8, bootstrap gamma^2 from the newest row.
+    assert table[201.0] == pytest.approx((8.0, 0.25, 301.5))
+    # env 1 from the newest row: plain one-step.
+    assert table[301.0] == pytest.approx((8.0, 0.5, 301.5))
+
+
+def test_ring_overwrites_oldest_and_windows_do_not_wrap_into_old_data():
+    buffer = ReplayBuffer(3, 1, {"policy": 1}, 1)
+    _fill(buffer, [[1.0], [2.0], [3.0], [4.0], [5.0]])  # rows 0,1 overwritten by steps 3,4
+    table = _sample_all(buffer, n_step=2, gamma=1.0)
+    assert set(table) == {200.0, 300.0, 400.0}
+    assert table[200.0] == pytest.approx((7.0, 1.0, 300.5))
+    assert table[400.0] == pytest.approx((5.0, 1.0, 400.5))  # newest: not continued by step 2
+
+
+def test_true_next_obs_uses_final_obs_where_done():
+    next_obs = {"policy": torch.tensor([[1.0], [2.0]])}
+    final_obs = {"policy": torch.tensor([[9.0], [8.0]])}
+    out = ReplayBuffer.true_next_obs(next_obs, final_obs, torch.tensor([False, True]))
+    torch.testing.assert_close(out["policy"], torch.tensor([[1.0], [8.0]]))
+
+
+def test_errors_name_the_problem():
+    buffer = ReplayBuffer(4, 1, {"policy": 1, "critic": 2}, 1)
+    with pytest.raises(RuntimeError, match="empty replay buffer"):
+        buffer.sample(1)
+    with pytest.raises(KeyError, match="'critic' missing"):
+        no, one = torch.zeros(1, dtype=torch.bool), {"policy": torch.zeros(1, 1)}
+        buffer.add(one, torch.zeros(1, 1), torch.zeros(1), one, no, no)
+    with pytest.raises(ValueError, match="capacity and num_envs"):
+        ReplayBuffer(0, 1, {"policy": 1}, 1)
