@@ -1,0 +1,145 @@
+"""The agent interface runners drive (DESIGN.md, contract 5).
+
+Runners own the loop, logging, checkpoints, evaluation and export; an agent owns
+
+- :meth:`Agent.act` — actions for a batch of observations,
+- :meth:`Agent.observe` — record one env step (the agent decides what it keeps),
+- :meth:`Agent.update` — learn from what it observed, returning float metrics,
+- :meth:`Agent.state_dict` / :meth:`Agent.load_state_dict` — everything needed to resume
+  (networks, optimisers, normalisers, counters) as a nested dict of tensors and plain scalars,
+- :meth:`Agent.policy` — the deterministic deployable policy (raw obs in, action out) for export.
+
+Agents are registered with :func:`register_agent` under their config key (``agent=ppo``).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+from robot_rl.config.registry import key_of, register_config
+
+Obs = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What an agent needs to know about the env it trains on (read from a ``sim.VecEnv``).
+
+    Attributes:
+        num_envs: ``N``.
+        observation_dims: size of each observation group (``"policy"`` always, ``"critic"`` optional).
+        action_dim: ``A``.
+        action_low, action_high: ``[A]`` action bounds.
+        reward_groups: names of the reward groups (``G`` columns of ``reward_by_group``).
+        dt: control period in seconds.
+        max_episode_steps: time limit of one episode.
+    """
+
+    num_envs: int
+    observation_dims: dict[str, int]
+    action_dim: int
+    action_low: torch.Tensor
+    action_high: torch.Tensor
+    reward_groups: tuple[str, ...] = ("total",)
+    dt: float = 0.02
+    max_episode_steps: int = 1000
+
+    @classmethod
+    def from_env(cls, env: Any) -> EnvSpec:
+        """Read the spec from a ``sim.VecEnv``."""
+        return cls(
+            num_envs=env.num_envs,
+            observation_dims=dict(env.observation_dims),
+            action_dim=env.action_dim,
+            action_low=env.action_low,
+            action_high=env.action_high,
+            reward_groups=tuple(env.reward_groups),
+            dt=float(env.dt),
+            max_episode_steps=int(env.max_episode_steps),
+        )
+
+    @property
+    def critic_group(self) -> str:
+        """Observation group the critic reads: ``"critic"`` (privileged) when present, else ``"policy"``."""
+        return "critic" if "critic" in self.observation_dims else "policy"
+
+
+class Agent(abc.ABC):
+    """Base class of all agents. Shapes: ``N`` envs, ``A`` action size, ``D`` policy obs size."""
+
+    def __init__(self, cfg: Any, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu") -> None:
+        self.cfg = cfg
+        self.critic_cfg = critic_cfg
+        self.env = env
+        self.device = torch.device(device)
+
+    @abc.abstractmethod
+    def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
+        """Actions ``[N, A]`` for observation groups ``{"policy": [N, D], ...}``."""
+
+    @abc.abstractmethod
+    def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
+        """Record the transition ``obs --action--> step`` (a ``sim.Step``; done rows are post-reset,
+        ``step.info["final_obs"]`` holds their pre-reset observations)."""
+
+    @abc.abstractmethod
+    def ready(self) -> bool:
+        """Whether :meth:`update` has enough data (a full rollout, or replay past warm-up)."""
+
+    @abc.abstractmethod
+    def update(self) -> dict[str, float]:
+        """One learning phase; returns scalar metrics (``loss/value``, ``lr``, ...)."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Nested dict of tensors and plain scalars (int, float, str, bool, None, lists) to resume."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+    @abc.abstractmethod
+    def policy(self) -> nn.Module:
+        """A standalone deterministic policy: raw ``obs["policy"]`` ``[B, D]`` -> action ``[B, A]``.
+
+        Observation normalisation is inside the module; it shares no state with training after
+        being returned (a copy), so it can be exported or evaluated while training continues.
+        """
+
+    def train_mode(self, training: bool) -> None:  # noqa: B027 - optional hook
+        """Switch networks between training and evaluation behaviour (e.g. frozen normalisers)."""
+
+
+A = TypeVar("A", bound=type[Agent])
+
+_AGENTS: dict[str, type[Agent]] = {}
+
+
+def register_agent(key: str, config_cls: type) -> Callable[[A], A]:
+    """Class decorator: ``agent=<key>`` builds this class from a ``config_cls`` instance."""
+
+    def decorate(cls: A) -> A:
+        if key in _AGENTS and _AGENTS[key] is not cls:
+            raise ValueError(f"agent key {key!r} is already registered by {_AGENTS[key].__name__}")
+        _AGENTS[key] = cls
+        register_config("agent", key, config_cls)
+        return cls
+
+    return decorate
+
+
+def agent_keys() -> list[str]:
+    """Registered agent keys, sorted."""
+    return sorted(_AGENTS)
+
+
+def make_agent(cfg: object, critic_cfg: object, env: EnvSpec, device: str | torch.device = "cpu") -> Agent:
+    """Build the agent whose registered config type is ``type(cfg)``."""
+    key = key_of("agent", cfg)
+    return _AGENTS[key](cfg, critic_cfg, env, device)
