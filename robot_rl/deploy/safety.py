@@ -1,0 +1,185 @@
+"""The safety layer between policy and robot, as pure functions (DESIGN.md, contract 4).
+
+Every control tick the policy node calls :func:`safety_step` with the policy's joint targets and
+the latest measured state; it returns the command to publish (or ``None``: publish nothing), the
+next :class:`SafetyState` and the interventions made. Rules, in priority order:
+
+1. nothing is ever sent before the first valid joint state;
+2. a latched e-stop holds the pose at the moment it latched (``hold``) or follows the measured
+   pose (``damp``: zero position error, the joint PD only damps) until re-enabled;
+3. disabled: nothing is sent;
+4. stale state (no JointState for longer than the timeout): hold the last command sent;
+   when states resume, soft start again from the held pose;
+5. NaN/Inf targets: hold the last command;
+6. otherwise clamp to the joint limits, blend from the measured start pose over the soft-start
+   time, and bound the change per control step.
+
+Shapes: ``A`` = number of joints, every array is ``[A]`` float64.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+ESTOP_MODES = ("hold", "damp")
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    """Limits and timings from ``hardware/<robot>/robot.yaml`` (``joints`` and ``safety``)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    max_step_change: np.ndarray
+    stale_state_timeout: float
+    soft_start_s: float
+    estop_mode: str = "hold"
+
+    def __post_init__(self) -> None:
+        if self.estop_mode not in ESTOP_MODES:
+            raise ValueError(f"safety.estop {self.estop_mode!r} must be one of {ESTOP_MODES}.")
+        if not np.all(self.lower < self.upper):
+            raise ValueError(f"joint limits need lower < upper, got lower={self.lower} upper={self.upper}.")
+        if not np.all(self.max_step_change > 0) or self.stale_state_timeout <= 0 or self.soft_start_s < 0:
+            raise ValueError(
+                f"safety needs max_step_change > 0 ({self.max_step_change}), stale_state_timeout > 0 "
+                f"({self.stale_state_timeout}) and soft_start_s >= 0 ({self.soft_start_s})."
+            )
+
+    @classmethod
+    def from_robot(cls, robot: dict[str, Any]) -> SafetyConfig:
+        """Build from a parsed ``robot.yaml`` dict."""
+        joints, safety = robot["joints"], robot["safety"]
+        step = np.broadcast_to(np.asarray(safety["max_step_change"], dtype=np.float64), (len(joints),))
+        return cls(
+            lower=np.array([j["lower"] for j in joints], dtype=np.float64),
+            upper=np.array([j["upper"] for j in joints], dtype=np.float64),
+            max_step_change=step.copy(),
+            stale_state_timeout=float(safety["stale_state_timeout"]),
+            soft_start_s=float(safety["soft_start_s"]),
+            estop_mode=str(safety.get("estop", "hold")),
+        )
+
+
+@dataclass(frozen=True)
+class SafetyState:
+    """What the safety layer remembers between ticks (immutable; each tick returns a new one).
+
+    Attributes:
+        enabled: commands may be sent.
+        estopped: the e-stop latch; cleared only by :func:`set_enabled` with ``True``.
+        hold_pose: ``[A]`` the pose held while e-stopped (``hold`` mode).
+        last_command: ``[A]`` the last command sent, the base of the rate limit.
+        ramp_from: ``[A]`` the pose the soft start blends from.
+        ramp_start: time the soft start began (``None``: begins at the next valid tick).
+        stale: the last tick found the state stale.
+    """
+
+    enabled: bool = True
+    estopped: bool = False
+    hold_pose: np.ndarray | None = None
+    last_command: np.ndarray | None = None
+    ramp_from: np.ndarray | None = None
+    ramp_start: float | None = None
+    stale: bool = False
+
+
+@dataclass(frozen=True)
+class SafetyOutput:
+    """One tick's result: ``command [A]`` or ``None`` (send nothing), next state, interventions."""
+
+    command: np.ndarray | None
+    state: SafetyState
+    events: tuple[str, ...]
+
+
+def clamp_to_limits(target: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """``[A]`` target clipped into ``[lower, upper]`` per joint."""
+    return np.minimum(np.maximum(target, lower), upper)
+
+
+def rate_limit(target: np.ndarray, previous: np.ndarray, max_step: np.ndarray) -> np.ndarray:
+    """``[A]``: move from ``previous`` towards ``target`` by at most ``max_step`` per joint."""
+    return previous + np.clip(target - previous, -max_step, max_step)
+
+
+def soft_start_blend(start: np.ndarray, target: np.ndarray, elapsed: float, duration: float) -> np.ndarray:
+    """``[A]``: ``start + alpha * (target - start)``, ``alpha = clip(elapsed / duration, 0, 1)``."""
+    alpha = 1.0 if duration <= 0 else min(max(elapsed / duration, 0.0), 1.0)
+    return start + alpha * (target - start)
+
+
+def is_stale(now: float, last_state_time: float | None, timeout: float) -> bool:
+    """True when no state arrived yet or the latest is older than ``timeout`` seconds."""
+    return last_state_time is None or now - last_state_time > timeout
+
+
+def latch_estop(state: SafetyState, measured: np.ndarray | None) -> SafetyState:
+    """Latch the e-stop, holding the last command (or the measured pose if none was sent)."""
+    if state.estopped:
+        return state
+    hold = state.last_command if state.last_command is not None else measured
+    return dataclasses.replace(state, estopped=True, hold_pose=None if hold is None else hold.copy())
+
+
+def set_enabled(state: SafetyState, enabled: bool) -> SafetyState:
+    """Enable (clears the e-stop latch; soft start again from the measured pose) or disable.
+
+    Enabling forgets the last command: the robot may have moved while disabled or e-stopped.
+    """
+    if enabled:
+        return dataclasses.replace(
+            state, enabled=True, estopped=False, hold_pose=None, last_command=None, ramp_start=None
+        )
+    return dataclasses.replace(state, enabled=False, ramp_start=None)
+
+
+def safety_step(
+    cfg: SafetyConfig,
+    state: SafetyState,
+    policy_target: np.ndarray | None,
+    measured: np.ndarray | None,
+    now: float,
+    last_state_time: float | None,
+) -> SafetyOutput:
+    """One control tick of the safety layer (see the module docstring for the rules).
+
+    Args:
+        policy_target: ``[A]`` joint targets from the policy, or ``None`` if it did not run.
+        measured: ``[A]`` latest valid measured joint positions, ``None`` before the first.
+        now: current time (s); ``last_state_time``: arrival time of ``measured``.
+    """
+    if measured is None:
+        return SafetyOutput(None, state, ("no_state",))
+    if state.estopped:
+        hold = measured if cfg.estop_mode == "damp" or state.hold_pose is None else state.hold_pose
+        command = clamp_to_limits(hold, cfg.lower, cfg.upper)
+        return SafetyOutput(command, dataclasses.replace(state, last_command=command), ("estop",))
+    if not state.enabled:
+        return SafetyOutput(None, state, ("disabled",))
+    if is_stale(now, last_state_time, cfg.stale_state_timeout):
+        stale_state = dataclasses.replace(state, stale=True, ramp_start=None)
+        return SafetyOutput(state.last_command, stale_state, ("stale",))
+    events: list[str] = []
+    base = measured if state.last_command is None else state.last_command
+    if state.ramp_start is None:
+        state = dataclasses.replace(state, ramp_from=base.copy(), ramp_start=now, stale=False)
+    if policy_target is None or not np.all(np.isfinite(policy_target)):
+        command = clamp_to_limits(base, cfg.lower, cfg.upper) if state.last_command is None else base
+        events.append("nan" if policy_target is not None else "no_policy")
+        return SafetyOutput(command, dataclasses.replace(state, last_command=command), tuple(events))
+    target = clamp_to_limits(policy_target, cfg.lower, cfg.upper)
+    if not np.array_equal(target, policy_target):
+        events.append("clamped")
+    elapsed = now - state.ramp_start
+    if elapsed < cfg.soft_start_s:
+        target = soft_start_blend(state.ramp_from, target, elapsed, cfg.soft_start_s)
+        events.append("soft_start")
+    command = rate_limit(target, base, cfg.max_step_change)
+    if not np.allclose(command, target, rtol=0, atol=1e-12):
+        events.append("rate_limited")
+    return SafetyOutput(command, dataclasses.replace(state, last_command=command), tuple(events))
