@@ -1,0 +1,1 @@
+"""Simulation backends. ``mujoco_batch``: CPU, ``mujoco.batch.Batch`` (MuJoCo >= 4.0)."""

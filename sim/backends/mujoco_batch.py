@@ -1,0 +1,127 @@
+"""CPU backend: every env is one simulation of a ``mujoco.batch.Batch`` (MuJoCo >= 4.0).
+
+Python touches the batch once per control step: it writes the PD targets of all envs and calls
+``Batch.step(nstep=decimation)``, which runs the substeps of every env on MuJoCo's C thread pool.
+The batch is persistent and each call ends at the velocity stage, so positions, site poses and
+velocities read afterwards describe the state after the last substep, at no extra cost.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import mujoco.batch
+import numpy as np
+import torch
+
+from sim.state import SimState
+
+_HINGE_OR_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+
+
+class MujocoBatchBackend:
+    """``num_envs`` copies of ``model`` stepped together on a C thread pool.
+
+    Args:
+        model: the compiled model; actuator ``i`` drives actuated joint ``i``.
+        num_envs: number of simulations.
+        joint_names: actuated joints, in command order (hinge or slide joints).
+        sites: site role -> MJCF site name, the sites tasks read.
+        bodies: MJCF body names tasks read.
+        decimation: physics substeps per control step.
+        device: torch device of the state tensors.
+        nthread: C threads (0: all CPUs).
+    """
+
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        num_envs: int,
+        joint_names: list[str],
+        sites: dict[str, str],
+        bodies: list[str],
+        decimation: int,
+        device: torch.device | str = "cpu",
+        nthread: int = 0,
+    ) -> None:
+        self.model = model
+        self.num_envs = num_envs
+        self.decimation = decimation
+        self.device = torch.device(device)
+        self.batch = mujoco.batch.Batch(model, nsim=num_envs, nthread=nthread, persistent=True)
+        for field in ("qpos", "qvel", "ctrl", "site_xpos", "xpos", "xquat", "actuator_force"):
+            setattr(self, f"_{field}", self.batch.bind(field))
+        joint_ids = [self._id(mujoco.mjtObj.mjOBJ_JOINT, n) for n in joint_names]
+        bad = [n for n, j in zip(joint_names, joint_ids, strict=True) if int(model.jnt_type[j]) not in _HINGE_OR_SLIDE]
+        if bad:
+            raise ValueError(f"actuated joints must be hinge or slide joints, not {bad}")
+        self._joint_qadr = torch.as_tensor(model.jnt_qposadr[joint_ids], device=self.device)
+        self._joint_vadr = torch.as_tensor(model.jnt_dofadr[joint_ids], device=self.device)
+        self.site_index = {role: i for i, role in enumerate(sites)}
+        self._site_ids = [self._id(mujoco.mjtObj.mjOBJ_SITE, n) for n in sites.values()]
+        self.body_index = {name: i for i, name in enumerate(bodies)}
+        self._body_ids = [self._id(mujoco.mjtObj.mjOBJ_BODY, n) for n in bodies]
+        self.batch.reset()
+
+    def _id(self, kind: mujoco.mjtObj, name: str) -> int:
+        i = mujoco.mj_name2id(self.model, kind, name)
+        if i < 0:
+            raise KeyError(f"no {kind.name[6:].lower()} named {name!r} in the model")
+        return i
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to(self.device)
+
+    def read(self) -> SimState:
+        """State of every env, as float32 tensors on ``device``."""
+        qpos = self._tensor(self._qpos)
+        qvel = self._tensor(self._qvel)
+        return SimState(
+            qpos=qpos,
+            qvel=qvel,
+            joint_pos=qpos[:, self._joint_qadr],
+            joint_vel=qvel[:, self._joint_vadr],
+            site_pos=self._tensor(self._site_xpos[:, self._site_ids]),
+            body_pos=self._tensor(self._xpos[:, self._body_ids]),
+            body_quat=self._tensor(self._xquat[:, self._body_ids]),
+            actuator_force=self._tensor(self._actuator_force),
+            site_index=self.site_index,
+            body_index=self.body_index,
+        )
+
+    def step(self, ctrl: torch.Tensor) -> None:
+        """Hold ``ctrl`` ``[N, nu]`` for ``decimation`` substeps in every env."""
+        self._ctrl[:] = ctrl.detach().to("cpu", torch.float64).numpy()
+        self.batch.step(nstep=self.decimation, stage=mujoco.mjtStage.mjSTAGE_VEL)
+
+    def reset(self, ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor, ctrl: torch.Tensor) -> None:
+        """Put envs ``ids`` in state ``qpos`` ``[n, nq]``, ``qvel`` ``[n, nv]``, ``ctrl`` ``[n, nu]``."""
+        self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        self._qpos[ids] = qpos.detach().to("cpu", torch.float64).numpy()
+        self._qvel[ids] = qvel.detach().to("cpu", torch.float64).numpy()
+        self._ctrl[ids] = ctrl.detach().to("cpu", torch.float64).numpy()
+        self.batch.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
+
+    def set_mocap_pos(self, ids: np.ndarray, mocap_index: int, pos: torch.Tensor) -> None:
+        """Move mocap body ``mocap_index`` of envs ``ids`` to ``pos`` ``[n, 3]`` (markers, targets)."""
+        if not hasattr(self, "_mocap_pos"):
+            self._mocap_pos = self.batch.bind("mocap_pos")
+        self._mocap_pos[ids, mocap_index] = pos.detach().to("cpu", torch.float64).numpy()
+
+    def default_qpos(self) -> torch.Tensor:
+        """``[nq]`` the model's reference configuration."""
+        return torch.as_tensor(self.model.qpos0, dtype=torch.float32, device=self.device)
+
+    def expand(self, field: str) -> np.ndarray:
+        """Live ``[N, ...]`` per-env values of a model field, for domain randomisation."""
+        return self.batch.expand(field)
+
+    def set_const(self, ids: np.ndarray | None = None) -> None:
+        """Recompute the constants MuJoCo derives from masses and options, per env."""
+        self.batch.set_const(ids)
+
+    def snapshot(self, env_index: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
+        """Model (with this env's randomised fields) and data of one env, e.g. to render it."""
+        model = self.batch.get_model(env_index)
+        data = self.batch.get_data(env_index)
+        mujoco.mj_forward(model, data)
+        return model, data

@@ -1,0 +1,286 @@
+"""TaskEnv: the VecEnv every MuJoCo task is, assembled from small term functions.
+
+A task is a :class:`TaskCfg` (robot, scene edit, observation/reward/termination terms with their
+weights, success, randomisation) plus, where it keeps commands or targets, a subclass with
+``_reset_task(ids)`` / ``_pre_step()`` hooks. Terms are functions ``(env) -> Tensor[N]`` (or
+``[N, k]`` for observations) that read ``env.state`` (a backend-neutral :class:`SimState`) and
+the task's own buffers, so a GPU backend only has to fill the same state.
+
+Step order: clip action -> noise and latency -> PD targets -> physics (``decimation`` substeps)
+-> read state -> task update -> terminations, rewards, success -> final observations ->
+reset done envs -> observations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from sim.backends.mujoco_batch import MujocoBatchBackend
+from sim.randomization import DomainRandCfg, DomainRandomizer
+from sim.robots import RobotConfig, build_model, load_robot, site_name
+from sim.robots.model import SpecEdit
+from sim.state import SimState
+from sim.vecenv import Obs, Step, VecEnv
+
+TermFn = Callable[..., torch.Tensor]
+
+
+@dataclass
+class ObsTerm:
+    """One observation term: ``func(env, **params) -> [N, size]``, times ``scale``, plus uniform noise."""
+
+    func: TermFn
+    scale: float = 1.0
+    noise: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RewardTerm:
+    """One reward term: ``weight * func(env, **params)`` (``[N]``), counted in reward ``group``."""
+
+    func: TermFn
+    weight: float
+    group: str = "task"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TaskCfg:
+    """Everything that defines a task. Weights and ranges live here, never in term code."""
+
+    robot: str
+    episode_s: float
+    observations: dict[str, dict[str, ObsTerm]]
+    rewards: dict[str, RewardTerm]
+    terminations: dict[str, TermFn] = field(default_factory=dict)
+    success: TermFn | None = None
+    success_terminates: bool = False
+    scene: SpecEdit | None = None
+    sites: tuple[str, ...] = ()
+    """Site roles from robot.yaml (or MJCF site names added by ``scene``) the terms read."""
+    bodies: tuple[str, ...] = ()
+    init_joint_noise: float = 0.0
+    """Half-width (rad) of the uniform noise added to the default pose at reset."""
+    randomization: DomainRandCfg = field(default_factory=DomainRandCfg)
+    observation_noise: bool = True
+    """Add each policy term's ``noise`` (sim-to-real robustness); evaluation may turn it off."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Task-specific settings (target ranges, command ranges, thresholds)."""
+
+    def replace(self, **changes: Any) -> TaskCfg:
+        """A copy with top-level fields changed (``params`` entries are merged)."""
+        params = {**self.params, **changes.pop("params", {})}
+        return dataclasses.replace(self, params=params, **changes)
+
+
+class TaskEnv(VecEnv):
+    """A batched MuJoCo task on the CPU ``Batch`` backend.
+
+    Args:
+        cfg: the task.
+        num_envs: number of parallel envs.
+        device: torch device of every tensor the env returns.
+        seed: seed of all task randomness (targets, noise, domain randomisation).
+        nthread: physics threads (0: all CPUs).
+    """
+
+    def __init__(self, cfg: TaskCfg, num_envs: int = 1, device: str | torch.device = "cpu",
+                 seed: int = 0, nthread: int = 0) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.cfg = cfg
+        self.robot: RobotConfig = load_robot(cfg.robot)
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.model = build_model(self.robot, cfg.scene)
+        control = self.robot.control
+        self.dt = control.dt
+        self.max_episode_steps = max(1, round(cfg.episode_s / self.dt))
+        self.action_dim = self.robot.num_joints
+        self.action_low = -torch.ones(self.action_dim, device=self.device)
+        self.action_high = torch.ones(self.action_dim, device=self.device)
+        sites = {role: self._site_mjcf_name(role) for role in cfg.sites}
+        self.backend = MujocoBatchBackend(self.model, num_envs, self.robot.joint_names, sites,
+                                          list(cfg.bodies), control.decimation, self.device, nthread)
+        joints = self.robot.joints
+        self.default_joint_pos = torch.tensor([j.default for j in joints], device=self.device)
+        self.joint_lower = torch.tensor([j.lower for j in joints], device=self.device)
+        self.joint_upper = torch.tensor([j.upper for j in joints], device=self.device)
+        self.joint_effort = torch.tensor([j.effort for j in joints], device=self.device)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+        self.randomizer = DomainRandomizer(cfg.randomization, self.backend, self.generator)
+        self.reward_groups = tuple(dict.fromkeys(t.group for t in cfg.rewards.values()))
+        self._group_index = torch.tensor([self.reward_groups.index(t.group) for t in cfg.rewards.values()],
+                                         device=self.device)
+        n = num_envs
+        self.episode_step = torch.zeros(n, dtype=torch.long, device=self.device)
+        self.action = torch.zeros(n, self.action_dim, device=self.device)
+        self.last_action = torch.zeros_like(self.action)
+        self._episode_sums = {name: torch.zeros(n, device=self.device) for name in cfg.rewards}
+        self._episode_return = torch.zeros(n, device=self.device)
+        self.state: SimState = self.backend.read()
+        self._init_task()
+        self._reset_task(torch.arange(num_envs, device=self.device))
+        self.observation_layout = {
+            group: [(name, self._term_size(t), t.scale) for name, t in terms.items()]
+            for group, terms in cfg.observations.items()
+        }
+        if "policy" not in self.observation_layout:
+            raise ValueError("a task needs a 'policy' observation group")
+        self.observation_dims = {g: sum(s for _, s, _ in terms) for g, terms in self.observation_layout.items()}
+
+    # ----------------------------------------------------------------------------- helpers
+    def _site_mjcf_name(self, role: str) -> str:
+        return site_name(self.robot, role) if role in self.robot.sites else role
+
+    def _term_size(self, term: ObsTerm) -> int:
+        return int(term.func(self, **term.params).shape[-1])
+
+    def rand_uniform(self, low: Any, high: Any, shape: tuple[int, ...]) -> torch.Tensor:
+        """Uniform samples in ``[low, high)`` from the env's seeded generator."""
+        low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
+        high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
+        u = torch.rand(shape, generator=self.generator, device=self.device)
+        return low + (high - low) * u
+
+    # ----------------------------------------------------------------------------- task hooks
+    def _init_task(self) -> None:
+        """Allocate the task's buffers (targets, commands); called once, before the first reset."""
+
+    def _reset_task(self, ids: torch.Tensor) -> None:
+        """Resample the task's targets/commands for envs ``ids`` (after their physics reset)."""
+
+    def _pre_step(self) -> None:
+        """Per-step task update (command resampling), after physics, before terms."""
+
+    def _initial_state(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(qpos [n, nq], qvel [n, nv])`` for envs ``ids``: default pose plus noise."""
+        n = len(ids)
+        qpos = self.backend.default_qpos().repeat(n, 1)
+        noise = self.cfg.init_joint_noise
+        joint_pos = self.default_joint_pos + self.rand_uniform(-noise, noise, (n, self.action_dim))
+        qpos[:, self.backend._joint_qadr] = torch.clamp(joint_pos, self.joint_lower, self.joint_upper)
+        return qpos, torch.zeros(n, self.model.nv, device=self.device)
+
+    # ----------------------------------------------------------------------------- contract
+    def reset(self, seed: int | None = None) -> Obs:
+        """Reset every env (see :class:`sim.vecenv.VecEnv`)."""
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        self._reset_envs(torch.arange(self.num_envs, device=self.device))
+        self.state = self.backend.read()
+        return self._observations()
+
+    def step(self, action: torch.Tensor) -> Step:
+        """Advance all envs one control period (see :class:`sim.vecenv.VecEnv`)."""
+        if action.shape != (self.num_envs, self.action_dim):
+            raise ValueError(f"action has shape {tuple(action.shape)}, expected "
+                             f"({self.num_envs}, {self.action_dim})")
+        self.last_action = self.action
+        self.action = torch.clamp(action.to(self.device, torch.float32), self.action_low, self.action_high)
+        applied = self.randomizer.perturb_action(self.action)
+        self.backend.step(self._actuator_command(applied))
+        self.episode_step += 1
+        self.state = self.backend.read()
+        self._pre_step()
+
+        terms = {name: t.weight * t.func(self, **t.params) for name, t in self.cfg.rewards.items()}
+        stacked = torch.stack(list(terms.values()), dim=1)
+        by_group = torch.zeros(self.num_envs, len(self.reward_groups), device=self.device)
+        by_group.index_add_(1, self._group_index, stacked)
+        reward = stacked.sum(dim=1)
+        success = self.cfg.success(self) if self.cfg.success else torch.zeros_like(reward, dtype=torch.bool)
+        terminated = torch.zeros_like(success)
+        for func in self.cfg.terminations.values():
+            terminated |= func(self)
+        if self.cfg.success_terminates:
+            terminated |= success
+        truncated = (self.episode_step >= self.max_episode_steps) & ~terminated
+        for name, value in terms.items():
+            self._episode_sums[name] += value
+        self._episode_return += reward
+
+        final_obs = self._observations()
+        done = terminated | truncated
+        log: dict[str, float] = {}
+        done_ids = done.nonzero().squeeze(1)
+        if len(done_ids):
+            log = self._episode_log(done_ids, success)
+            self._reset_envs(done_ids)
+            self.state = self.backend.read()
+            obs = self._observations()
+        else:
+            obs = final_obs
+        info = {"final_obs": final_obs, "reward_terms": terms, "reward_by_group": by_group,
+                "success": success, "log": log}
+        return Step(obs, reward, terminated, truncated, info)
+
+    # ----------------------------------------------------------------------------- internals
+    def _actuator_command(self, action: torch.Tensor) -> torch.Tensor:
+        control = self.robot.control
+        if control.action_type == "joint_torque":
+            return action * self.joint_effort
+        if control.action_type == "joint_position":
+            target = self.joint_lower + (action + 1.0) * 0.5 * (self.joint_upper - self.joint_lower)
+        else:
+            target = self.default_joint_pos + control.action_scale * action
+        return torch.clamp(target, self.joint_lower, self.joint_upper)
+
+    def _reset_envs(self, ids: torch.Tensor) -> None:
+        self.randomizer.reset(ids)
+        qpos, qvel = self._initial_state(ids)
+        zero = torch.zeros(len(ids), self.action_dim, device=self.device)
+        ctrl = self._actuator_command(zero) if self.robot.control.action_type != "joint_torque" else zero
+        self.backend.reset(ids.cpu().numpy(), qpos, qvel, ctrl)
+        self._reset_task(ids)
+        self.episode_step[ids] = 0
+        self.action[ids] = 0.0
+        self.last_action[ids] = 0.0
+        self._episode_return[ids] = 0.0
+        for sums in self._episode_sums.values():
+            sums[ids] = 0.0
+
+    def _episode_log(self, ids: torch.Tensor, success: torch.Tensor) -> dict[str, float]:
+        log = {
+            "episode/return": self._episode_return[ids].mean().item(),
+            "episode/length": self.episode_step[ids].float().mean().item(),
+        }
+        for name, sums in self._episode_sums.items():
+            log[f"episode_reward/{name}"] = sums[ids].mean().item()
+        if self.cfg.success is not None:
+            log["episode/success"] = success[ids].float().mean().item()
+        return log
+
+    def _observations(self) -> Obs:
+        out = {}
+        for group, terms in self.cfg.observations.items():
+            parts = []
+            for term in terms.values():
+                value = term.func(self, **term.params) * term.scale
+                if group == "policy" and term.noise and self.cfg.observation_noise:
+                    value = value + self.rand_uniform(-term.noise, term.noise, tuple(value.shape))
+                parts.append(value)
+            out[group] = torch.cat(parts, dim=1)
+        return out
+
+    def render(self, env_index: int = 0, width: int = 320, height: int = 240,
+               camera: str | int = -1) -> np.ndarray:
+        """RGB frame ``[height, width, 3]`` uint8 of env ``env_index`` (see :mod:`sim.render`)."""
+        from sim.render import render_frame  # noqa: PLC0415 - OpenGL only when rendering
+
+        model, data = self.backend.snapshot(env_index)
+        return render_frame(model, data, width, height, camera)
+
+    def close(self) -> None:
+        """Close the renderer, if one was opened."""
+        from sim.render import close_renderers  # noqa: PLC0415
+
+        close_renderers()

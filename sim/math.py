@@ -1,0 +1,32 @@
+"""Batched rotation helpers (quaternions are wxyz, as in MuJoCo)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def quat_rotate_inverse(quat: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
+    """Rotate world vectors ``vec`` ``[N, 3]`` into the frames ``quat`` ``[N, 4]`` (wxyz)."""
+    w, xyz = quat[:, :1], quat[:, 1:]
+    t = 2.0 * torch.linalg.cross(xyz, vec, dim=1)
+    return vec - w * t + torch.linalg.cross(xyz, t, dim=1)
+
+
+def quat_rotate(quat: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
+    """Rotate frame vectors ``vec`` ``[N, 3]`` by ``quat`` ``[N, 4]`` (wxyz) into the world."""
+    w, xyz = quat[:, :1], quat[:, 1:]
+    t = 2.0 * torch.linalg.cross(xyz, vec, dim=1)
+    return vec + w * t + torch.linalg.cross(xyz, t, dim=1)
+
+
+def yaw_from_quat(quat: torch.Tensor) -> torch.Tensor:
+    """``[N]`` heading angle of frames ``quat`` ``[N, 4]`` (wxyz)."""
+    w, x, y, z = quat.unbind(dim=1)
+    return torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def projected_gravity(quat: torch.Tensor) -> torch.Tensor:
+    """``[N, 3]`` unit gravity direction seen in the frames ``quat`` (what an IMU's tilt gives)."""
+    down = torch.zeros(quat.shape[0], 3, device=quat.device, dtype=quat.dtype)
+    down[:, 2] = -1.0
+    return quat_rotate_inverse(quat, down)

@@ -1,0 +1,110 @@
+"""Per-env domain randomisation: physics fields through ``Batch.expand``, action noise and latency.
+
+Physics fields (friction, link masses, PD gains) are resampled for an env each time it resets,
+from the env's seeded generator, so a run is reproducible under its seed. Action latency is a
+per-env delay of whole control steps, kept in a small ring of past actions; it is backend-neutral.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+import torch
+
+Range = tuple[float, float]
+
+
+@dataclass
+class DomainRandCfg:
+    """Ranges of the randomised quantities; ``None`` (or 0) disables one.
+
+    Attributes:
+        friction_scale: multiplies every geom's sliding friction.
+        mass_scale: multiplies every body's mass.
+        actuator_gain_scale: multiplies every position actuator's kp (and kd, so the damping
+            ratio is kept).
+        action_delay_steps: each env's latency is drawn in ``[0, action_delay_steps]`` control steps.
+        action_noise_std: Gaussian noise added to the action the actuators receive.
+    """
+
+    friction_scale: Range | None = None
+    mass_scale: Range | None = None
+    actuator_gain_scale: Range | None = None
+    action_delay_steps: int = 0
+    action_noise_std: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("friction_scale", "mass_scale", "actuator_gain_scale"):
+            value = getattr(self, name)
+            if value is not None and not (len(value) == 2 and 0 < value[0] <= value[1]):
+                raise ValueError(f"DomainRandCfg.{name}={value!r}: use (low, high) with 0 < low <= high")
+        if self.action_delay_steps < 0 or self.action_noise_std < 0:
+            raise ValueError("DomainRandCfg: action_delay_steps and action_noise_std must be >= 0")
+
+
+class DomainRandomizer:
+    """Applies a :class:`DomainRandCfg` to a backend exposing ``expand``/``set_const``."""
+
+    def __init__(self, cfg: DomainRandCfg, backend, generator: torch.Generator) -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.generator = generator
+        self.device = backend.device
+        n = backend.num_envs
+        model: mujoco.MjModel = backend.model
+        self._fields: dict[str, tuple[np.ndarray, np.ndarray, Range]] = {}
+        if cfg.friction_scale:
+            self._add("geom_friction", cfg.friction_scale, (slice(None), 0))
+        if cfg.mass_scale:
+            self._add("body_mass", cfg.mass_scale, (slice(None),))
+        if cfg.actuator_gain_scale:
+            positional = model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE
+            self._gain_rows = np.nonzero(positional)[0]
+            self._gain0 = model.actuator_gainprm[:, 0].copy()
+            self._bias0 = model.actuator_biasprm[:, :3].copy()
+        self._delay = torch.zeros(n, dtype=torch.long, device=self.device)
+        self._history = torch.zeros(cfg.action_delay_steps + 1, n, model.nu, device=self.device)
+
+    def _add(self, field: str, scale: Range, index: tuple) -> None:
+        live = self.backend.expand(field)
+        self._fields[field] = (live, np.array(live[(0, *index)], copy=True), scale)
+
+    def _scales(self, n: int, scale: Range, shape: tuple[int, ...] = ()) -> np.ndarray:
+        u = torch.rand((n, *shape), generator=self.generator, device=self.device).cpu().numpy()
+        return scale[0] + (scale[1] - scale[0]) * u
+
+    def reset(self, ids: torch.Tensor) -> None:
+        """Resample the physics fields and latency of envs ``ids``; clear their action history."""
+        ids_np = ids.cpu().numpy()
+        n = len(ids_np)
+        if "geom_friction" in self._fields:
+            live, nominal, scale = self._fields["geom_friction"]
+            live[ids_np, :, 0] = nominal * self._scales(n, scale, (1,))
+        if "body_mass" in self._fields:
+            live, nominal, scale = self._fields["body_mass"]
+            live[ids_np] = nominal * self._scales(n, scale, (1,))
+            self.backend.set_const(ids_np)
+        if self.cfg.actuator_gain_scale:
+            gain = self.backend.expand("actuator_gainprm")
+            bias = self.backend.expand("actuator_biasprm")
+            k = self._scales(n, self.cfg.actuator_gain_scale, (1,))
+            rows = self._gain_rows
+            gain[np.ix_(ids_np, rows, [0])] = (self._gain0[rows] * k)[..., None]
+            bias[np.ix_(ids_np, rows, [1, 2])] = self._bias0[rows][None, :, 1:3] * k[..., None]
+        if self.cfg.action_delay_steps:
+            high = self.cfg.action_delay_steps + 1
+            self._delay[ids] = torch.randint(0, high, (n,), generator=self.generator, device=self.device)
+        self._history[:, ids] = 0.0
+
+    def perturb_action(self, action: torch.Tensor) -> torch.Tensor:
+        """The action the actuators receive: delayed by each env's latency, plus noise."""
+        if self.cfg.action_noise_std:
+            noise = torch.randn(action.shape, generator=self.generator, device=self.device)
+            action = action + self.cfg.action_noise_std * noise
+        if not self.cfg.action_delay_steps:
+            return action
+        self._history = torch.roll(self._history, 1, dims=0)
+        self._history[0] = action
+        return self._history[self._delay, torch.arange(action.shape[0], device=self.device)]

@@ -1,0 +1,68 @@
+"""Task registry: task name -> ``"module:factory"``, imported only when the task is made.
+
+A factory is ``factory(num_envs, device, seed, **overrides) -> VecEnv``. For tasks built on
+:class:`sim.env.TaskEnv`, :func:`make_task_env` applies overrides to the task's config: a
+:class:`sim.env.TaskCfg` field (``episode_s=2.0``) or an entry of its ``params``
+(``success_radius=0.03``); anything else is refused with the list of valid keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from sim.vecenv import VecEnv
+
+_TASKS: dict[str, str] = {}
+
+
+def register_task(name: str, factory: str) -> None:
+    """Register ``factory`` (``"package.module:function"``) under ``name``; names are unique."""
+    if name in _TASKS and _TASKS[name] != factory:
+        raise ValueError(f"task {name!r} is already registered to {_TASKS[name]}")
+    _TASKS[name] = factory
+
+
+def list_tasks() -> list[str]:
+    """Names of every registered task."""
+    return sorted(_TASKS)
+
+
+def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides: Any) -> VecEnv:
+    """Build the batched env of ``task`` with ``num_envs`` copies on ``device``.
+
+    Raises:
+        KeyError: unknown task (the message lists the known ones).
+    """
+    if task not in _TASKS:
+        raise KeyError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
+    module, _, function = _TASKS[task].partition(":")
+    factory: Callable[..., VecEnv] = getattr(importlib.import_module(module), function)
+    return factory(num_envs=num_envs, device=device, seed=seed, **overrides)
+
+
+def apply_overrides(cfg: Any, overrides: dict[str, Any], task: str) -> Any:
+    """A copy of a TaskCfg with ``overrides`` applied to its fields or its ``params``."""
+    fields = {f.name for f in dataclasses.fields(cfg)} - {"params"}
+    top = {k: v for k, v in overrides.items() if k in fields}
+    params = {k: v for k, v in overrides.items() if k not in fields}
+    unknown = sorted(set(params) - set(cfg.params))
+    if unknown:
+        raise ValueError(f"task {task!r} has no setting {unknown[0]!r}; valid: "
+                         f"{sorted(fields | set(cfg.params))}")
+    return cfg.replace(params=params, **top)
+
+
+def make_task_env(env_cls: type, cfg: Any, task: str, num_envs: int, device: str, seed: int,
+                  nthread: int = 0, **overrides: Any) -> VecEnv:
+    """Build a TaskEnv subclass from its default config and the caller's overrides."""
+    return env_cls(apply_overrides(cfg, overrides, task), num_envs=num_envs, device=device, seed=seed,
+                   nthread=nthread)
+
+
+for _name, _factory in {
+    "so101_reach": "sim.tasks.so101_reach:make",
+}.items():
+    register_task(_name, _factory)

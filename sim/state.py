@@ -1,0 +1,50 @@
+"""The backend-neutral view of simulation state that task logic reads.
+
+A backend (MuJoCo ``Batch`` on CPU today, MuJoCo Warp on GPU later) fills one :class:`SimState`
+per control step; observation, reward, termination and success terms read only this, so tasks
+never touch a backend. Shapes use ``N = num_envs``; all tensors are float32 on the env's device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class SimState:
+    """State of every env after the last physics substep.
+
+    Attributes:
+        qpos: ``[N, nq]`` generalized positions (free joints: xyz + wxyz quaternion).
+        qvel: ``[N, nv]`` generalized velocities (free joints: world linear, local angular).
+        joint_pos: ``[N, J]`` actuated joint positions in robot.yaml order.
+        joint_vel: ``[N, J]`` actuated joint velocities in robot.yaml order.
+        site_pos: ``[N, S, 3]`` world positions of the tracked sites (see ``site_index``).
+        body_pos: ``[N, B, 3]`` world positions of the tracked bodies (see ``body_index``).
+        body_quat: ``[N, B, 4]`` world orientations (wxyz) of the tracked bodies.
+        actuator_force: ``[N, J]`` actuator forces (N m) of the last substep.
+        site_index: site role -> index into ``site_pos``.
+        body_index: body name -> index into ``body_*``.
+    """
+
+    qpos: torch.Tensor
+    qvel: torch.Tensor
+    joint_pos: torch.Tensor
+    joint_vel: torch.Tensor
+    site_pos: torch.Tensor
+    body_pos: torch.Tensor
+    body_quat: torch.Tensor
+    actuator_force: torch.Tensor
+    site_index: dict[str, int]
+    body_index: dict[str, int]
+
+    def site(self, role: str) -> torch.Tensor:
+        """``[N, 3]`` world position of a tracked site."""
+        return self.site_pos[:, self.site_index[role]]
+
+    def body(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """``([N, 3], [N, 4])`` world position and wxyz orientation of a tracked body."""
+        i = self.body_index[name]
+        return self.body_pos[:, i], self.body_quat[:, i]

@@ -1,0 +1,1 @@
+"""Tasks: one module each, registered by name in :mod:`sim.registry`."""

@@ -1,0 +1,128 @@
+"""so101_reach: bring the SO-101 gripper site to a sampled 3-D target; success within 2 cm.
+
+Targets are drawn from a table of gripper positions the arm actually reaches (forward kinematics
+of random joint configurations inside the limits, kept where the site is above the table and in
+front of the base), so every target is feasible. The target is given to the policy in the
+robot's base frame, as a ROS node would receive it from a PoseStamped.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import torch
+
+from sim.env import ObsTerm, RewardTerm, TaskCfg, TaskEnv
+from sim.registry import make_task_env
+from sim.robots import add_floor_and_light
+from sim.tasks import terms
+
+TARGET_BODY = "target"
+
+
+def add_target_marker(spec: mujoco.MjSpec) -> None:
+    """Floor, light and a non-colliding mocap sphere that shows the target in renders."""
+    add_floor_and_light(spec)
+    body = spec.worldbody.add_body(name=TARGET_BODY, mocap=True, pos=[0.2, 0.0, 0.15])
+    body.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.012, 0, 0], rgba=[0.1, 0.9, 0.2, 0.6],
+                  contype=0, conaffinity=0, group=2)
+
+
+def reachable_points(model: mujoco.MjModel, joint_names: list[str], site: str, count: int,
+                     z_range: tuple[float, float], min_radius: float, seed: int = 0) -> np.ndarray:
+    """``[M, 3]`` positions of ``site`` over random joint configurations, filtered to the workspace."""
+    rng = np.random.default_rng(seed)
+    data = mujoco.MjData(model)
+    site_id = model.site(site).id
+    adr = [model.jnt_qposadr[model.joint(n).id] for n in joint_names]
+    lo = np.array([model.jnt_range[model.joint(n).id][0] for n in joint_names])
+    hi = np.array([model.jnt_range[model.joint(n).id][1] for n in joint_names])
+    points = []
+    for _ in range(count):
+        data.qpos[adr] = rng.uniform(lo, hi)
+        mujoco.mj_kinematics(model, data)
+        points.append(data.site_xpos[site_id].copy())
+    points = np.array(points)
+    radius = np.linalg.norm(points[:, :2], axis=1)
+    keep = (points[:, 2] >= z_range[0]) & (points[:, 2] <= z_range[1]) & (radius >= min_radius)
+    return points[keep]
+
+
+def target_pos(env) -> torch.Tensor:
+    """``[N, 3]`` target position in the robot base frame."""
+    return env.target - env.state.site("base")
+
+
+def ee_to_target(env) -> torch.Tensor:
+    """``[N, 3]`` vector from the gripper site to the target (privileged)."""
+    return env.target - env.state.site("end_effector")
+
+
+def ee_distance(env) -> torch.Tensor:
+    """``[N]`` gripper-to-target distance (m)."""
+    return torch.linalg.norm(ee_to_target(env), dim=1)
+
+
+def reach_kernel(env, std: float) -> torch.Tensor:
+    """``[N]`` in (0, 1]: 1 - tanh(distance / std), dense near the target."""
+    return 1.0 - torch.tanh(ee_distance(env) / std)
+
+
+def reached(env) -> torch.Tensor:
+    """``[N]`` bool: gripper within ``success_radius`` of the target."""
+    return ee_distance(env) < env.cfg.params["success_radius"]
+
+
+class So101ReachEnv(TaskEnv):
+    """SO-101 reaching with targets resampled at every reset."""
+
+    def _init_task(self) -> None:
+        p = self.cfg.params
+        table = reachable_points(self.model, self.robot.joint_names[:5], self._site_mjcf_name("end_effector"),
+                                 p["target_table_size"], p["target_z_range"], p["target_min_radius"])
+        self.target_table = torch.as_tensor(table, dtype=torch.float32, device=self.device)
+        self.target = torch.zeros(self.num_envs, 3, device=self.device)
+        self._mocap = int(self.model.body(TARGET_BODY).mocapid[0])
+
+    def _reset_task(self, ids: torch.Tensor) -> None:
+        pick = torch.randint(0, len(self.target_table), (len(ids),), generator=self.generator, device=self.device)
+        self.target[ids] = self.target_table[pick]
+        self.backend.set_mocap_pos(ids.cpu().numpy(), self._mocap, self.target[ids])
+
+
+def so101_reach_cfg() -> TaskCfg:
+    """Default configuration of so101_reach."""
+    policy = {
+        "joint_pos": ObsTerm(terms.joint_pos, noise=0.01),
+        "joint_vel": ObsTerm(terms.joint_vel, scale=0.1, noise=0.05),
+        "target_pos": ObsTerm(target_pos),
+        "last_action": ObsTerm(terms.last_action),
+    }
+    critic = {**policy, "ee_to_target": ObsTerm(ee_to_target)}
+    critic = {k: ObsTerm(v.func, v.scale, 0.0, v.params) for k, v in critic.items()}
+    return TaskCfg(
+        robot="so101",
+        episode_s=4.0,
+        observations={"policy": policy, "critic": critic},
+        rewards={
+            "distance": RewardTerm(ee_distance, weight=-1.0),
+            "reach_fine": RewardTerm(reach_kernel, weight=1.0, params={"std": 0.05}),
+            "action_rate": RewardTerm(terms.action_rate_l2, weight=-0.01),
+            "joint_vel": RewardTerm(terms.joint_vel_l2, weight=-0.001),
+        },
+        success=reached,
+        scene=add_target_marker,
+        sites=("end_effector", "base"),
+        init_joint_noise=0.1,
+        params={
+            "success_radius": 0.02,
+            "target_table_size": 4096,
+            "target_z_range": (0.05, 0.35),
+            "target_min_radius": 0.12,
+        },
+    )
+
+
+def make(num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides) -> So101ReachEnv:
+    """Registry factory of so101_reach."""
+    return make_task_env(So101ReachEnv, so101_reach_cfg(), "so101_reach", num_envs, device, seed, **overrides)

@@ -1,0 +1,102 @@
+"""Term functions shared by tasks: ``(env, **params) -> Tensor``.
+
+Observation terms return ``[N, k]``; reward, termination and success terms return ``[N]``.
+Policy-group observation terms use only what a real robot publishes (see docs/tasks.md, "The
+observation vocabulary"); the ROS policy node rebuilds exactly these from its topics.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sim.math import projected_gravity as _projected_gravity
+from sim.math import quat_rotate_inverse
+
+# ------------------------------------------------------------------ policy observations
+
+
+def joint_pos(env) -> torch.Tensor:
+    """``[N, J]`` joint positions relative to the default pose (JointState.position - default)."""
+    return env.state.joint_pos - env.default_joint_pos
+
+
+def joint_vel(env) -> torch.Tensor:
+    """``[N, J]`` joint velocities (JointState.velocity)."""
+    return env.state.joint_vel
+
+
+def last_action(env) -> torch.Tensor:
+    """``[N, A]`` the policy action applied in the last step (the node remembers what it sent)."""
+    return env.action
+
+
+def base_ang_vel(env) -> torch.Tensor:
+    """``[N, 3]`` base angular velocity in the base frame (IMU gyro)."""
+    return env.state.qvel[:, 3:6]
+
+
+def projected_gravity(env) -> torch.Tensor:
+    """``[N, 3]`` gravity direction in the base frame (from the IMU orientation quaternion)."""
+    return _projected_gravity(env.state.qpos[:, 3:7])
+
+
+# ------------------------------------------------------------------ privileged (critic) terms
+
+
+def base_lin_vel(env) -> torch.Tensor:
+    """``[N, 3]`` base linear velocity in the base frame (not measured on the robot)."""
+    return quat_rotate_inverse(env.state.qpos[:, 3:7], env.state.qvel[:, 0:3])
+
+
+def base_height(env) -> torch.Tensor:
+    """``[N, 1]`` base height above the floor."""
+    return env.state.qpos[:, 2:3]
+
+
+def site_pos(env, role: str) -> torch.Tensor:
+    """``[N, 3]`` world position of a tracked site."""
+    return env.state.site(role)
+
+
+# ------------------------------------------------------------------ regularisers ([N])
+
+
+def action_rate_l2(env) -> torch.Tensor:
+    """Squared change of the action between steps."""
+    return torch.sum((env.action - env.last_action) ** 2, dim=1)
+
+
+def joint_vel_l2(env) -> torch.Tensor:
+    """Squared joint velocities."""
+    return torch.sum(env.state.joint_vel**2, dim=1)
+
+
+def joint_torque_l2(env) -> torch.Tensor:
+    """Squared actuator torques."""
+    return torch.sum(env.state.actuator_force**2, dim=1)
+
+
+def joint_limit_margin(env, margin: float = 0.05) -> torch.Tensor:
+    """Total depth (rad) by which joints are within ``margin`` of their limits."""
+    q = env.state.joint_pos
+    below = torch.clamp(env.joint_lower + margin - q, min=0.0)
+    above = torch.clamp(q - (env.joint_upper - margin), min=0.0)
+    return torch.sum(below + above, dim=1)
+
+
+def alive(env) -> torch.Tensor:
+    """Constant 1 per step (weighted, a survival bonus)."""
+    return torch.ones(env.num_envs, device=env.device)
+
+
+# ------------------------------------------------------------------ terminations ([N] bool)
+
+
+def base_below(env, height: float) -> torch.Tensor:
+    """The base fell below ``height`` metres."""
+    return env.state.qpos[:, 2] < height
+
+
+def base_tilted(env, max_cos: float = 0.0) -> torch.Tensor:
+    """The base's up axis tilted so that gravity's z in the base frame exceeds ``-max_cos``."""
+    return _projected_gravity(env.state.qpos[:, 3:7])[:, 2] > -max_cos
