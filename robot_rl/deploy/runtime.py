@@ -1,0 +1,94 @@
+"""Run an exported policy with onnxruntime, one observation at a time (numpy only).
+
+:class:`PolicyRuntime` loads ``policy.onnx``; :class:`ChunkExecutor` turns ``[H, A]`` action chunks
+into one target per control step, open-loop or with temporal ensembling (ACT-style).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from robot_rl.deploy.artifact import ONNX_FILE, ArtifactError, PolicyMeta, check_joint_order, load_meta
+
+CHUNK_MODES = ("open_loop", "temporal_ensemble")
+
+
+class PolicyRuntime:
+    """An artifact ready to run: ``infer(obs [D]) -> targets [H, A]``.
+
+    Args:
+        artifact_dir: directory written by ``robot_rl.export.export_policy``.
+        robot_joint_names: the robot's joints in command order; refused (ArtifactError) if they
+            differ from the artifact's in name or order.
+        threads: onnxruntime intra-op threads (1 keeps latency low and predictable).
+    """
+
+    def __init__(
+        self, artifact_dir: str | Path, robot_joint_names: list[str] | None = None, threads: int = 1
+    ) -> None:
+        self.meta: PolicyMeta = load_meta(artifact_dir)
+        if robot_joint_names is not None:
+            check_joint_order(self.meta, robot_joint_names)
+        path = Path(artifact_dir) / ONNX_FILE
+        if ONNX_FILE not in self.meta.files:
+            raise ArtifactError(f"{artifact_dir} has no {ONNX_FILE}; export with formats including 'onnx'.")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        shape = self.session.get_inputs()[0].shape
+        if shape[-1] != self.meta.observation_dim:
+            raise ArtifactError(
+                f"{path} takes obs of size {shape[-1]} but policy.yaml's observation adds up to "
+                f"{self.meta.observation_dim}; the files come from different exports."
+            )
+
+    def infer(self, obs: np.ndarray) -> np.ndarray:
+        """``obs [D]`` -> joint targets ``[H, A]`` (robot units)."""
+        x = np.asarray(obs, dtype=np.float32).reshape(1, -1)
+        out = self.session.run(None, {"obs": x})[0]
+        return out.reshape(self.meta.chunk_length, self.meta.action_dim).astype(np.float64)
+
+
+class ChunkExecutor:
+    """Pick the target of each control step from chunks ``[H, A]``.
+
+    ``open_loop``: infer once every ``H`` steps and play the chunk out. ``temporal_ensemble``:
+    infer every step and average, for step t, the predictions ``chunk_{t-k}[k]`` of every chunk
+    still covering t with weights ``exp(-decay * k)`` (the newest prediction weighs most).
+    """
+
+    def __init__(self, chunk_length: int, mode: str = "open_loop", decay: float = 0.01):
+        if mode not in CHUNK_MODES:
+            raise ValueError(f"chunk mode {mode!r} must be one of {CHUNK_MODES}.")
+        self.H, self.mode, self.decay = chunk_length, mode, decay
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every chunk (after a stop, e-stop or stale state)."""
+        self._chunks: deque[np.ndarray] = deque(maxlen=self.H)
+        self._index = 0
+
+    def needs_inference(self) -> bool:
+        """Whether the next :meth:`next_target` call needs a fresh chunk."""
+        return self.mode == "temporal_ensemble" or not self._chunks or self._index >= self.H
+
+    def next_target(self, chunk: np.ndarray | None) -> np.ndarray:
+        """``[A]`` target for this step; ``chunk [H, A]`` must be given when :meth:`needs_inference`."""
+        if self.needs_inference():
+            if chunk is None:
+                raise ValueError("a new chunk is needed for this step (needs_inference() is True).")
+            self._chunks.append(np.asarray(chunk, dtype=np.float64))
+            self._index = 0
+        if self.mode == "open_loop":
+            target = self._chunks[-1][self._index]
+            self._index += 1
+            return target
+        ages = np.arange(len(self._chunks))[::-1]  # newest chunk has age 0
+        preds = np.stack([c[k] for c, k in zip(self._chunks, ages, strict=True)])
+        weights = np.exp(-self.decay * ages)
+        return (weights[:, None] * preds).sum(0) / weights.sum()

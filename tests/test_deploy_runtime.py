@@ -1,0 +1,103 @@
+"""Deploy runtime: onnxruntime inference vs torch, observation rebuilding, action chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.deploy.artifact import ArtifactError
+from robot_rl.deploy.observation import (
+    RobotState,
+    build_observation,
+    projected_gravity,
+    raw_action,
+    reorder_index,
+)
+from robot_rl.deploy.runtime import ChunkExecutor, PolicyRuntime
+from robot_rl.export import PolicyHead, export_policy, make_meta
+
+JOINTS = ["hip", "knee", "ankle"]
+
+
+def humanoid_meta(chunk_length: int = 1):
+    return make_meta(
+        robot="toy_humanoid",
+        joint_names=JOINTS,
+        default_joint_pos=[0.1, 0.3, -0.2],
+        observation_layout=[
+            ("base_ang_vel", 3, 0.25),
+            ("projected_gravity", 3, 1.0),
+            ("velocity_command", 3, 1.0),
+            ("joint_pos", 3, 1.0),
+            ("joint_vel", 3, 0.05),
+            ("last_action", 3, 1.0),
+        ],
+        action_scale=0.25,
+        control_hz=50,
+        chunk_length=chunk_length,
+    )
+
+
+def test_runtime_matches_torch_and_refuses_other_robot(tmp_path):
+    meta = humanoid_meta(chunk_length=2)
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Linear(18, 16), torch.nn.Tanh(), torch.nn.Linear(16, 6))
+    head = PolicyHead(net, meta, obs_mean=torch.randn(18), obs_std=torch.rand(18) + 0.5)
+    export_policy(head, meta, tmp_path, formats=("onnx",))
+    runtime = PolicyRuntime(tmp_path, robot_joint_names=JOINTS)
+    obs = np.random.default_rng(0).normal(size=18).astype(np.float32)
+    with torch.no_grad():
+        expected = head(torch.from_numpy(obs)[None]).numpy().reshape(2, 3)
+    np.testing.assert_allclose(runtime.infer(obs), expected, atol=1e-5)
+    with pytest.raises(ArtifactError, match="first difference at index 0"):
+        PolicyRuntime(tmp_path, robot_joint_names=["knee", "hip", "ankle"])
+
+
+def test_projected_gravity_by_hand():
+    np.testing.assert_allclose(projected_gravity(np.array([1.0, 0, 0, 0])), [0, 0, -1], atol=1e-12)
+    # rolled +90 deg about x: the world's down is the body's -y... body y axis points world +z
+    c = np.cos(np.pi / 4)
+    np.testing.assert_allclose(projected_gravity(np.array([c, c, 0, 0])), [0, -1, 0], atol=1e-12)
+    # pitched +90 deg about y: body x points world -z, so gravity is +x in the body
+    np.testing.assert_allclose(projected_gravity(np.array([c, 0, c, 0])), [1, 0, 0], atol=1e-12)
+    with pytest.raises(ValueError, match="not a rotation"):
+        projected_gravity(np.zeros(4))
+
+
+def test_build_observation_by_hand():
+    meta = humanoid_meta()
+    msg_names = ["ankle", "hip", "knee", "wrist"]
+    msg_pos = np.array([-0.1, 0.5, 0.3, 9.0])
+    idx = reorder_index(msg_names, JOINTS)
+    state = RobotState(
+        joint_pos=msg_pos[idx],
+        joint_vel=np.array([2.0, -4.0, 0.0, 7.0])[idx],
+        imu_quat_wxyz=np.array([1.0, 0, 0, 0]),
+        imu_gyro=np.array([4.0, 0.0, -8.0]),
+        velocity_command=np.array([0.5, 0.0, 0.1]),
+    )
+    obs = build_observation(meta, state, last_action=np.array([1.0, -1.0, 0.5]))
+    expected = [1.0, 0.0, -2.0, 0, 0, -1, 0.5, 0.0, 0.1, 0.4, 0.0, 0.1, -0.2, 0.0, 0.1, 1.0, -1.0, 0.5]
+    np.testing.assert_allclose(obs, expected, atol=1e-6)
+    assert obs.dtype == np.float32
+    with pytest.raises(ArtifactError, match=r"lacks joints \['knee'\]"):
+        reorder_index(["hip", "ankle"], JOINTS)
+    with pytest.raises(ValueError, match="velocity command"):
+        no_command = RobotState(state.joint_pos, state.joint_vel, state.imu_quat_wxyz, state.imu_gyro)
+        build_observation(meta, no_command, np.zeros(3))
+    np.testing.assert_allclose(raw_action(meta, np.array([0.35, 0.3, -0.45])), [1.0, 0.0, -1.0])
+
+
+def test_chunks_open_loop_and_temporal_ensemble_by_hand():
+    chunk_a = np.array([[0.0], [1.0], [2.0]])
+    chunk_b = np.array([[10.0], [11.0], [12.0]])
+    ex = ChunkExecutor(3, "open_loop")
+    got = [ex.next_target(chunk_a if ex.needs_inference() else None)[0] for _ in range(4)]
+    assert got == [0.0, 1.0, 2.0, 0.0]
+    ex = ChunkExecutor(3, "temporal_ensemble", decay=np.log(2.0))  # weights 1, 1/2, 1/4 by age
+    assert ex.next_target(chunk_a)[0] == 0.0
+    # step 1: newest chunk_b[0] (w 1) and chunk_a[1] (w 1/2): (10 + 0.5) / 1.5
+    assert ex.next_target(chunk_b)[0] == pytest.approx(10.5 / 1.5)
+    with pytest.raises(ValueError, match="new chunk"):
+        ex.next_target(None)
