@@ -1,0 +1,104 @@
+"""Ensembles of Q critics as stacked parameters run through ``torch.vmap`` (one call for ``E`` nets).
+
+Config key ``critic=ensemble``. With ``num_members=2`` it is the clipped double Q of TD3/SAC
+(Fujimoto et al. 2018; agents reduce the target with ``min``); with ``num_members=10`` and
+``subset=2`` it is REDQ (Chen et al., "Randomized Ensembled Double Q-Learning", ICLR 2021:
+targets use the minimum over a random subset, the actor the mean of all members).
+
+Parameters of the ``E`` member MLPs are stacked along a leading dimension (TD-MPC2's
+``layers.Ensemble``), so the target update of the whole ensemble is one ``torch._foreach_lerp_``
+over a handful of stacked tensors (:meth:`Critic.update_target`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state
+
+from robot_rl.critics.base import Critic, CriticSpec
+from robot_rl.critics.registry import register_critic
+from robot_rl.models.mlp import mlp
+
+
+def critic_input(obs: torch.Tensor, action: torch.Tensor | None) -> torch.Tensor:
+    """Concatenate ``obs [B, D]`` with the flattened action ``[B, A]`` / ``[B, H, A]`` -> ``[B, D + H*A]``."""
+    return obs if action is None else torch.cat([obs, action.flatten(1)], dim=-1)
+
+
+def input_dim(spec: CriticSpec) -> int:
+    """Size of :func:`critic_input`'s output for ``spec``."""
+    return spec.obs_dim + spec.chunk_len * spec.action_dim
+
+
+class StackedMLP(nn.Module):
+    """``E`` independently initialised MLPs evaluated together: ``[B, in] -> [E, B, out]``."""
+
+    def __init__(
+        self,
+        num_members: int,
+        in_dim: int,
+        hidden_dims: list[int],
+        out_dim: int,
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        if num_members < 1:
+            raise ValueError(f"num_members must be >= 1, got {num_members}")
+        members = [mlp(in_dim, hidden_dims, out_dim, activation) for _ in range(num_members)]
+        params, _ = stack_module_state(members)
+        self._names = list(params)
+        self.stacked = nn.ParameterList([nn.Parameter(params[name]) for name in self._names])
+        # A shape-only template: functional_call swaps in one member's slice of the stacked tensors.
+        object.__setattr__(self, "_template", members[0].to("meta"))
+        self.num_members = num_members
+
+    def _member(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return functional_call(self._template, params, (x,))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """All members on the same input: ``x [B, in]`` -> ``[E, B, out]``."""
+        params = dict(zip(self._names, self.stacked, strict=True))
+        return torch.vmap(self._member, in_dims=(0, None))(params, x)
+
+
+@dataclass
+class EnsembleCriticConfig:
+    """``E`` MLP Q critics with stacked parameters.
+
+    Attributes:
+        num_members: ``E`` (2 = clipped double Q, 10 = REDQ).
+        subset: members in the random-subset minimum (REDQ's ``M``); agents read it for
+            ``reduce="random_min"`` targets.
+        hidden_dims: hidden layer widths of every member.
+        activation: ``relu``, ``elu``, ``tanh``, ``silu`` or ``gelu``.
+    """
+
+    num_members: int = 2
+    subset: int = 2
+    hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
+    activation: str = "relu"
+
+
+@register_critic("ensemble", EnsembleCriticConfig)
+class EnsembleCritic(Critic):
+    """``E`` Q networks in one vmapped call; estimates ``[E, B, G]``."""
+
+    kinds = frozenset({"Q"})
+
+    def __init__(self, spec: CriticSpec, cfg: EnsembleCriticConfig) -> None:
+        super().__init__(spec)
+        if not 1 <= cfg.subset <= cfg.num_members:
+            raise ValueError(
+                f"critic.subset must be in [1, num_members={cfg.num_members}], got {cfg.subset}"
+            )
+        self.subset = cfg.subset
+        self.members = StackedMLP(
+            cfg.num_members, input_dim(spec), list(cfg.hidden_dims), spec.num_values, cfg.activation
+        )
+
+    def estimates(self, obs: torch.Tensor, action: torch.Tensor | None = None) -> torch.Tensor:
+        """``[E, B, G]`` Q values of ``obs [B, D]`` and ``action [B, A]`` (or ``[B, H, A]``)."""
+        return self.members(critic_input(obs, self.check_action(action)))
