@@ -111,6 +111,9 @@ class Critic(nn.Module, abc.ABC):
         """Map ``[B, D]`` observations to the critic's input (identity except for world models)."""
         return obs
 
+    def update_normalizer(self, obs: torch.Tensor) -> None:
+        """Fold raw observations ``[B, D]`` into input statistics, for critics that normalise."""
+
     def distribution(self, obs: torch.Tensor, action: torch.Tensor | None = None) -> torch.Tensor:
         """Return distribution parameters ``[E, B, G, K]`` (atoms' logits or quantiles)."""
         raise NotImplementedError(f"{type(self).__name__} is not distributional")

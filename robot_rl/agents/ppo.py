@@ -1,0 +1,320 @@
+"""Proximal Policy Optimization (Schulman et al. 2017), following rsl_rl's PPO.
+
+Clipped surrogate and clipped value loss, GAE with exact time-out bootstrapping (the critic
+values the pre-reset final observation of truncated episodes), entropy bonus, adaptive-KL
+learning rate, empirical observation normalisation, asymmetric actor/critic observation groups,
+gradient-norm clipping and mini-batch epochs. With ``per_group_values`` the critic predicts one
+value per reward group and advantages are normalised per group, then weighted (multi-critic).
+
+Shapes: ``T = num_steps_per_env``, ``N`` envs, ``D`` policy obs, ``Dc`` critic obs, ``A`` actions,
+``G`` value outputs (1, or the number of reward groups).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
+from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.math.advantages import gae, normalize_per_group
+from robot_rl.models.actor import GaussianActor
+
+SCHEDULES = ("adaptive", "fixed")
+
+
+@dataclass
+class PPOConfig:
+    """``agent=ppo`` (defaults follow rsl_rl's PPO).
+
+    Attributes:
+        num_steps_per_env: rollout length ``T`` per update.
+        num_learning_epochs: passes over the rollout per update.
+        num_mini_batches: mini-batches per epoch (batch ``T * N / num_mini_batches``).
+        clip_param: PPO ratio clip (also the value clip).
+        gamma, lam: discount and GAE lambda.
+        value_loss_coef: weight of the value loss.
+        use_clipped_value_loss: clip value updates around the rollout's values.
+        entropy_coef: weight of the entropy bonus.
+        learning_rate: initial Adam learning rate.
+        schedule: ``adaptive`` (scale lr by 1.5 to keep KL near ``desired_kl``) or ``fixed``.
+        desired_kl: target KL divergence per mini-batch for the adaptive schedule.
+        max_grad_norm: gradient-norm clip over actor and critic parameters.
+        actor_hidden_dims, activation: actor MLP.
+        init_noise_std: initial action standard deviation.
+        normalize_obs: empirical normalisation of actor observations.
+        per_group_values: one value per reward group; advantages normalised per group.
+        group_weights: weight of each reward group's advantage (empty = all 1).
+    """
+
+    num_steps_per_env: int = 24
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4
+    clip_param: float = 0.2
+    gamma: float = 0.99
+    lam: float = 0.95
+    value_loss_coef: float = 1.0
+    use_clipped_value_loss: bool = True
+    entropy_coef: float = 0.01
+    learning_rate: float = 1e-3
+    schedule: str = "adaptive"
+    desired_kl: float = 0.01
+    max_grad_norm: float = 1.0
+    actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 128, 64])
+    activation: str = "elu"
+    init_noise_std: float = 1.0
+    normalize_obs: bool = True
+    per_group_values: bool = False
+    group_weights: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name in ("num_steps_per_env", "num_learning_epochs", "num_mini_batches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"agent.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("clip_param", "learning_rate", "desired_kl", "max_grad_norm", "init_noise_std"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"agent.{name} must be > 0, got {getattr(self, name)}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"agent.schedule={self.schedule!r} is not one of {SCHEDULES}")
+
+
+@register_agent("ppo", PPOConfig)
+class PPO(Agent):
+    """On-policy actor-critic; :meth:`ready` after ``T`` observed steps, then :meth:`update`."""
+
+    def __init__(self, cfg: PPOConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
+        super().__init__(cfg, critic_cfg, env, device)
+        D, A = env.observation_dims["policy"], env.action_dim
+        self.critic_group = env.critic_group
+        G = len(env.reward_groups) if cfg.per_group_values else 1
+        if cfg.group_weights and len(cfg.group_weights) != G:
+            raise ValueError(
+                f"agent.group_weights has {len(cfg.group_weights)} entries but the env has {G} reward "
+                f"groups {env.reward_groups}; give one weight per group or leave it empty"
+            )
+        self.group_weights = torch.tensor(cfg.group_weights or [1.0] * G, device=self.device)
+        self.actor = GaussianActor(
+            D, A, cfg.actor_hidden_dims, cfg.activation, cfg.init_noise_std, cfg.normalize_obs
+        ).to(self.device)
+        spec = CriticSpec(obs_dim=env.observation_dims[self.critic_group], num_values=G)
+        self.critic = make_critic(critic_cfg, spec).to(self.device)
+        self.learning_rate = cfg.learning_rate
+        self.optimizer = torch.optim.Adam(
+            [*self.actor.parameters(), *self.critic.parameters()], lr=self.learning_rate
+        )
+        self.updates = 0
+        self.storage = RolloutStorage(cfg.num_steps_per_env, env.num_envs, D, spec.obs_dim, A, G, self.device)
+        self._pending: dict[str, torch.Tensor] | None = None
+
+    # --- acting and recording ----------------------------------------------------------------
+
+    @torch.no_grad()
+    def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
+        """``[N, A]`` sampled actions (or the mean when ``deterministic``); sampling caches what
+        :meth:`observe` stores (log-prob, value, distribution)."""
+        if deterministic:
+            return self.actor(obs["policy"])
+        dist = self.actor.distribution(obs["policy"])
+        action = dist.sample()
+        self._pending = {
+            "log_prob": dist.log_prob(action).sum(-1),
+            "mean": dist.mean,
+            "std": dist.stddev,
+            "value": self.critic(obs[self.critic_group]),
+            "action": action,
+        }
+        return action
+
+    @torch.no_grad()
+    def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
+        """Store the step taken from ``obs`` with the action last returned by :meth:`act`."""
+        pending = self._pending
+        if pending is None or not torch.equal(pending["action"], action):
+            raise RuntimeError("PPO.observe needs the action just returned by PPO.act(obs) (sampled)")
+        self._pending = None
+        rewards = step.info["reward_by_group"] if self.cfg.per_group_values else step.reward.unsqueeze(-1)
+        done = step.terminated | step.truncated
+        final_values = torch.zeros_like(pending["value"])
+        boot = step.truncated & ~step.terminated
+        if bool(boot.any()):
+            final_values[boot] = self.critic(step.info["final_obs"][self.critic_group][boot])
+        self.storage.add(
+            obs["policy"], obs[self.critic_group], action, rewards, step.terminated, done, pending,
+            final_values,
+        )
+        self.storage.last_critic_obs = step.obs[self.critic_group]
+        self.actor.update_normalizer(obs["policy"])
+        self.critic.update_normalizer(obs[self.critic_group])
+
+    def ready(self) -> bool:
+        """True once ``T`` steps are stored."""
+        return self.storage.full
+
+    # --- learning ----------------------------------------------------------------------------
+
+    def update(self) -> dict[str, float]:
+        """Compute advantages, then run the mini-batch epochs; returns mean losses and diagnostics."""
+        if not self.storage.full:
+            raise RuntimeError(f"PPO.update after {self.storage.step}/{self.storage.T} steps; check ready()")
+        cfg, s = self.cfg, self.storage
+        with torch.no_grad():
+            last_value = self.critic(s.last_critic_obs)
+            next_values = torch.cat([s.values[1:], last_value.unsqueeze(0)])
+            next_values = torch.where(s.done.unsqueeze(-1), s.final_values, next_values)
+            advantages, returns = gae(
+                s.rewards, s.values, next_values, s.terminated, s.done, cfg.gamma, cfg.lam
+            )
+            flat_adv = normalize_per_group(advantages.flatten(0, 1), self.group_weights)
+        batch = s.flat(returns, flat_adv)
+        sums: dict[str, float] = {}
+        n = 0
+        for _ in range(cfg.num_learning_epochs):
+            for mb in _minibatches(batch, cfg.num_mini_batches, self.device):
+                for k, v in self._step(mb).items():
+                    sums[k] = sums.get(k, 0.0) + v
+                n += 1
+        s.clear()
+        self.updates += 1
+        metrics = {k: v / n for k, v in sums.items()}
+        metrics["train/learning_rate"] = self.learning_rate
+        metrics["train/action_std"] = float(self.actor.log_std.detach().exp().mean())
+        return metrics
+
+    def _step(self, mb: dict[str, torch.Tensor]) -> dict[str, float]:
+        """One gradient step on a mini-batch; adapts the learning rate first (rsl_rl order)."""
+        cfg = self.cfg
+        dist = self.actor.distribution(mb["obs"])
+        log_prob = dist.log_prob(mb["actions"]).sum(-1)
+        entropy = dist.entropy().sum(-1).mean()
+        values = self.critic(mb["critic_obs"])
+        kl = gaussian_kl(mb["mean"], mb["std"], dist.mean.detach(), dist.stddev.detach()).mean()
+        if cfg.schedule == "adaptive":
+            self.learning_rate = adapt_learning_rate(self.learning_rate, float(kl), cfg.desired_kl)
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.learning_rate
+        ratio = torch.exp(log_prob - mb["log_prob"])
+        adv = mb["advantages"]
+        surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_param, 1 + cfg.clip_param)).mean()
+        value_loss = (values - mb["returns"]).pow(2)
+        if cfg.use_clipped_value_loss:
+            clipped = mb["values"] + (values - mb["values"]).clamp(-cfg.clip_param, cfg.clip_param)
+            value_loss = torch.max(value_loss, (clipped - mb["returns"]).pow(2))
+        value_loss = value_loss.mean()
+        loss = surrogate + cfg.value_loss_coef * value_loss - cfg.entropy_coef * entropy
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        self.optimizer.step()
+        return {
+            "loss/surrogate": float(surrogate.detach()),
+            "loss/value": float(value_loss.detach()),
+            "loss/entropy": float(entropy.detach()),
+            "train/kl": float(kl),
+            "train/clip_fraction": float(((ratio - 1).abs() > cfg.clip_param).float().mean()),
+        }
+
+    # --- persistence and export --------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks (with normaliser statistics), optimiser, learning rate and update count."""
+        return {
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "learning_rate": self.learning_rate,
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the current rollout is discarded."""
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.learning_rate = float(state["learning_rate"])
+        self.updates = int(state["updates"])
+        self.storage.clear()
+
+    def policy(self) -> nn.Module:
+        """A detached copy of the actor: raw obs ``[B, D]`` -> mean action ``[B, A]``."""
+        return copy.deepcopy(self.actor).eval()
+
+
+def gaussian_kl(mu0: torch.Tensor, std0: torch.Tensor, mu1: torch.Tensor, std1: torch.Tensor) -> torch.Tensor:
+    """``KL(N(mu0, std0) || N(mu1, std1))`` summed over the last dim: ``[B, A] -> [B]``."""
+    return (
+        torch.log(std1 / std0) + (std0.pow(2) + (mu0 - mu1).pow(2)) / (2.0 * std1.pow(2)) - 0.5
+    ).sum(-1)
+
+
+def adapt_learning_rate(lr: float, kl: float, desired_kl: float) -> float:
+    """rsl_rl's rule: divide by 1.5 if ``kl > 2 desired`` (floor 1e-5), multiply if ``< desired / 2``
+    (ceiling 1e-2), else keep."""
+    if kl > 2.0 * desired_kl:
+        return max(1e-5, lr / 1.5)
+    if 0.0 < kl < desired_kl / 2.0:
+        return min(1e-2, lr * 1.5)
+    return lr
+
+
+def _minibatches(batch: dict[str, torch.Tensor], num: int, device: torch.device):
+    """Yield ``num`` random, disjoint mini-batches covering the flat batch (a dict of ``[B, ...]``)."""
+    size = next(iter(batch.values())).shape[0]
+    if num > size:
+        raise ValueError(f"agent.num_mini_batches={num} exceeds the rollout batch of {size} samples")
+    perm = torch.randperm(size, device=device)
+    for idx in perm.chunk(num):
+        yield {k: v[idx] for k, v in batch.items()}
+
+
+class RolloutStorage:
+    """Preallocated ``[T, N, ...]`` rollout tensors for one PPO update."""
+
+    def __init__(self, T: int, N: int, D: int, Dc: int, A: int, G: int, device: torch.device) -> None:
+        self.T, self.step = T, 0
+        z = lambda *shape, dtype=torch.float32: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
+        self.obs, self.critic_obs, self.actions = z(T, N, D), z(T, N, Dc), z(T, N, A)
+        self.rewards, self.values, self.final_values = z(T, N, G), z(T, N, G), z(T, N, G)
+        self.log_prob, self.mean, self.std = z(T, N), z(T, N, A), z(T, N, A)
+        self.terminated, self.done = z(T, N, dtype=torch.bool), z(T, N, dtype=torch.bool)
+        self.last_critic_obs = z(N, Dc)
+
+    @property
+    def full(self) -> bool:
+        """Whether ``T`` steps are stored."""
+        return self.step == self.T
+
+    def add(self, obs, critic_obs, action, rewards, terminated, done, pending, final_values) -> None:
+        """Write step ``t``: obs ``[N, D]``, critic obs ``[N, Dc]``, action ``[N, A]``, rewards ``[N, G]``,
+        flags ``[N]``, the cached act() outputs and ``V(final_obs)`` ``[N, G]`` (0 where not truncated)."""
+        if self.full:
+            raise RuntimeError(f"rollout storage is full ({self.T} steps); call PPO.update() first")
+        t = self.step
+        self.obs[t], self.critic_obs[t], self.actions[t] = obs, critic_obs, action
+        self.rewards[t], self.terminated[t], self.done[t] = rewards, terminated, done
+        self.values[t], self.log_prob[t] = pending["value"], pending["log_prob"]
+        self.mean[t], self.std[t], self.final_values[t] = pending["mean"], pending["std"], final_values
+        self.step += 1
+
+    def flat(self, returns: torch.Tensor, advantages: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The rollout as ``[T * N, ...]`` tensors, with ``returns`` ``[T, N, G]`` flattened and
+        ``advantages`` ``[T * N]``."""
+        return {
+            "obs": self.obs.flatten(0, 1),
+            "critic_obs": self.critic_obs.flatten(0, 1),
+            "actions": self.actions.flatten(0, 1),
+            "values": self.values.flatten(0, 1),
+            "returns": returns.flatten(0, 1),
+            "log_prob": self.log_prob.flatten(0, 1),
+            "mean": self.mean.flatten(0, 1),
+            "std": self.std.flatten(0, 1),
+            "advantages": advantages,
+        }
+
+    def clear(self) -> None:
+        """Start a new rollout."""
+        self.step = 0

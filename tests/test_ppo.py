@@ -1,0 +1,116 @@
+"""PPO: math helpers against hand-computed values, time-out bootstrapping, and a real learning check."""
+
+import copy
+import math
+
+import pytest
+import torch
+from toy_vecenv import ToyReach
+
+from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.ppo import PPOConfig, adapt_learning_rate, gaussian_kl
+from robot_rl.critics.mlp import MLPCriticConfig
+
+
+def _agent(env: ToyReach, **cfg) -> object:
+    torch.manual_seed(0)
+    cfg = {"actor_hidden_dims": [64, 64], "num_steps_per_env": 16, **cfg}
+    return make_agent(PPOConfig(**cfg), MLPCriticConfig(hidden_dims=[64, 64]), EnvSpec.from_env(env))
+
+
+def test_gaussian_kl_and_adaptive_lr_match_hand_values():
+    one, zero = torch.ones(1, 1), torch.zeros(1, 1)
+    torch.testing.assert_close(gaussian_kl(zero, one, one, one), torch.tensor([0.5]))  # (0-1)^2 / 2
+    # KL(N(0,1) || N(0,2)) = ln 2 + 1/8 - 1/2
+    torch.testing.assert_close(gaussian_kl(zero, one, zero, 2 * one), torch.tensor([math.log(2) - 0.375]))
+    assert adapt_learning_rate(1e-3, kl=0.03, desired_kl=0.01) == pytest.approx(1e-3 / 1.5)
+    assert adapt_learning_rate(1e-3, kl=0.004, desired_kl=0.01) == pytest.approx(1.5e-3)
+    assert adapt_learning_rate(1e-3, kl=0.01, desired_kl=0.01) == 1e-3
+    assert adapt_learning_rate(1e-2, kl=0.0, desired_kl=0.01) == 1e-2
+    assert adapt_learning_rate(1e-5, kl=1.0, desired_kl=0.01) == 1e-5
+
+
+def test_asymmetric_critic_reads_the_critic_group():
+    env = ToyReach(num_envs=4)
+    agent = _agent(env)
+    assert agent.critic.spec.obs_dim == 5 and agent.critic_group == "critic"
+    assert agent.actor.net[0].in_features == 2
+
+
+def test_truncated_envs_bootstrap_from_the_value_of_their_final_obs():
+    env = ToyReach(num_envs=8, max_episode_steps=1)  # every step truncates
+    agent = _agent(env)
+    obs = env.reset(seed=1)
+    action = agent.act(obs)
+    step = env.step(torch.zeros_like(action))  # stay put: never terminates
+    critic_before = copy.deepcopy(agent.critic)  # observe() then updates the critic's normaliser
+    agent.observe(obs, action, step)
+    assert bool(step.truncated.all()) and not bool(step.terminated.any())
+    with torch.no_grad():
+        expected = critic_before(step.info["final_obs"]["critic"])
+        post_reset = critic_before(step.obs["critic"])
+    torch.testing.assert_close(agent.storage.final_values[0], expected)
+    assert not torch.allclose(expected, post_reset)  # the post-reset obs would give other values
+
+
+def test_observe_requires_the_sampled_action():
+    env = ToyReach(num_envs=4)
+    agent = _agent(env)
+    obs = env.reset()
+    agent.act(obs)
+    with pytest.raises(RuntimeError, match=r"PPO\.act"):
+        agent.observe(obs, torch.zeros(4, 2), env.step(torch.zeros(4, 2)))
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(ValueError, match=r"agent\.schedule='adaptiv'"):
+        PPOConfig(schedule="adaptiv")
+    with pytest.raises(ValueError, match=r"agent\.num_mini_batches"):
+        PPOConfig(num_mini_batches=0)
+    with pytest.raises(ValueError, match="group_weights"):
+        _agent(ToyReach(num_envs=2), per_group_values=True, group_weights=[1.0])
+
+
+def _evaluate(agent, env: ToyReach) -> float:
+    """Deterministic success rate at the last step of one episode per env."""
+    obs = env.reset(seed=123)
+    for _ in range(env.max_episode_steps):
+        step = env.step(agent.act(obs, deterministic=True).clamp(-1, 1))
+        obs = step.obs
+    return float(step.info["success"].float().mean())
+
+
+@pytest.mark.parametrize("per_group", [False, True])
+def test_ppo_learns_toy_reach(per_group):
+    env = ToyReach(num_envs=64, seed=0)
+    agent = _agent(env, per_group_values=per_group, group_weights=[1.0, 0.5] if per_group else [])
+    before = _evaluate(agent, ToyReach(num_envs=256, seed=5))
+    obs = env.reset(seed=0)
+    for _ in range(40 * 16):
+        action = agent.act(obs)
+        step = env.step(action.clamp(-1, 1))
+        agent.observe(obs, action, step)
+        obs = step.obs
+        if agent.ready():
+            metrics = agent.update()
+    after = _evaluate(agent, ToyReach(num_envs=256, seed=5))
+    assert math.isfinite(metrics["loss/value"]) and metrics["train/learning_rate"] > 0
+    assert before < 0.2 and after >= 0.9, (before, after)
+
+
+def test_state_dict_round_trip_reproduces_actions_and_optimizer():
+    env = ToyReach(num_envs=8)
+    agent = _agent(env)
+    obs = env.reset()
+    for _ in range(16):
+        a = agent.act(obs)
+        step = env.step(a.clamp(-1, 1))
+        agent.observe(obs, a, step)
+        obs = step.obs
+    agent.update()
+    clone = _agent(env)
+    clone.load_state_dict(agent.state_dict())
+    torch.testing.assert_close(clone.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    assert clone.updates == 1 and clone.learning_rate == agent.learning_rate
+    exp_avg = clone.optimizer.state_dict()["state"][0]["exp_avg"]
+    torch.testing.assert_close(exp_avg, agent.optimizer.state_dict()["state"][0]["exp_avg"])
