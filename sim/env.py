@@ -24,6 +24,7 @@ import torch
 from sim.backends.mujoco_batch import MujocoBatchBackend
 from sim.randomization import DomainRandCfg, DomainRandomizer
 from sim.robots import RobotConfig, build_model, load_robot, site_name
+from sim.robots.config import ACTION_TYPES
 from sim.robots.model import SpecEdit
 from sim.state import SimState
 from sim.vecenv import Obs, Step, VecEnv
@@ -69,6 +70,8 @@ class TaskCfg:
     init_joint_noise: float = 0.0
     """Half-width (rad) of the uniform noise added to the default pose at reset."""
     randomization: DomainRandCfg = field(default_factory=DomainRandCfg)
+    control: dict[str, Any] = field(default_factory=dict)
+    """Overrides of robot.yaml's ``control`` for this task, e.g. ``{"action_type": "joint_torque"}``."""
     observation_noise: bool = True
     """Add each policy term's ``noise`` (sim-to-real robustness); evaluation may turn it off."""
     params: dict[str, Any] = field(default_factory=dict)
@@ -78,6 +81,19 @@ class TaskCfg:
         """A copy with top-level fields changed (``params`` entries are merged)."""
         params = {**self.params, **changes.pop("params", {})}
         return dataclasses.replace(self, params=params, **changes)
+
+
+def override_control(robot: RobotConfig, changes: dict[str, Any]) -> RobotConfig:
+    """``robot`` with fields of its ``control`` replaced (``action_type``, ``action_scale``)."""
+    if not changes:
+        return robot
+    allowed = {"action_type", "action_scale"}
+    unknown = sorted(set(changes) - allowed)
+    if unknown:
+        raise ValueError(f"TaskCfg.control has unknown key {unknown[0]!r}; valid keys: {sorted(allowed)}")
+    if changes.get("action_type", robot.control.action_type) not in ACTION_TYPES:
+        raise ValueError(f"TaskCfg.control action_type {changes['action_type']!r}: use one of {ACTION_TYPES}")
+    return dataclasses.replace(robot, control=dataclasses.replace(robot.control, **changes))
 
 
 class TaskEnv(VecEnv):
@@ -96,7 +112,7 @@ class TaskEnv(VecEnv):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.cfg = cfg
-        self.robot: RobotConfig = load_robot(cfg.robot)
+        self.robot: RobotConfig = override_control(load_robot(cfg.robot), cfg.control)
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.model = build_model(self.robot, cfg.scene)
