@@ -290,13 +290,13 @@ class TaskEnv(VecEnv):
     def render(self, env_index: int = 0, width: int = 320, height: int = 240,
                camera: str | int = -1) -> np.ndarray:
         """RGB frame ``[height, width, 3]`` uint8 of env ``env_index`` (see :mod:`sim.render`)."""
-        from sim.render import render_frame  # noqa: PLC0415 - OpenGL only when rendering
+        from sim.render import render_frame
 
         model, data = self.backend.snapshot(env_index)
         return render_frame(model, data, width, height, camera)
 
     def close(self) -> None:
         """Close the renderer, if one was opened."""
-        from sim.render import close_renderers  # noqa: PLC0415
+        from sim.render import close_renderers
 
         close_renderers()

@@ -44,7 +44,7 @@ def _assets_source(rel: str) -> Path | None:
 
 def _menagerie_spec(name: str) -> mujoco.MjSpec | None:
     try:
-        import mujoco_menagerie  # noqa: PLC0415 - optional, needs network on first use
+        import mujoco_menagerie
     except ModuleNotFoundError:
         return None
     robot, _, entry = name.partition("/")
@@ -81,7 +81,8 @@ def load_spec(robot: RobotConfig) -> tuple[mujoco.MjSpec, str]:
                 "path": "fix the path, relative to the robot.yaml"}[kind]
         tried.append(f"{kind}:{value} ({hint})")
     raise RobotConfigError(f"{robot.path}: key 'model.sources': no model found for robot "
-                           f"{robot.name!r}. Tried: " + "; ".join(tried))
+                           f"{robot.name!r}; tried " + "; ".join(tried) + ". Fix: make one of these "
+                           "sources resolve, or add a source that does")
 
 
 def _rebuild_actuators(spec: mujoco.MjSpec, robot: RobotConfig) -> None:

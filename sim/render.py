@@ -1,0 +1,96 @@
+"""Offscreen rendering of one env to RGB arrays and mp4 files.
+
+On a machine without a GPU, MuJoCo renders through OSMesa: install Debian's ``libosmesa6`` and set
+``MUJOCO_GL=osmesa`` (done here when no backend is chosen and no display is present). With a GPU,
+``MUJOCO_GL=egl`` is faster.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from pathlib import Path
+
+if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
+    os.environ["MUJOCO_GL"] = "osmesa"
+    os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
+
+import mujoco
+import numpy as np
+
+_RENDERERS: dict[tuple[int, int, int], mujoco.Renderer] = {}
+
+
+def _renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
+    key = (id(model), width, height)
+    if key not in _RENDERERS:
+        if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
+            model.vis.global_.offwidth = max(width, model.vis.global_.offwidth)
+            model.vis.global_.offheight = max(height, model.vis.global_.offheight)
+        try:
+            _RENDERERS[key] = mujoco.Renderer(model, height=height, width=width)
+        except Exception as exc:  # GL context creation raises several unrelated types
+            raise RuntimeError(
+                f"cannot create an OpenGL context (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}): {exc}. "
+                "Fix: on a machine without a GPU, `apt-get install libosmesa6` and set MUJOCO_GL=osmesa; "
+                "with an NVIDIA GPU set MUJOCO_GL=egl") from exc
+    return _RENDERERS[key]
+
+
+def default_camera(model: mujoco.MjModel) -> mujoco.MjvCamera:
+    """A free camera looking at the model's centre from the front-left, above."""
+    camera = mujoco.MjvCamera()
+    mujoco.mjv_defaultFreeCamera(model, camera)
+    camera.azimuth, camera.elevation = 135.0, -25.0
+    return camera
+
+
+def render_frame(model: mujoco.MjModel, data: mujoco.MjData, width: int = 320, height: int = 240,
+                 camera: str | int | mujoco.MjvCamera = -1, track_body: str | None = None) -> np.ndarray:
+    """``[height, width, 3]`` uint8 RGB image of ``data``.
+
+    Args:
+        camera: a model camera (name or id), ``-1`` for the default free camera, or an MjvCamera.
+        track_body: with the free camera, keep this body (e.g. a humanoid's base) in view.
+    """
+    renderer = _renderer(model, width, height)
+    if isinstance(camera, int) and camera < 0:
+        camera = default_camera(model)
+        if track_body is not None:
+            camera.lookat[:] = data.body(track_body).xpos
+            camera.distance = 3.0
+    renderer.update_scene(data, camera=camera)
+    return renderer.render().copy()
+
+
+@atexit.register
+def close_renderers() -> None:
+    """Free every cached renderer's GL context (also at interpreter exit, while GL still loads)."""
+    for renderer in _RENDERERS.values():
+        renderer.close()
+    _RENDERERS.clear()
+
+
+def write_mp4(frames: list[np.ndarray] | np.ndarray, path: str | Path, fps: float) -> Path:
+    """Encode ``frames`` (each ``[H, W, 3]`` uint8) as an H.264 mp4 at ``fps``; returns the path."""
+    import av
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frames = [np.asarray(f, dtype=np.uint8) for f in frames]
+    if not frames:
+        raise ValueError(f"no frames to write to {path}")
+    height, width = frames[0].shape[:2]
+    tmp = path.with_suffix(".tmp.mp4")
+    with av.open(str(tmp), mode="w") as container:
+        stream = container.add_stream("libx264", rate=round(fps))
+        stream.width, stream.height = width - width % 2, height - height % 2
+        stream.pix_fmt = "yuv420p"
+        for frame in frames:
+            image = av.VideoFrame.from_ndarray(frame[: stream.height, : stream.width], format="rgb24")
+            for packet in stream.encode(image):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    tmp.replace(path)
+    return path

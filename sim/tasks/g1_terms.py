@@ -1,0 +1,133 @@
+"""Terms of the Unitree G1 tasks: velocity-command tracking, foot-contact proxies and posture.
+
+Terms are ``(env, **params) -> Tensor`` (``[N]`` for rewards, ``[N, k]`` for observations) and read
+``env.state`` plus the buffers a :class:`sim.tasks.g1_locomotion.G1LocomotionEnv` keeps
+(``command``, ``foot_contact``, ``first_contact``, ``touchdown_air_time``).
+
+Contacts without contact forces: the ``Batch`` backend steps to the velocity stage, so MuJoCo never
+computes contact forces for us. A foot counts as *in contact* when its sole site (added by the scene
+edit at the bottom of the foot's collision spheres) is less than ``contact_height`` above the floor.
+This proxy reads only positions, so a GPU backend gives the same answer; it cannot tell a foot
+resting on the floor from one hovering a few millimetres above it, which the air-time reward
+tolerates.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sim.math import projected_gravity, quat_rotate_inverse
+
+FEET = ("left_foot", "right_foot")
+"""Site roles of the two sole sites, in this order in every ``[N, 2]`` foot tensor."""
+
+# ------------------------------------------------------------------ pure math (hand-tested)
+
+
+def exp_kernel(error_sq: torch.Tensor, sigma: float) -> torch.Tensor:
+    """``exp(-error_sq / sigma)``: 1 at zero error, ``1/e`` at ``error_sq == sigma``. Any shape."""
+    return torch.exp(-error_sq / sigma)
+
+
+def step_air_time(air_time: torch.Tensor, contact: torch.Tensor,
+                  dt: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Advance per-foot air timers by one control step.
+
+    Args:
+        air_time: ``[N, F]`` seconds each foot has been off the floor before this step.
+        contact: ``[N, F]`` bool, the foot is on the floor after this step.
+        dt: control period (s).
+
+    Returns:
+        ``(air_time [N, F], first_contact [N, F] bool, touchdown_air_time [N, F])``: the new timers
+        (0 for feet in contact), which feet touched down in this step, and for those the length of
+        the swing that just ended (0 elsewhere).
+    """
+    first_contact = contact & (air_time > 0)
+    swing = air_time + dt
+    touchdown = torch.where(first_contact, swing, torch.zeros_like(swing))
+    return torch.where(contact, torch.zeros_like(swing), swing), first_contact, touchdown
+
+
+def air_time_reward(touchdown_air_time: torch.Tensor, first_contact: torch.Tensor, threshold: float,
+                    moving: torch.Tensor) -> torch.Tensor:
+    """``[N]`` sum over feet touching down of ``(swing length - threshold)``, zero where not ``moving``.
+
+    Swings longer than ``threshold`` seconds are rewarded, shorter ones penalised (no shuffling).
+    """
+    per_foot = (touchdown_air_time - threshold) * first_contact.float()
+    return per_foot.sum(dim=1) * moving.float()
+
+
+# ------------------------------------------------------------------ observations
+
+
+def velocity_command(env) -> torch.Tensor:
+    """``[N, 3]`` commanded (vx, vy, yaw rate) in the base frame (the robot's /cmd_vel Twist)."""
+    return env.command
+
+
+def foot_heights(env) -> torch.Tensor:
+    """``[N, 2]`` height of the left and right sole sites above the floor (privileged)."""
+    return torch.stack([env.state.site(f)[:, 2] for f in FEET], dim=1)
+
+
+def foot_contacts(env) -> torch.Tensor:
+    """``[N, 2]`` 1.0 where a foot is in contact by the height proxy (privileged)."""
+    return env.foot_contact.float()
+
+
+def foot_air_time(env) -> torch.Tensor:
+    """``[N, 2]`` seconds each foot has been off the floor (privileged)."""
+    return env.air_time
+
+
+# ------------------------------------------------------------------ locomotion rewards ([N])
+
+
+def track_lin_vel_xy(env, sigma: float) -> torch.Tensor:
+    """Exp kernel of the squared error between commanded and actual base-frame (vx, vy)."""
+    lin_vel = quat_rotate_inverse(env.state.qpos[:, 3:7], env.state.qvel[:, 0:3])
+    error_sq = torch.sum((env.command[:, :2] - lin_vel[:, :2]) ** 2, dim=1)
+    return exp_kernel(error_sq, sigma)
+
+
+def track_ang_vel_z(env, sigma: float) -> torch.Tensor:
+    """Exp kernel of the squared error between commanded and actual yaw rate (base frame)."""
+    error_sq = (env.command[:, 2] - env.state.qvel[:, 5]) ** 2
+    return exp_kernel(error_sq, sigma)
+
+
+def feet_air_time(env, threshold: float, min_command: float) -> torch.Tensor:
+    """Swing-length reward at touchdown (see :func:`air_time_reward`), only while commanded to move."""
+    moving = torch.linalg.norm(env.command, dim=1) > min_command
+    return air_time_reward(env.touchdown_air_time, env.first_contact, threshold, moving)
+
+
+# ------------------------------------------------------------------ posture rewards ([N])
+
+
+def tilt_l2(env) -> torch.Tensor:
+    """Squared horizontal part of gravity in the base frame: 0 when upright, 1 when lying flat."""
+    return torch.sum(projected_gravity(env.state.qpos[:, 3:7])[:, :2] ** 2, dim=1)
+
+
+def base_height_l2(env, target: float) -> torch.Tensor:
+    """Squared deviation (m^2) of the base height from ``target``."""
+    return (env.state.qpos[:, 2] - target) ** 2
+
+
+def lin_vel_z_l2(env) -> torch.Tensor:
+    """Squared vertical base velocity (bouncing)."""
+    return env.state.qvel[:, 2] ** 2
+
+
+def ang_vel_xy_l2(env) -> torch.Tensor:
+    """Squared roll and pitch rates of the base (wobbling)."""
+    return torch.sum(env.state.qvel[:, 3:5] ** 2, dim=1)
+
+
+def default_pose_l1(env, joints: tuple[int, ...]) -> torch.Tensor:
+    """Sum of ``|q - default|`` (rad) over the joint indices ``joints`` (robot.yaml order)."""
+    index = torch.as_tensor(joints, device=env.device)
+    return torch.sum(torch.abs(env.state.joint_pos[:, index] - env.default_joint_pos[index]), dim=1)
