@@ -84,15 +84,11 @@ class Feature:
     def __post_init__(self) -> None:
         """Reject dtypes and shapes LeRobot cannot store."""
         if self.dtype not in ALL_DTYPES:
-            raise ValueError(
-                f"feature dtype {self.dtype!r} is not supported; use one of {', '.join(ALL_DTYPES)}"
-            )
+            raise ValueError(f"feature dtype {self.dtype!r} is not supported; use one of {', '.join(ALL_DTYPES)}")
         if not all(isinstance(d, int) and d >= 0 for d in self.shape) or not self.shape:
             raise ValueError(f"feature shape {self.shape!r} must be a non-empty tuple of ints >= 0")
         if self.dtype in VISUAL_DTYPES and (len(self.shape) != 3 or self.shape[2] != 3):
-            raise ValueError(
-                f"{self.dtype} shape {self.shape} must be (height, width, 3): RGB frames, channels last"
-            )
+            raise ValueError(f"{self.dtype} shape {self.shape} must be (height, width, 3): RGB frames, channels last")
         if self.dtype != "string" and len(self.shape) > 5:
             raise ValueError(f"feature shape {self.shape} has {len(self.shape)} dims; at most 5 are stored")
 
@@ -191,11 +187,7 @@ def column_to_numpy(column: pa.ChunkedArray | pa.Array, feature: Feature) -> np.
     if feature.dtype == "string":
         return np.array(array.to_pylist(), dtype=object)
     dtype = np.dtype(feature.dtype)
-    if (
-        feature.shape == (1,)
-        and not pa.types.is_list(array.type)
-        and not pa.types.is_fixed_size_list(array.type)
-    ):
+    if feature.shape == (1,) and not pa.types.is_list(array.type) and not pa.types.is_fixed_size_list(array.type):
         return array.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
     values = array
     for _ in range(len(feature.shape)):

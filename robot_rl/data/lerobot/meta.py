@@ -181,8 +181,7 @@ def load_info(root: Path) -> DatasetInfo:
     path = root / INFO_PATH
     if not path.is_file():
         raise DatasetFormatError(
-            f"{path} not found: {root} is not a LeRobot dataset "
-            "(expected meta/info.json, data/, meta/episodes/)"
+            f"{path} not found: {root} is not a LeRobot dataset (expected meta/info.json, data/, meta/episodes/)"
         )
     try:
         raw = json.loads(path.read_text())
@@ -234,9 +233,7 @@ def load_tasks(root: Path) -> list[str]:
     """Task strings ordered by ``task_index`` (which must be 0..T-1)."""
     table = read_parquet(root / TASKS_PATH)
     if "task_index" not in table.column_names or "task" not in table.column_names:
-        raise DatasetFormatError(
-            f"{root / TASKS_PATH} needs columns task_index and task, has {table.column_names}"
-        )
+        raise DatasetFormatError(f"{root / TASKS_PATH} needs columns task_index and task, has {table.column_names}")
     rows = sorted(zip(table["task_index"].to_pylist(), table["task"].to_pylist(), strict=True))
     if [i for i, _ in rows] != list(range(len(rows))):
         raise DatasetFormatError(
@@ -270,9 +267,7 @@ def episodes_table(rows: list[dict[str, Any]], info: DatasetInfo) -> pa.Table:
         for _ in range(3 if feature.is_visual else len(feature.shape)):
             value_type = pa.list_(value_type)
         for stat in STAT_KEYS:
-            fields.append(
-                pa.field(f"stats/{key}/{stat}", pa.list_(pa.int64()) if stat == "count" else value_type)
-            )
+            fields.append(pa.field(f"stats/{key}/{stat}", pa.list_(pa.int64()) if stat == "count" else value_type))
     fields += [
         pa.field("meta/episodes/chunk_index", pa.int64()),
         pa.field("meta/episodes/file_index", pa.int64()),

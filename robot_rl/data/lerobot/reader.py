@@ -43,16 +43,12 @@ class LeRobotDataset:
         self.tolerance_s = tolerance_s
         self.info: meta.DatasetInfo = meta.load_info(self.root)
         self.tasks: list[str] = meta.load_tasks(self.root) if self.info.total_tasks else []
-        self.episodes: list[dict[str, Any]] = (
-            meta.load_episodes(self.root) if self.info.total_episodes else []
-        )
+        self.episodes: list[dict[str, Any]] = meta.load_episodes(self.root) if self.info.total_episodes else []
         self.stats: dict[str, Stats] = meta.load_stats(self.root)
         self._table = self._load_data()
         self._cache: dict[str, np.ndarray] = {}
         validate.check_episodes(self.info, self.episodes, len(self.tasks))
-        defaults = {
-            k: self.column(k) for k in ("index", "episode_index", "frame_index", "timestamp", "task_index")
-        }
+        defaults = {k: self.column(k) for k in ("index", "episode_index", "frame_index", "timestamp", "task_index")}
         validate.check_frames(self.info, self.episodes, defaults, len(self.tasks), tolerance_s)
         validate.check_video_files(self.root, self.info, self.episodes)
         unknown = sorted(set(delta_timestamps or {}) - set(self.info.features))

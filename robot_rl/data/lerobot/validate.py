@@ -27,6 +27,9 @@ def _compatible(actual: pa.DataType, expected: pa.DataType) -> bool:
         return True
     listy = (pa.types.is_list, pa.types.is_fixed_size_list, pa.types.is_large_list)
     if any(f(actual) for f in listy) and any(f(expected) for f in listy):
+        fixed = pa.types.is_fixed_size_list
+        if fixed(actual) and fixed(expected) and actual.list_size != expected.list_size:
+            return False
         return _compatible(actual.value_type, expected.value_type)
     return False
 
@@ -117,9 +120,7 @@ def check_frames(
         ts = columns["timestamp"][start:stop].astype(np.float64)
         steps = np.diff(ts)
         if (steps <= 0).any():
-            raise DatasetFormatError(
-                f"episode {ep}: timestamps must increase (frame {int(np.argmin(steps)) + 1})"
-            )
+            raise DatasetFormatError(f"episode {ep}: timestamps must increase (frame {int(np.argmin(steps)) + 1})")
         off = np.abs(steps - 1.0 / info.fps)
         if (off > tolerance_s).any():
             k = int(off.argmax())

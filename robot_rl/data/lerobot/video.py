@@ -132,9 +132,7 @@ def video_info(path: Path, fps: int, settings: VideoSettings) -> dict[str, Any]:
         return {
             "video.height": stream.codec_context.height,
             "video.width": stream.codec_context.width,
-            "video.codec": stream.codec_context.codec.name
-            if stream.codec_context.codec.name != "libdav1d"
-            else "av1",
+            "video.codec": stream.codec_context.codec.name if stream.codec_context.codec.name != "libdav1d" else "av1",
             "video.pix_fmt": stream.codec_context.pix_fmt,
             "video.fps": fps,
             "video.channels": 3,
@@ -166,6 +164,8 @@ def decode_frames(path: Path, timestamps: np.ndarray, tolerance_s: float = DEFAU
     frames: list[av.VideoFrame] = []
     try:
         with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise DatasetFormatError(f"video file {path} holds no video stream; it is corrupt or truncated")
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
             container.seek(max(0, int(first / stream.time_base) - 1), stream=stream, backward=True)

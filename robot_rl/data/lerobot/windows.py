@@ -11,9 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def delta_indices(
-    delta_timestamps: dict[str, list[float]], fps: int, tolerance_s: float
-) -> dict[str, np.ndarray]:
+def delta_indices(delta_timestamps: dict[str, list[float]], fps: int, tolerance_s: float) -> dict[str, np.ndarray]:
     """Offsets in frames ``{key: int64 [W]}``; raises naming any offset that is not a multiple of 1/fps."""
     out = {}
     for key, deltas in delta_timestamps.items():

@@ -146,9 +146,7 @@ class LeRobotWriter:
         """Frames added to the current (unsaved) episode."""
         return len(self._tasks)
 
-    def add_frame(
-        self, frame: dict[str, Any], task: str | None = None, timestamp: float | None = None
-    ) -> None:
+    def add_frame(self, frame: dict[str, Any], task: str | None = None, timestamp: float | None = None) -> None:
         """Add one frame: every declared feature (not the default columns), plus the task string.
 
         ``task`` may also be given as ``frame["task"]``. ``timestamp`` defaults to
@@ -342,9 +340,7 @@ class LeRobotWriter:
         row.update({"meta/episodes/chunk_index": chunk, "meta/episodes/file_index": file})
         rows = [*self.rows, row]
         same_file = [
-            r
-            for r in rows
-            if (r["meta/episodes/chunk_index"], r["meta/episodes/file_index"]) == (chunk, file)
+            r for r in rows if (r["meta/episodes/chunk_index"], r["meta/episodes/file_index"]) == (chunk, file)
         ]
         pq.write_table(
             meta.episodes_table(same_file, self.info),
@@ -361,9 +357,7 @@ class LeRobotWriter:
         self.info.total_tasks = len(self.tasks)
         self.info.splits = {"train": f"0:{self.info.total_episodes}"}
         try:
-            self._tmp(self.root / meta.INFO_PATH, staged).write_text(
-                json.dumps(self.info.to_json(), indent=4) + "\n"
-            )
+            self._tmp(self.root / meta.INFO_PATH, staged).write_text(json.dumps(self.info.to_json(), indent=4) + "\n")
         except OSError:
             self.info.total_episodes -= 1
             self.info.total_frames -= n

@@ -1,0 +1,172 @@
+"""Bad input and damaged files give clear errors; crashes never lose committed episodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from robot_rl.data.lerobot import DatasetFormatError, LeRobotDataset, LeRobotWriter
+
+FEATURES = {
+    "observation.state": {"dtype": "float32", "shape": [3], "names": None},
+    "action": {"dtype": "float32", "shape": [3], "names": None},
+    "observation.images.cam": {"dtype": "video", "shape": [64, 64, 3], "names": ["height", "width", "channels"]},
+}
+
+
+def frame(ep: int, t: int) -> dict:
+    return {
+        "observation.state": np.full(3, 10 * ep + t, np.float32),
+        "action": np.full(3, t, np.float32),
+        "observation.images.cam": np.full((64, 64, 3), 30 * t % 256, np.uint8),
+    }
+
+
+def record(writer: LeRobotWriter, ep: int, n: int = 6) -> None:
+    for t in range(n):
+        writer.add_frame(frame(ep, t), task="reach")
+    writer.save_episode()
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    root = tmp_path / "ds"
+    with LeRobotWriter.create(root, fps=10, features=FEATURES) as writer:
+        record(writer, 0)
+        record(writer, 1)
+    return root
+
+
+def test_add_frame_rejects_bad_values(tmp_path: Path) -> None:
+    with LeRobotWriter.create(tmp_path / "ds", fps=10, features=FEATURES) as writer:
+        good = frame(0, 0)
+        with pytest.raises(ValueError, match=r"'observation.state' expects shape \(3,\)"):
+            writer.add_frame({**good, "observation.state": np.zeros(4, np.float32)}, task="t")
+        with pytest.raises(ValueError, match=r"missing \['action'\]"):
+            writer.add_frame({k: v for k, v in good.items() if k != "action"}, task="t")
+        with pytest.raises(ValueError, match="NaN"):
+            writer.add_frame({**good, "action": np.array([0, np.nan, 0], np.float32)}, task="t")
+        with pytest.raises(ValueError, match="does not cast safely"):
+            writer.add_frame({**good, "action": np.array([1 + 2j, 0, 0])}, task="t")
+        with pytest.raises(ValueError, match="uint8 frames of shape \\(64, 64, 3\\)"):
+            writer.add_frame({**good, "observation.images.cam": np.zeros((32, 32, 3), np.uint8)}, task="t")
+        with pytest.raises(ValueError, match="needs a task"):
+            writer.add_frame(good)
+        with pytest.raises(ValueError, match="no frames"):
+            writer.save_episode()
+    with pytest.raises(ValueError, match="fps must be a positive int"):
+        LeRobotWriter.create(tmp_path / "other", fps=29.97, features=FEATURES)  # type: ignore[arg-type]
+    with pytest.raises(FileExistsError, match="resume"):
+        LeRobotWriter.create(tmp_path / "ds", fps=10, features=FEATURES)
+
+
+def test_truncated_data_file_names_the_file(dataset: Path) -> None:
+    path = dataset / "data/chunk-000/file-000.parquet"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(DatasetFormatError, match=r"file-000\.parquet is corrupt or truncated"):
+        LeRobotDataset(dataset)
+
+
+def test_truncated_video_gives_clear_error(dataset: Path) -> None:
+    path = dataset / "videos/observation.images.cam/chunk-000/file-000.mp4"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
+    ds = LeRobotDataset(dataset)  # metadata and parquet are fine
+    with pytest.raises(DatasetFormatError, match=r"corrupt or truncated|no frame"):
+        ds.episode_frames(1, "observation.images.cam")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda info: info.update(codebase_version="v2.1"), "convert_dataset_v21_to_v30"),
+        (lambda info: info.pop("fps"), "'fps' must be int"),
+        (lambda info: info["features"].pop("timestamp"), "default feature 'timestamp'"),
+        (lambda info: info["features"]["action"].update(dtype="complex64"), "dtype 'complex64' is not supported"),
+        (lambda info: info.update(total_frames=13), "counts 13 frames"),
+        (lambda info: info["features"]["action"].update(shape=[4]), "column 'action' has type"),
+    ],
+)
+def test_bad_info_json(dataset: Path, edit, message: str) -> None:
+    info = json.loads((dataset / "meta/info.json").read_text())
+    edit(info)
+    (dataset / "meta/info.json").write_text(json.dumps(info))
+    with pytest.raises(DatasetFormatError, match=message):
+        LeRobotDataset(dataset)
+
+
+def test_timestamps_inconsistent_with_fps_are_rejected(dataset: Path) -> None:
+    path = dataset / "data/chunk-000/file-000.parquet"
+    table = pq.read_table(path)
+    ts = table["timestamp"].to_numpy().copy()
+    ts[3] += 0.05  # half a frame late at 10 fps
+    table = table.set_column(table.schema.get_field_index("timestamp"), "timestamp", pa.array(ts, pa.float32()))
+    pq.write_table(table, path)
+    with pytest.raises(DatasetFormatError, match="not 1/10s apart"):
+        LeRobotDataset(dataset)
+
+
+def test_process_killed_mid_episode_keeps_saved_episodes(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_lerobot_errors import FEATURES, frame, record
+        from robot_rl.data.lerobot import LeRobotWriter
+        writer = LeRobotWriter.create({str(root)!r}, fps=10, features=FEATURES)
+        record(writer, 0)
+        record(writer, 1)
+        for t in range(4):
+            writer.add_frame(frame(2, t), task="reach")
+        os._exit(3)  # killed: no save, no close
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 3, result.stderr
+    ds = LeRobotDataset(root)
+    assert (ds.num_episodes, len(ds)) == (2, 12)
+    np.testing.assert_array_equal(ds.episode(1)["observation.state"][:, 0], 10 + np.arange(6))
+    with LeRobotWriter.resume(root) as writer:  # scratch video of the lost episode is cleaned up
+        record(writer, 2)
+    ds = LeRobotDataset(root)
+    assert ds.num_episodes == 3 and not (root / ".recording").exists()
+    frames = ds.episode_frames(2, "observation.images.cam")
+    assert abs(frames[3].astype(float).mean() - 90) < 4
+
+
+def test_crash_inside_commit_is_detected_and_repaired(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_replace = os.replace
+    calls = []
+
+    def crash_after_two(src: str, dst: str) -> None:
+        calls.append(dst)
+        if len(calls) > 2:  # data and video renamed, metadata not
+            raise OSError("simulated power loss")
+        real_replace(src, dst)
+
+    writer = LeRobotWriter.resume(dataset)
+    for t in range(6):
+        writer.add_frame(frame(2, t), task="reach")
+    monkeypatch.setattr(os, "replace", crash_after_two)
+    with pytest.raises(OSError, match="power loss"):
+        writer.save_episode()
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert [Path(c).suffix for c in calls[:2]] == [".parquet", ".mp4"]
+    with pytest.raises(DatasetFormatError, match="resume"):
+        LeRobotDataset(dataset)  # 18 rows on disk, 12 committed
+    with LeRobotWriter.resume(dataset) as writer:
+        record(writer, 5, n=4)
+    ds = LeRobotDataset(dataset)
+    assert (ds.num_episodes, len(ds)) == (3, 16)
+    np.testing.assert_array_equal(ds.episode(2)["observation.state"][:, 0], 50 + np.arange(4))
+    row = ds.episodes[2]
+    assert row["videos/observation.images.cam/from_timestamp"] == pytest.approx(1.2)
+    means = ds.episode_frames(2, "observation.images.cam").reshape(4, -1).mean(axis=1)
+    np.testing.assert_allclose(means, 30 * np.arange(4), atol=4)
