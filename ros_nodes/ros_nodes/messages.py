@@ -1,0 +1,76 @@
+"""Conversions between ROS messages and the numpy arrays of :mod:`robot_rl.deploy` (``A`` joints)."""
+
+from __future__ import annotations
+
+import numpy as np
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import PoseStamped, Twist
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+FLOAT_ARRAY = "std_msgs/msg/Float64MultiArray"
+TRAJECTORY = "trajectory_msgs/msg/JointTrajectory"
+COMMAND_TYPES = {FLOAT_ARRAY: Float64MultiArray, TRAJECTORY: JointTrajectory}
+
+
+def command_class(type_name: str) -> type:
+    """The message class of a command type name from robot.yaml."""
+    if type_name not in COMMAND_TYPES:
+        raise ValueError(f"command type {type_name!r} is not supported; use one of {sorted(COMMAND_TYPES)}.")
+    return COMMAND_TYPES[type_name]
+
+
+def make_command(type_name: str, joint_names: list[str], positions: np.ndarray, period: float):
+    """A position command ``[A]``: Float64MultiArray (forward_command_controller, yaml joint order)
+    or a one-point JointTrajectory reached after ``period`` s (joint_trajectory_controller)."""
+    values = [float(x) for x in positions]
+    if type_name == FLOAT_ARRAY:
+        return Float64MultiArray(data=values)
+    sec = int(period)
+    point = JointTrajectoryPoint(
+        positions=values, time_from_start=Duration(sec=sec, nanosec=int((period - sec) * 1e9))
+    )
+    return JointTrajectory(joint_names=list(joint_names), points=[point])
+
+
+def command_positions(msg, joint_names: list[str]) -> np.ndarray:
+    """``[A]`` positions from either command type; trajectories are reordered by joint name."""
+    if isinstance(msg, Float64MultiArray):
+        values = np.asarray(msg.data, dtype=np.float64)
+        if values.shape != (len(joint_names),):
+            raise ValueError(f"command has {values.shape[0]} values for {len(joint_names)} joints.")
+        return values
+    if not msg.points:
+        raise ValueError("JointTrajectory command without points.")
+    by_name = dict(zip(msg.joint_names, msg.points[0].positions, strict=True))
+    missing = [n for n in joint_names if n not in by_name]
+    if missing:
+        raise ValueError(f"JointTrajectory command lacks joints {missing}.")
+    return np.array([by_name[n] for n in joint_names], dtype=np.float64)
+
+
+def joint_state_arrays(msg: JointState, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``([A] position, [A] velocity)`` in policy order; ``index`` from ``reorder_index``."""
+    pos = np.asarray(msg.position, dtype=np.float64)[index]
+    vel = np.asarray(msg.velocity, dtype=np.float64)[index] if len(msg.velocity) else None
+    if vel is None:
+        raise ValueError("JointState has no velocity; the policy observes joint velocities.")
+    return pos, vel
+
+
+def imu_arrays(msg: Imu) -> tuple[np.ndarray, np.ndarray]:
+    """``([4] orientation w, x, y, z, [3] gyro)`` from an Imu message (ROS stores x, y, z, w)."""
+    q, w = msg.orientation, msg.angular_velocity
+    return np.array([q.w, q.x, q.y, q.z]), np.array([w.x, w.y, w.z])
+
+
+def twist_command(msg: Twist) -> np.ndarray:
+    """``[3]`` (vx, vy, yaw rate)."""
+    return np.array([msg.linear.x, msg.linear.y, msg.angular.z])
+
+
+def pose_position(msg: PoseStamped) -> np.ndarray:
+    """``[3]`` position of a PoseStamped."""
+    p = msg.pose.position
+    return np.array([p.x, p.y, p.z])

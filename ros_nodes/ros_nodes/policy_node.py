@@ -1,0 +1,274 @@
+"""Policy runner: state topics in, safe position targets out, at the artifact's control rate.
+
+Subscribes JointState (+ Imu, + Twist velocity command, + PoseStamped target, as the policy's
+observation terms require), rebuilds the training observation (:mod:`robot_rl.deploy.observation`),
+runs the ONNX policy, passes the target through the safety layer (:mod:`robot_rl.deploy.safety`)
+and publishes a Float64MultiArray or JointTrajectory. A tick runs on the first JointState after
+each control period (lowest latency), or from a watchdog timer when states stop.
+
+Topics (relative: a namespace applies): ``estop`` (std_msgs/Bool, True latches), ``diagnostics``
+(diagnostic_msgs/DiagnosticArray, 1 Hz). Service ``~/enable`` (std_srvs/SetBool): True clears the
+e-stop and soft-starts from the measured pose, False stops sending.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseStamped, Twist
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
+from rclpy.experimental import EventsExecutor
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Bool
+from std_srvs.srv import SetBool
+
+from robot_rl.deploy.artifact import ArtifactError
+from robot_rl.deploy.observation import RobotState, build_observation, raw_action, reorder_index
+from robot_rl.deploy.runtime import ChunkExecutor, PolicyRuntime
+from robot_rl.deploy.safety import SafetyConfig, SafetyState, latch_estop, safety_step, set_enabled
+from ros_nodes.messages import (
+    command_class,
+    imu_arrays,
+    joint_state_arrays,
+    make_command,
+    pose_position,
+    twist_command,
+)
+from ros_nodes.params import declare
+from ros_nodes.stats import LoopStats
+
+PARAMS = {
+    "policy": (str, None),
+    "robot": (str, None),
+    "joint_names": ("str[]", None),
+    "lower": ("float[]", None),
+    "upper": ("float[]", None),
+    "max_step_change": ("float[]", None),
+    "stale_state_timeout": (float, None),
+    "soft_start_s": (float, None),
+    "estop_mode": (str, "hold"),
+    "control_hz": (float, 0.0),  # 0: the artifact's rate
+    "joint_states_topic": (str, "joint_states"),
+    "imu_topic": (str, "imu"),
+    "velocity_command_topic": (str, "cmd_vel"),
+    "target_topic": (str, "target_pose"),
+    "base_frame": (str, ""),
+    "command_topic": (str, None),
+    "command_type": (str, None),
+    "chunk_mode": (str, "open_loop"),
+    "chunk_decay": (float, 0.01),
+    "start_enabled": (bool, True),
+    "stats_file": (str, ""),
+    "executor": (str, "single"),  # single | events (rclpy's EventsExecutor)
+}
+
+
+class PolicyNode(Node):
+    """The policy runner; raises ArtifactError/ValueError before creating any publisher if misconfigured."""
+
+    def __init__(self, node_name: str = "policy_node") -> None:
+        super().__init__(node_name)
+        p = declare(self, PARAMS)
+        self.p = p
+        self.runtime = PolicyRuntime(p["policy"], robot_joint_names=p["joint_names"])
+        self.meta = self.runtime.meta
+        A = self.meta.action_dim
+        self.safety_cfg = SafetyConfig(
+            lower=np.asarray(p["lower"]),
+            upper=np.asarray(p["upper"]),
+            max_step_change=np.broadcast_to(np.asarray(p["max_step_change"]), (A,)).copy(),
+            stale_state_timeout=p["stale_state_timeout"],
+            soft_start_s=p["soft_start_s"],
+            estop_mode=p["estop_mode"],
+        )
+        self.safety = SafetyState(enabled=p["start_enabled"])
+        self.period = 1.0 / (p["control_hz"] or self.meta.control_hz)
+        self.chunks = ChunkExecutor(self.meta.chunk_length, p["chunk_mode"], p["chunk_decay"])
+        self.command_type = p["command_type"]
+        command_class(self.command_type)
+        terms = {t.name for t in self.meta.observation}
+
+        self.state = RobotState(joint_pos=np.zeros(A), joint_vel=np.zeros(A))
+        self.measured: np.ndarray | None = None
+        self.state_time: float | None = None
+        self.state_stamp = 0.0
+        self.last_action = np.zeros(A)
+        self._index_cache: tuple[tuple[str, ...], np.ndarray] | None = None
+        self._next_tick = 0.0
+        self._bad_state_logged = False
+        self.stats = LoopStats()
+
+        self.pub = self.create_publisher(command_class(self.command_type), p["command_topic"], 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "diagnostics", 10)
+        sensor_qos = qos_profile_sensor_data
+        self.create_subscription(JointState, p["joint_states_topic"], self._on_joint_state, sensor_qos)
+        if terms & {"base_ang_vel", "projected_gravity"}:
+            self.create_subscription(Imu, p["imu_topic"], self._on_imu, sensor_qos)
+        if "velocity_command" in terms:
+            self.create_subscription(Twist, p["velocity_command_topic"], self._on_twist, 10)
+        if "target_pos" in terms:
+            self.create_subscription(PoseStamped, p["target_topic"], self._on_target, 10)
+        self.create_subscription(Bool, "estop", self._on_estop, 10)
+        self.create_service(SetBool, "~/enable", self._on_enable)
+        self.create_timer(self.period, self._on_watchdog_timer)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self.get_logger().info(
+            f"policy {p['policy']} ({self.meta.task or 'task ?'}) for {self.meta.robot}: {A} joints, "
+            f"{1.0 / self.period:g} Hz, chunk {self.meta.chunk_length} ({p['chunk_mode']}), "
+            f"commands on {self.pub.topic_name} as {self.command_type}"
+        )
+
+    # ---------------------------------------------------------------- inputs
+    def _on_joint_state(self, msg: JointState) -> None:
+        now = time.monotonic()
+        names = tuple(msg.name)
+        try:
+            if self._index_cache is None or self._index_cache[0] != names:
+                self._index_cache = (names, reorder_index(list(names), self.meta.joint_names))
+            pos, vel = joint_state_arrays(msg, self._index_cache[1])
+            if not (np.all(np.isfinite(pos)) and np.all(np.isfinite(vel))):
+                raise ValueError(f"non-finite JointState position {pos} / velocity {vel}")
+        except (ArtifactError, ValueError, IndexError) as exc:
+            if not self._bad_state_logged:
+                self.get_logger().error(f"ignoring invalid JointState (no command from it): {exc}")
+                self._bad_state_logged = True
+            self.stats.count("invalid_state")
+            return
+        self.state.joint_pos, self.state.joint_vel = pos, vel
+        self.measured, self.state_time = pos, now
+        self.state_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        if now >= self._next_tick:
+            self._tick(now)
+
+    def _on_imu(self, msg: Imu) -> None:
+        self.state.imu_quat_wxyz, self.state.imu_gyro = imu_arrays(msg)
+
+    def _on_twist(self, msg: Twist) -> None:
+        self.state.velocity_command = twist_command(msg)
+
+    def _on_target(self, msg: PoseStamped) -> None:
+        frame = msg.header.frame_id
+        if frame and self.p["base_frame"] and frame != self.p["base_frame"]:
+            self.get_logger().error(
+                f"target in frame {frame!r} ignored: the policy needs it in {self.p['base_frame']!r}"
+            )
+            return
+        self.state.target_pos = pose_position(msg)
+
+    def _on_estop(self, msg: Bool) -> None:
+        if msg.data and not self.safety.estopped:
+            self.safety = latch_estop(self.safety, self.measured)
+            self.chunks.reset()
+            self.get_logger().warning("E-STOP latched: holding; call ~/enable true to resume")
+
+    def _on_enable(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        self.safety = set_enabled(self.safety, request.data)
+        self.chunks.reset()
+        response.success = True
+        response.message = "enabled (soft start)" if request.data else "disabled: sending nothing"
+        self.get_logger().info(response.message)
+        return response
+
+    # ---------------------------------------------------------------- control loop
+    def _on_watchdog_timer(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_tick + 0.5 * self.period:
+            self._tick(now)
+
+    def _policy_target(self) -> np.ndarray | None:
+        """``[A]`` policy target for this tick, or None when an input is missing."""
+        try:
+            obs = build_observation(self.meta, self.state, self.last_action)
+        except ValueError as exc:
+            self.get_logger().warning(f"no policy step: {exc}", throttle_duration_sec=2.0)
+            return None
+        chunk = None
+        if self.chunks.needs_inference():
+            t0 = time.perf_counter()
+            chunk = self.runtime.infer(obs)
+            self.stats.sample("inference_ms", 1e3 * (time.perf_counter() - t0))
+        return self.chunks.next_target(chunk)
+
+    def _tick(self, now: float) -> None:
+        on_time = now - self._next_tick < self.period
+        self._next_tick = self._next_tick + self.period if on_time else now + self.period
+        fresh = self.measured is not None and self.safety.enabled and not self.safety.estopped
+        stale = self.state_time is None or now - self.state_time > self.safety_cfg.stale_state_timeout
+        target = self._policy_target() if fresh and not stale else None
+        out = safety_step(self.safety_cfg, self.safety, target, self.measured, now, self.state_time)
+        if "stale" in out.events and not self.safety.stale:
+            self.get_logger().error("JointState stale: holding the last command")
+            self.chunks.reset()
+        self.safety = out.state
+        for event in out.events:
+            self.stats.count(event)
+        if target is not None and np.all(np.isfinite(target)):
+            self.last_action = np.clip(
+                raw_action(self.meta, target), self.meta.action.clip_low, self.meta.action.clip_high
+            )
+        if out.command is None:
+            return
+        self.pub.publish(make_command(self.command_type, self.meta.joint_names, out.command, self.period))
+        self.stats.tick(now, 1e3 * (time.time() - self.state_stamp) if "stale" not in out.events else None)
+
+    def _publish_diagnostics(self) -> None:
+        summary = self.stats.summary()
+        level = DiagnosticStatus.WARN if (self.safety.estopped or self.safety.stale) else DiagnosticStatus.OK
+        status = DiagnosticStatus(
+            level=level,
+            name=f"{self.get_name()}: policy",
+            message="e-stop" if self.safety.estopped else ("stale state" if self.safety.stale else "running"),
+            hardware_id=self.meta.robot,
+            values=[KeyValue(key=k, value=f"{v:.6g}") for k, v in summary.items()],
+        )
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self.diag_pub.publish(array)
+
+    def write_stats(self) -> None:
+        """Dump the loop statistics to ``stats_file`` (JSON) when set."""
+        if self.p["stats_file"]:
+            with open(self.p["stats_file"], "w") as f:
+                json.dump(self.stats.summary(), f, indent=1)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console entry point ``policy_node`` (``--ros-args ...`` as from a launch file)."""
+    rclpy.init(args=args)
+    try:
+        node = PolicyNode()
+    except (ArtifactError, ValueError) as exc:
+        rclpy.logging.get_logger("policy_node").fatal(f"refusing to start: {exc}")
+        rclpy.try_shutdown()
+        return 2
+    executor = make_executor(node.p["executor"])
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.write_stats()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+def make_executor(name: str) -> Executor:
+    """``single`` (rclpy's default SingleThreadedExecutor) or ``events`` (rclpy's EventsExecutor)."""
+    if name == "events":
+        return EventsExecutor()
+    if name != "single":
+        raise ValueError(f"executor {name!r} must be 'single' or 'events'.")
+    return SingleThreadedExecutor()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Simulated robot: MuJoCo in real time behind the same topics as the real driver.
+
+Publishes JointState (+ Imu for a floating base) at ``publish_hz`` and accepts the robot's
+command message (Float64MultiArray or JointTrajectory position targets), applied to the PD
+position actuators that :func:`sim.robots.build_model` rebuilds from ``robot.yaml``. Sensor noise
+(Gaussian, on positions and velocities) and a command latency make it a fair stand-in for
+hardware in sim-to-sim tests and CI.
+
+With ``task: reach`` it also plays reach episodes: every ``episode_s`` it samples a target the
+arm can reach (``sim.tasks.so101_reach.reachable_points``, as in training; or the fixed
+``target_joint_pos`` configuration), publishes it as a PoseStamped in the base frame, and at the
+end of the episode publishes ``sim/episode`` = Float64MultiArray [index, success, final distance m].
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+
+import mujoco
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseStamped
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float64MultiArray
+
+from ros_nodes.messages import command_class, command_positions
+from ros_nodes.params import declare
+from sim.robots import add_floor_and_light, build_model, load_robot, site_name
+
+PARAMS = {
+    "robot": (str, None),
+    "physics_dt": (float, 0.0),  # 0: robot.yaml's control.physics_dt
+    "publish_hz": (float, 0.0),  # 0: the physics rate
+    "joint_states_topic": (str, "joint_states"),
+    "imu_topic": (str, "imu"),
+    "command_topic": (str, None),
+    "command_type": (str, None),
+    "position_noise": (float, 0.0),  # rad, std
+    "velocity_noise": (float, 0.0),  # rad/s, std
+    "command_latency_s": (float, 0.0),
+    "seed": (int, 0),
+    "task": (str, ""),  # "" or "reach"
+    "target_topic": (str, "target_pose"),
+    "base_frame": (str, "base"),
+    "episode_s": (float, 4.0),
+    "success_radius": (float, 0.02),
+    "target_joint_pos": ("float[]", []),
+}
+MAX_CATCH_UP_STEPS = 50
+
+
+class SimRobotNode(Node):
+    """MuJoCo robot stepped in real time by a wall timer; PD control runs inside MuJoCo."""
+
+    def __init__(self, node_name: str = "sim_robot") -> None:
+        super().__init__(node_name)
+        p = declare(self, {k: v for k, v in PARAMS.items() if k != "target_joint_pos"})
+        self.declare_parameter("target_joint_pos", [0.0])
+        self.target_joint_pos = list(self.get_parameter("target_joint_pos").value)
+        self.p = p
+        self.robot = load_robot(p["robot"])
+        self.model = build_model(self.robot, add_floor_and_light)
+        self.model.opt.timestep = p["physics_dt"] or self.robot.control.physics_dt
+        self.data = mujoco.MjData(self.model)
+        self.names = self.robot.joint_names
+        self.qadr = np.array([self.model.jnt_qposadr[self.model.joint(n).id] for n in self.names])
+        self.vadr = np.array([self.model.jnt_dofadr[self.model.joint(n).id] for n in self.names])
+        default = np.array([j.default for j in self.robot.joints])
+        self.data.qpos[self.qadr] = default
+        self.data.ctrl[:] = default
+        mujoco.mj_forward(self.model, self.data)
+        self.floating = self.model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE
+        self.rng = np.random.default_rng(p["seed"])
+        self.pending: deque[tuple[float, np.ndarray]] = deque()
+
+        command_class(p["command_type"])
+        self.js_pub = self.create_publisher(JointState, p["joint_states_topic"], 10)
+        self.imu_pub = self.create_publisher(Imu, p["imu_topic"], 10) if self.floating else None
+        self.create_subscription(command_class(p["command_type"]), p["command_topic"], self._on_command, 10)
+        self.task = _ReachTask(self) if p["task"] == "reach" else None
+        if p["task"] not in ("", "reach"):
+            raise ValueError(f"task {p['task']!r} must be '' or 'reach'.")
+        dt = self.model.opt.timestep
+        publish_hz = p["publish_hz"] or 1.0 / dt
+        self.t0 = time.monotonic()
+        self.steps = 0
+        self.create_timer(1.0 / publish_hz, self._on_timer)
+        self.get_logger().info(
+            f"simulated {self.robot.name}: physics {1 / dt:g} Hz, joint states {publish_hz:g} Hz "
+            f"on {self.js_pub.topic_name}, commands from {p['command_topic']} ({p['command_type']}), "
+            f"latency {p['command_latency_s'] * 1e3:g} ms, noise {p['position_noise']:g} rad"
+        )
+
+    def _on_command(self, msg) -> None:
+        try:
+            target = command_positions(msg, self.names)
+        except ValueError as exc:
+            self.get_logger().error(f"command ignored: {exc}", throttle_duration_sec=2.0)
+            return
+        self.pending.append((time.monotonic() + self.p["command_latency_s"], target))
+
+    def _on_timer(self) -> None:
+        now = time.monotonic()
+        while self.pending and self.pending[0][0] <= now:
+            self.data.ctrl[:] = self.pending.popleft()[1]
+        due = int((now - self.t0) / self.model.opt.timestep) - self.steps
+        if due > MAX_CATCH_UP_STEPS:  # far behind (CPU starved): drop time rather than burst
+            self.t0 += (due - MAX_CATCH_UP_STEPS) * self.model.opt.timestep
+            due = MAX_CATCH_UP_STEPS
+        if due > 0:
+            mujoco.mj_step(self.model, self.data, nstep=due)
+            self.steps += due
+        self._publish_state()
+        if self.task is not None:
+            self.task.update(self.steps * self.model.opt.timestep)
+
+    def _publish_state(self) -> None:
+        stamp = self.get_clock().now().to_msg()
+        pos = self.data.qpos[self.qadr] + self.rng.normal(0.0, self.p["position_noise"], len(self.names))
+        vel = self.data.qvel[self.vadr] + self.rng.normal(0.0, self.p["velocity_noise"], len(self.names))
+        msg = JointState(name=self.names, position=pos.tolist(), velocity=vel.tolist(),
+                         effort=self.data.actuator_force.tolist())
+        msg.header.stamp = stamp
+        self.js_pub.publish(msg)
+        if self.imu_pub is not None:
+            imu = Imu()
+            imu.header.stamp = stamp
+            w, x, y, z = self.data.qpos[3:7]
+            imu.orientation.w, imu.orientation.x, imu.orientation.y, imu.orientation.z = w, x, y, z
+            gx, gy, gz = self.data.qvel[3:6]
+            imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = gx, gy, gz
+            self.imu_pub.publish(imu)
+
+    def site_pos(self, role: str) -> np.ndarray:
+        """``[3]`` world position of the site playing ``role``."""
+        return self.data.site(site_name(self.robot, role)).xpos.copy()
+
+
+class _ReachTask:
+    """Reach episodes on the simulated arm: targets out, success reports out."""
+
+    def __init__(self, node: SimRobotNode) -> None:
+        self.node = node
+        self.target_pub = node.create_publisher(PoseStamped, node.p["target_topic"], 10)
+        self.episode_pub = node.create_publisher(Float64MultiArray, "sim/episode", 10)
+        self.index, self.episodes, self.episode_start, self.last_target_pub = -1, 0, 0.0, -1.0
+        self.target = np.zeros(3)
+        if len(node.target_joint_pos) == len(node.names):
+            self.table = self._fk(np.asarray(node.target_joint_pos))[None]
+        else:
+            from sim.tasks.so101_reach import reachable_points
+
+            self.table = reachable_points(node.model, node.names[:5], site_name(node.robot, "end_effector"),
+                                          4096, (0.05, 0.35), 0.12, seed=node.p["seed"])
+
+    def _fk(self, q: np.ndarray) -> np.ndarray:
+        data = mujoco.MjData(self.node.model)
+        data.qpos[self.node.qadr] = q
+        mujoco.mj_kinematics(self.node.model, data)
+        return data.site(site_name(self.node.robot, "end_effector")).xpos.copy()
+
+    def update(self, sim_time: float) -> None:
+        """Close the episode when it is over, start the next, and republish the target."""
+        if self.index >= 0 and sim_time - self.episode_start >= self.node.p["episode_s"]:
+            distance = float(np.linalg.norm(self.node.site_pos("end_effector") - self.target))
+            success = float(distance < self.node.p["success_radius"])
+            self.episode_pub.publish(Float64MultiArray(data=[float(self.index), success, distance]))
+            self.index = -1
+        if self.index < 0:
+            self.index, self.episodes = self.episodes, self.episodes + 1
+            self.episode_start = sim_time
+            self.target = self.table[self.node.rng.integers(len(self.table))]
+            self.last_target_pub = -1.0
+        if sim_time - self.last_target_pub < 0.05:  # targets at 20 Hz and at every new episode
+            return
+        self.last_target_pub = sim_time
+        msg = PoseStamped()
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        msg.header.frame_id = self.node.p["base_frame"]
+        rel = self.target - self.node.site_pos("base")
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in rel)
+        msg.pose.orientation.w = 1.0
+        self.target_pub.publish(msg)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console entry point ``sim_robot_node``."""
+    rclpy.init(args=args)
+    try:
+        node = SimRobotNode()
+    except ValueError as exc:
+        rclpy.logging.get_logger("sim_robot").fatal(f"refusing to start: {exc}")
+        rclpy.try_shutdown()
+        return 2
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
