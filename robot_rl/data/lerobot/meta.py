@@ -323,5 +323,5 @@ def load_stats(root: Path) -> dict[str, Stats]:
         return stats_from_json(json.loads(path.read_text()))
     except (json.JSONDecodeError, AttributeError, ValueError) as err:
         raise DatasetFormatError(
-            f"{path} is not valid stats JSON ({err}); recompute it with `robot-rl dataset stats --recompute`"
+            f"{path} is not valid stats JSON ({err}); rebuild it with `robot-rl dataset stats <dataset> --rewrite`"
         ) from err
