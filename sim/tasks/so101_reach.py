@@ -1,9 +1,10 @@
 """so101_reach: bring the SO-101 gripper site to a sampled 3-D target; success within 2 cm.
 
 Targets are drawn from a table of gripper positions the arm actually reaches (forward kinematics
-of random joint configurations inside the limits, kept where the site is above the table and in
-front of the base), so every target is feasible. The target is given to the policy in the
-robot's base frame, as a ROS node would receive it from a PoseStamped.
+of random joint configurations within 90% of the policy's action range around the default pose,
+kept where the site is above the floor and away from the base), so every target is feasible.
+The target is given to the policy in the robot's base frame, as a ROS node would receive it from
+a PoseStamped.
 """
 
 from __future__ import annotations
@@ -28,15 +29,14 @@ def add_target_marker(spec: mujoco.MjSpec) -> None:
                   contype=0, conaffinity=0, group=2)
 
 
-def reachable_points(model: mujoco.MjModel, joint_names: list[str], site: str, count: int,
-                     z_range: tuple[float, float], min_radius: float, seed: int = 0) -> np.ndarray:
-    """``[M, 3]`` positions of ``site`` over random joint configurations, filtered to the workspace."""
+def reachable_points(model: mujoco.MjModel, joint_names: list[str], lo: np.ndarray, hi: np.ndarray, site: str,
+                     count: int, z_range: tuple[float, float], min_radius: float, seed: int = 0) -> np.ndarray:
+    """``[M, 3]`` positions of ``site`` over joint configurations uniform in ``[lo, hi]``, kept where
+    the site is inside the workspace (height in ``z_range``, at least ``min_radius`` from the base axis)."""
     rng = np.random.default_rng(seed)
     data = mujoco.MjData(model)
     site_id = model.site(site).id
     adr = [model.jnt_qposadr[model.joint(n).id] for n in joint_names]
-    lo = np.array([model.jnt_range[model.joint(n).id][0] for n in joint_names])
-    hi = np.array([model.jnt_range[model.joint(n).id][1] for n in joint_names])
     points = []
     for _ in range(count):
         data.qpos[adr] = rng.uniform(lo, hi)
@@ -78,8 +78,14 @@ class So101ReachEnv(TaskEnv):
 
     def _init_task(self) -> None:
         p = self.cfg.params
-        table = reachable_points(self.model, self.robot.joint_names[:5], self._site_mjcf_name("end_effector"),
-                                 p["target_table_size"], p["target_z_range"], p["target_min_radius"])
+        # Targets come from joint configurations the policy's action range can command.
+        reach = p["target_action_fraction"] * self.robot.control.action_scale
+        arm = slice(0, 5)
+        lo = torch.maximum(self.joint_lower, self.default_joint_pos - reach)[arm].cpu().numpy()
+        hi = torch.minimum(self.joint_upper, self.default_joint_pos + reach)[arm].cpu().numpy()
+        table = reachable_points(self.model, self.robot.joint_names[arm], lo, hi,
+                                 self._site_mjcf_name("end_effector"), p["target_table_size"],
+                                 p["target_z_range"], p["target_min_radius"])
         self.target_table = torch.as_tensor(table, dtype=torch.float32, device=self.device)
         self.target = torch.zeros(self.num_envs, 3, device=self.device)
         self._mocap = int(self.model.body(TARGET_BODY).mocapid[0])
@@ -119,6 +125,7 @@ def so101_reach_cfg() -> TaskCfg:
             "target_table_size": 4096,
             "target_z_range": (0.05, 0.35),
             "target_min_radius": 0.12,
+            "target_action_fraction": 0.9,
         },
     )
 
