@@ -139,7 +139,10 @@ def _torchscript_bytes(module: nn.Module, example: torch.Tensor) -> bytes:
 def _check_outputs(name: str, expected: np.ndarray, got: np.ndarray, atol: float) -> None:
     if got.shape != expected.shape:
         raise ArtifactError(f"{name} returns shape {got.shape}, torch returns {expected.shape}.")
-    err = float(np.max(np.abs(got - expected)))
+    nan_expected, nan_got = np.isnan(expected), np.isnan(got)
+    if not np.array_equal(nan_expected, nan_got):
+        raise ArtifactError(f"{name} returns NaN where the torch actor does not (or the reverse).")
+    err = float(np.max(np.abs(np.where(nan_expected, 0.0, got - expected)), initial=0.0))
     if not err <= atol:
         raise ArtifactError(f"{name} differs from the torch actor by {err:.3g} > atol {atol:g}.")
 
@@ -155,7 +158,8 @@ def export_policy(
     """Write ``policy.onnx``, ``policy.pt`` and ``policy.yaml`` into ``out_dir``, each atomically.
 
     ``policy.yaml`` is removed first and written last, so a directory holding one is complete.
-    Every exported graph is run on a random batch and compared with ``actor`` to ``atol``.
+    Every exported graph is run on a random batch and compared with ``actor`` to ``atol`` (NaN
+    outputs must match position by position: the deploy safety layer, not export, guards them).
 
     Args:
         actor: maps raw obs ``[B, D]`` to joint targets ``[B, H*A]`` in robot units (normalisation

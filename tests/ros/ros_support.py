@@ -1,0 +1,145 @@
+"""Support for the ROS tests: node processes started from the launch files, and an in-test probe.
+
+Every test gets its own ROS_DOMAIN_ID so parallel runs do not cross; nodes run as real processes
+(exactly the command lines the YAML launch files resolve to) and talk to the probe over DDS.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray
+from std_srvs.srv import SetBool
+
+from robot_rl.deploy.launch_plan import plan_launch
+from robot_rl.deploy.ros_env import ros_environment, ros_nodes_path
+
+REPO = Path(__file__).resolve().parents[2]
+_domains = itertools.count()
+
+
+def fresh_domain_id() -> int:
+    """A ROS_DOMAIN_ID unlikely to be used by another test process running now (1..100)."""
+    return 1 + (os.getpid() * 13 + next(_domains)) % 100
+
+
+class Nodes:
+    """Node processes of a launch file; logs go to ``log_dir/<node>.log``."""
+
+    def __init__(self, launch: str, args: dict[str, str], domain_id: int, log_dir: Path,
+                 extra: dict[str, dict[str, object]] | None = None) -> None:
+        env = ros_environment(domain_id)
+        env["PYTHONPATH"] = os.pathsep.join([str(ros_nodes_path()), str(REPO), env.get("PYTHONPATH", "")])
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+        plan = plan_launch(REPO / "ros_nodes" / "launch" / launch, args, {"ros_nodes": ros_nodes_path()})
+        for node in plan:
+            params = [f"{k}:={v}" for k, v in (extra or {}).get(node.name, {}).items()]
+            cmd = [sys.executable, "-m", f"{node.package}.{node.executable}", *node.ros_args()]
+            cmd += [x for p in params for x in ("-p", p)]
+            self.logs[node.name] = log_dir / f"{node.name}.log"
+            with open(self.logs[node.name], "w") as log:
+                self.procs[node.name] = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def log(self, name: str) -> str:
+        """Everything node ``name`` printed so far."""
+        return self.logs[name].read_text()
+
+    def stop(self, timeout: float = 10.0) -> dict[str, int]:
+        """SIGINT every node (as ``ros2 launch`` does on Ctrl-C); return the exit codes."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        codes = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[name] = proc.wait()
+        return codes
+
+
+class Probe:
+    """An rclpy node in the test process: plays the robot driver and records commands."""
+
+    def __init__(self, domain_id: int, joint_names: list[str],
+                 command_topic: str = "forward_position_controller/commands") -> None:
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain_id)
+        self.node = rclpy.create_node("probe", context=self.context)
+        self.joint_names = joint_names
+        self.lock = threading.Lock()
+        self.commands: list[tuple[float, np.ndarray]] = []
+        self.state_fn = None  # callable(t) -> [A] positions, or None: publish nothing
+        self.node.create_subscription(Float64MultiArray, command_topic, self._on_command, 50)
+        self.js_pub = self.node.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
+        self.estop_pub = self.node.create_publisher(Bool, "estop", 10)
+        self.enable = self.node.create_client(SetBool, "policy_node/enable")
+        self.node.create_timer(0.005, self._publish_state)  # a 200 Hz driver
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        with self.lock:
+            self.commands.append((time.monotonic(), np.asarray(msg.data)))
+
+    def _publish_state(self) -> None:
+        fn = self.state_fn
+        if fn is None:
+            return
+        q = np.asarray(fn(time.monotonic()), dtype=np.float64)
+        msg = JointState(name=self.joint_names, position=q.tolist(), velocity=[0.0] * len(q))
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        self.js_pub.publish(msg)
+
+    def received(self, since: float = 0.0) -> list[tuple[float, np.ndarray]]:
+        """Commands received after monotonic time ``since``."""
+        with self.lock:
+            return [(t, c) for t, c in self.commands if t > since]
+
+    def wait_for(self, predicate, timeout: float) -> bool:
+        """Poll ``predicate()`` every 20 ms until it is true or ``timeout`` s pass."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if predicate():
+                return True
+            time.sleep(0.02)
+        return predicate()
+
+    def call_enable(self, value: bool, timeout: float = 10.0) -> str:
+        """Call ``policy_node/enable`` and return its message."""
+        assert self.enable.wait_for_service(timeout_sec=timeout), "policy_node/enable service not found"
+        future = self.enable.call_async(SetBool.Request(data=value))
+        end = time.monotonic() + timeout
+        while not future.done() and time.monotonic() < end:
+            time.sleep(0.01)
+        assert future.done(), "policy_node/enable did not answer"
+        return future.result().message
+
+    def close(self) -> None:
+        """Stop spinning and shut the context down."""
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+        self.thread.join(timeout=5)
+
+
+def max_step(commands: list[tuple[float, np.ndarray]]) -> float:
+    """Largest per-joint change between consecutive commands."""
+    arr = np.array([c for _, c in commands])
+    return float(np.abs(np.diff(arr, axis=0)).max()) if len(arr) > 1 else 0.0
