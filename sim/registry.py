@@ -64,5 +64,8 @@ def make_task_env(env_cls: type, cfg: Any, task: str, num_envs: int, device: str
 
 for _name, _factory in {
     "so101_reach": "sim.tasks.so101_reach:make",
+    "g1_stand": "sim.tasks.g1_locomotion:make_stand",
+    "g1_walk": "sim.tasks.g1_locomotion:make_walk",
+    "g1_reach_walk": "sim.tasks.g1_reach_walk:make",
 }.items():
     register_task(_name, _factory)

@@ -153,7 +153,8 @@ def tipped(env) -> torch.Tensor:
     return terms.base_tilted(env, env.cfg.params["fall_tilt_cos"])
 
 
-def _noise_free(group: dict[str, ObsTerm]) -> dict[str, ObsTerm]:
+def noise_free(group: dict[str, ObsTerm]) -> dict[str, ObsTerm]:
+    """The same terms without observation noise (critic copies of policy terms)."""
     return {k: ObsTerm(v.func, v.scale, 0.0, v.params) for k, v in group.items()}
 
 
@@ -212,7 +213,7 @@ def g1_walk_cfg() -> TaskCfg:
     return TaskCfg(
         robot=ROBOT,
         episode_s=20.0,
-        observations={"policy": policy, "critic": {**_noise_free(policy), **privileged_observations()}},
+        observations={"policy": policy, "critic": {**noise_free(policy), **privileged_observations()}},
         rewards={**locomotion_rewards(), **posture_rewards()},
         terminations={"fall": fell, "tipped": tipped},
         scene=add_floor_and_feet,
