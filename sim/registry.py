@@ -16,6 +16,8 @@ from typing import Any
 from sim.vecenv import VecEnv
 
 _TASKS: dict[str, str] = {}
+GYM_PREFIX = "gym:"
+"""``make_env("gym:Pendulum-v1")`` wraps any gymnasium id with :class:`sim.gym_adapter.GymVecEnvAdapter`."""
 
 
 def register_task(name: str, factory: str) -> None:
@@ -36,8 +38,13 @@ def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, *
     Raises:
         KeyError: unknown task (the message lists the known ones).
     """
+    if task.startswith(GYM_PREFIX):
+        from sim.gym_adapter import make_gym_env  # imported here: gymnasium only when asked for
+
+        return make_gym_env(task[len(GYM_PREFIX):], num_envs=num_envs, device=device, seed=seed, **overrides)
     if task not in _TASKS:
-        raise KeyError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
+        raise KeyError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}, "
+                       f"or {GYM_PREFIX}<gymnasium id> (e.g. {GYM_PREFIX}Pendulum-v1)")
     module, _, function = _TASKS[task].partition(":")
     factory: Callable[..., VecEnv] = getattr(importlib.import_module(module), function)
     return factory(num_envs=num_envs, device=device, seed=seed, **overrides)
@@ -67,5 +74,10 @@ for _name, _factory in {
     "g1_stand": "sim.tasks.g1_locomotion:make_stand",
     "g1_walk": "sim.tasks.g1_locomotion:make_walk",
     "g1_reach_walk": "sim.tasks.g1_reach_walk:make",
+    "half_cheetah": "sim.tasks.gym_locomotion:make_half_cheetah",
+    "hopper": "sim.tasks.gym_locomotion:make_hopper",
+    "walker2d": "sim.tasks.gym_locomotion:make_walker2d",
+    "ant": "sim.tasks.gym_locomotion:make_ant",
+    "humanoid": "sim.tasks.gym_locomotion:make_humanoid",
 }.items():
     register_task(_name, _factory)
