@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -29,7 +30,10 @@ def declare(node: Node, spec: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
             node.declare_parameter(name, _TYPES[kind])
         else:
             node.declare_parameter(name, default)
-        value = node.get_parameter(name).value
+        try:
+            value = node.get_parameter(name).value
+        except ParameterUninitializedException:
+            value = None
         if value is None:
             raise ValueError(
                 f"parameter {name!r} of node {node.get_name()!r} is not set; pass --params-file with a "

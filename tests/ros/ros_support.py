@@ -107,6 +107,12 @@ class Probe:
         msg.header.stamp = self.node.get_clock().now().to_msg()
         self.js_pub.publish(msg)
 
+    def record(self, msg_type: type, topic: str) -> list:
+        """Subscribe ``topic`` and return the list its messages are appended to."""
+        messages: list = []
+        self.node.create_subscription(msg_type, topic, messages.append, 50)
+        return messages
+
     def received(self, since: float = 0.0) -> list[tuple[float, np.ndarray]]:
         """Commands received after monotonic time ``since``."""
         with self.lock:
