@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import sim
+from sim.math import quat_rotate
 from sim.randomization import DomainRandCfg
 from sim.tasks import g1_terms
 from sim.tasks.g1_locomotion import add_floor_and_feet, geom_bottom
@@ -254,3 +255,18 @@ def test_reach_target_in_base_frame_and_success(reach):
 def test_narrow_target_box_is_refused():
     with pytest.raises(ValueError, match="target_box"):
         sim.make_env("g1_reach_walk", target_box=((2.0, 2.1), (0.0, 0.1), (0.0, 0.1)))
+
+
+@pytest.mark.render
+def test_reach_render_shows_the_target_where_the_policy_sees_it(reach):
+    """The marker is drawn at base + R(base) * target, so moving the target changes the frame."""
+    reach.reset(seed=0)
+    reach.step(_zero(reach))
+    before = reach.render(0, width=96, height=72)
+    marker = reach.backend.batch.bind("mocap_pos")[0, 0]
+    expected = reach.state.qpos[0, 0:3] + quat_rotate(reach.state.qpos[0:1, 3:7], reach.target[0:1])[0]
+    np.testing.assert_allclose(marker, expected.numpy(), atol=1e-5)
+    reach.target[0] += torch.tensor([0.0, 0.3, 0.0])
+    after = reach.render(0, width=96, height=72)
+    assert before.shape == (72, 96, 3) and before.std() > 5.0
+    assert np.abs(before.astype(int) - after.astype(int)).sum() > 0
