@@ -47,6 +47,11 @@ from robot_rl.data.lerobot.video import EpisodeVideoEncoder, VideoSettings, appe
 from robot_rl.data.lerobot.video_trim import trim_video
 
 SCRATCH_DIR = ".recording"
+# Appending an episode rewrites the current data / video file (the old file stays valid until the
+# rename), so each save costs the file's size in I/O. Files roll over at these sizes, or at the
+# smaller limits of info.json, keeping a save bounded whatever the dataset size.
+MAX_REWRITE_DATA_MB = 10
+MAX_REWRITE_VIDEO_MB = 50
 
 
 def _as_feature(key: str, spec: Feature | dict[str, Any]) -> Feature:
@@ -75,6 +80,7 @@ class LeRobotWriter:
         self.video = video
         self.episode_stats = [meta.episode_stats_from_row(r) for r in rows]
         self._scratch = root / SCRATCH_DIR
+        self._broken = False
         shutil.rmtree(self._scratch, ignore_errors=True)
         self._reset_buffer()
 
@@ -198,6 +204,11 @@ class LeRobotWriter:
     # ----------------------------------------------------------------- saving
     def save_episode(self) -> int:
         """Finalise the buffered episode on disk (see the module docstring); returns its index."""
+        if self._broken:
+            raise RuntimeError(
+                f"a previous save_episode() failed mid-commit; reopen {self.root} with "
+                "LeRobotWriter.resume(root), which drops the partial episode"
+            )
         n = len(self._tasks)
         if n == 0:
             raise ValueError("save_episode() with no frames; call add_frame() first")
@@ -241,8 +252,10 @@ class LeRobotWriter:
             )
             row.update(meta.episode_stats_columns(stats))
             self._stage_metadata(row, stats, n, staged)
-            for tmp, final in staged:
-                os.replace(tmp, final)
+            _commit(staged)
+        except BaseException:
+            self._broken = True
+            raise
         finally:
             for tmp, _ in staged:
                 tmp.unlink(missing_ok=True)
@@ -282,7 +295,8 @@ class LeRobotWriter:
             schema=schema,
         )
         last = (self.rows[-1]["data/chunk_index"], self.rows[-1]["data/file_index"]) if self.rows else None
-        chunk, file, append = self._next_file(last, self._data_path, self.info.data_files_size_in_mb)
+        limit = min(self.info.data_files_size_in_mb, MAX_REWRITE_DATA_MB)
+        chunk, file, append = self._next_file(last, self._data_path, limit)
         final = self._data_path(chunk, file)
         with pq.ParquetWriter(self._tmp(final, staged), schema, compression="snappy") as out:
             if append:
@@ -306,7 +320,9 @@ class LeRobotWriter:
             prev = self.rows[-1] if self.rows else None
             last = (prev[f"videos/{key}/chunk_index"], prev[f"videos/{key}/file_index"]) if prev else None
             chunk, file, append = self._next_file(
-                last, lambda c, f, k=key: self._video_path(k, c, f), self.info.video_files_size_in_mb
+                last,
+                lambda c, f, k=key: self._video_path(k, c, f),
+                min(self.info.video_files_size_in_mb, MAX_REWRITE_VIDEO_MB),
             )
             start = float(prev[f"videos/{key}/to_timestamp"]) if (append and prev) else 0.0
             final = self._video_path(key, chunk, file)
@@ -380,6 +396,21 @@ class LeRobotWriter:
     ) -> None:
         """Close the writer."""
         self.close()
+
+
+def _commit(staged: list[tuple[Path, Path]]) -> None:
+    """Flush every staged file to disk, then rename each over its target in order (info.json last)."""
+    for tmp, _ in staged:
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+    for tmp, final in staged:
+        os.replace(tmp, final)
+    for folder in dict.fromkeys(final.parent for _, final in staged):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _repair(root: Path, info: meta.DatasetInfo, rows: list[dict[str, Any]]) -> None:
