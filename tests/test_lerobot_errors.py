@@ -159,9 +159,8 @@ def test_crash_inside_commit_is_detected_and_repaired(dataset: Path, monkeypatch
         writer.save_episode()
     monkeypatch.setattr(os, "replace", real_replace)
     assert [Path(c).suffix for c in calls[:2]] == [".parquet", ".mp4"]
-    writer.add_frame(frame(3, 0), task="reach")
     with pytest.raises(RuntimeError, match="resume"):
-        writer.save_episode()  # the writer refuses to continue from a half-committed state
+        writer.add_frame(frame(3, 0), task="reach")  # the writer refuses to continue from a half-commit
     with pytest.raises(DatasetFormatError, match="resume"):
         LeRobotDataset(dataset)  # 18 rows on disk, 12 committed
     with LeRobotWriter.resume(dataset) as writer:

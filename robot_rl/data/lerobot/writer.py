@@ -147,6 +147,14 @@ class LeRobotWriter:
         self._encoders: dict[str, EpisodeVideoEncoder] = {}
         self._image_stats: dict[str, ImageStatsAccumulator] = {}
 
+    def _check_usable(self) -> None:
+        """Refuse to continue after a failed commit (the in-memory state no longer matches the disk)."""
+        if self._broken:
+            raise RuntimeError(
+                f"a previous save_episode() failed mid-commit; reopen {self.root} with "
+                "LeRobotWriter.resume(root), which drops the partial episode"
+            )
+
     @property
     def num_frames_buffered(self) -> int:
         """Frames added to the current (unsaved) episode."""
@@ -158,6 +166,7 @@ class LeRobotWriter:
         ``task`` may also be given as ``frame["task"]``. ``timestamp`` defaults to
         ``frame_index / fps``. Arrays: see :func:`check_frame_value`.
         """
+        self._check_usable()
         task = task if task is not None else frame.get("task")
         if not isinstance(task, str) or not task:
             raise ValueError("each frame needs a task string: add_frame(frame, task='pick the cube')")
@@ -204,11 +213,7 @@ class LeRobotWriter:
     # ----------------------------------------------------------------- saving
     def save_episode(self) -> int:
         """Finalise the buffered episode on disk (see the module docstring); returns its index."""
-        if self._broken:
-            raise RuntimeError(
-                f"a previous save_episode() failed mid-commit; reopen {self.root} with "
-                "LeRobotWriter.resume(root), which drops the partial episode"
-            )
+        self._check_usable()
         n = len(self._tasks)
         if n == 0:
             raise ValueError("save_episode() with no frames; call add_frame() first")
@@ -255,6 +260,7 @@ class LeRobotWriter:
             _commit(staged)
         except BaseException:
             self._broken = True
+            self._reset_buffer()
             raise
         finally:
             for tmp, _ in staged:
