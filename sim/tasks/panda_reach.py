@@ -31,12 +31,15 @@ from sim.tasks.so101_reach import (
 )
 
 ROBOT_ROOT_BODY = "link0"
+BASE_SITE = "base"
+"""Site at the origin of ``link0`` (ROS frame ``panda_link0``): targets are given in this frame."""
 
 
 def add_scene(spec: mujoco.MjSpec) -> None:
-    """Floor, light, the target marker, and gravity compensation on every body of the arm."""
+    """Floor, light, target marker, a ``base`` site at ``panda_link0`` and gravity compensation."""
     add_target_marker(spec)
     root = spec.body(ROBOT_ROOT_BODY)
+    root.add_site(name=BASE_SITE)
     for body in [root, *root.find_all(mujoco.mjtObj.mjOBJ_BODY)]:
         body.gravcomp = 1.0
 
@@ -46,7 +49,11 @@ class PandaReachEnv(TaskEnv):
 
     def _init_task(self) -> None:
         p = self.cfg.params
-        table = reachable_points(self.model, self.robot.joint_names, self._site_mjcf_name("end_effector"),
+        # Targets come from joint configurations the policy's action range can command.
+        reach = 0.9 * self.robot.control.action_scale
+        lo = torch.maximum(self.joint_lower, self.default_joint_pos - reach).cpu().numpy()
+        hi = torch.minimum(self.joint_upper, self.default_joint_pos + reach).cpu().numpy()
+        table = reachable_points(self.model, self.robot.joint_names, lo, hi, self._site_mjcf_name("end_effector"),
                                  p["target_table_size"], p["target_z_range"], p["target_min_radius"])
         (x_lo, x_hi), y_max = p["target_x_range"], p["target_y_max"]
         keep = (table[:, 0] >= x_lo) & (table[:, 0] <= x_hi) & (abs(table[:, 1]) <= y_max)
