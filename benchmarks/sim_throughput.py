@@ -1,0 +1,284 @@
+"""Simulation throughput: our VecEnv beside raw ``Batch`` physics and gymnasium's vector envs.
+
+For each task and env count it measures env-steps per second (control steps x envs) of
+
+- ``VecEnv``: ``sim.make_env(task, N)`` stepping actions (the whole env: actions, physics,
+  observations, rewards, terminations, resets);
+- ``Batch``: raw ``mujoco.batch.Batch`` physics on the same compiled model (``env.model``), stepped
+  as the backend does (``persistent=True``, ``nstep=decimation``, ``stage=mjSTAGE_VEL``) with the
+  same controls: the ceiling of this machine;
+- ``Sync`` / ``Async``: gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv`` over a minimal single-env
+  ``gymnasium.Env`` on the same model (``mj_step(nstep=decimation)``, observation qpos + qvel, the
+  same time limit), i.e. the usual one-env-per-loop (or per-process) way;
+
+and prints them in one table with the ratios. Targets (issue 2): VecEnv >= 0.8x Batch and >= 5x
+gymnasium's vector envs at 64 envs. ``--actions zero`` (default) holds the default pose in every
+variant, so all run the same physics; ``--actions random`` draws VecEnv actions in its bounds and
+baseline controls in the actuators' ctrlrange.
+
+    python benchmarks/sim_throughput.py --quick
+    python benchmarks/sim_throughput.py --tasks so101_reach g1_walk --envs 1 16 64 256
+    python benchmarks/sim_throughput.py --tasks g1_walk --envs 64 --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import mujoco
+import mujoco.batch
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_SHARED_ROBOTS = Path(__file__).resolve().parents[2] / "shared" / "robots"
+if "ROBOT_RL_ASSETS" not in os.environ and _SHARED_ROBOTS.is_dir():
+    os.environ["ROBOT_RL_ASSETS"] = str(_SHARED_ROBOTS)
+
+import sim  # noqa: E402 - after the asset path is set
+
+DEFAULT_TASKS = ("so101_reach", "g1_walk")
+
+
+@dataclass
+class Setup:
+    """What every variant of one (task, N) measurement shares.
+
+    Attributes:
+        model: the compiled model of the task's VecEnv.
+        decimation: physics substeps per control step.
+        init_qpos: ``[nq]`` the VecEnv's state after reset (env 0).
+        controls: ``[K, N, nu]`` controls the baselines cycle through.
+        actions: ``[K, N, action_dim]`` actions the VecEnv cycles through.
+        max_episode_steps: time limit of the gymnasium baselines (the VecEnv's).
+    """
+
+    model: mujoco.MjModel
+    decimation: int
+    init_qpos: np.ndarray
+    controls: np.ndarray
+    actions: torch.Tensor
+    max_episode_steps: int
+
+
+Stepper = Callable[[int], object]
+"""``step(k)``: one control step of every env, with the ``k``-th controls of the cycle."""
+
+
+def measure(step: Stepper, num_envs: int, min_seconds: float, warmup: int) -> float:
+    """Env-steps per second of ``step(k)`` (one control step of ``num_envs`` envs), timed >= ``min_seconds``."""
+    for k in range(warmup):
+        step(k)
+    count, start = 0, time.perf_counter()
+    while True:
+        step(count)
+        count += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds and count >= 3:
+            return count * num_envs / elapsed
+
+
+def make_setup(env: sim.VecEnv, num_envs: int, mode: str, pool: int = 16, seed: int = 0) -> Setup:
+    """Controls and actions for ``mode`` ("zero" or "random"), from a freshly reset VecEnv."""
+    rng = np.random.default_rng(seed)
+    batch = env.backend.batch
+    model = env.model
+    init_ctrl = np.array(batch.bind("ctrl")[0])
+    if mode == "zero":
+        controls = np.broadcast_to(init_ctrl, (pool, num_envs, model.nu)).copy()
+        actions = torch.zeros(pool, num_envs, env.action_dim)
+    else:
+        low = np.where(model.actuator_ctrllimited, model.actuator_ctrlrange[:, 0], init_ctrl)
+        high = np.where(model.actuator_ctrllimited, model.actuator_ctrlrange[:, 1], init_ctrl)
+        controls = rng.uniform(low, high, (pool, num_envs, model.nu))
+        u = torch.as_tensor(rng.uniform(0.0, 1.0, (pool, num_envs, env.action_dim)), dtype=torch.float32)
+        actions = env.action_low.cpu() + (env.action_high - env.action_low).cpu() * u
+    return Setup(model, env.backend.decimation, np.array(batch.bind("qpos")[0]), controls, actions,
+                 env.max_episode_steps)
+
+
+def vecenv_stepper(env: sim.VecEnv, setup: Setup) -> Stepper:
+    """The VecEnv itself."""
+    actions = setup.actions.to(env.device)
+    return lambda k: env.step(actions[k % len(actions)])
+
+
+def batch_stepper(setup: Setup, num_envs: int, nthread: int) -> Stepper:
+    """Raw ``Batch`` physics stepped exactly as the backend steps it."""
+    batch = mujoco.batch.Batch(setup.model, nsim=num_envs, nthread=nthread, persistent=True)
+    batch.reset()
+    qpos, ctrl = batch.bind("qpos"), batch.bind("ctrl")
+    qpos[:] = setup.init_qpos
+    batch.forward(stage=mujoco.mjtStage.mjSTAGE_VEL)
+
+    def step(k: int) -> None:
+        ctrl[:] = setup.controls[k % len(setup.controls)]
+        batch.step(nstep=setup.decimation, stage=mujoco.mjtStage.mjSTAGE_VEL)
+
+    return step
+
+
+class PhysicsOnlyEnv(gym.Env):
+    """The minimal single gymnasium env on a compiled model: ctrl in, qpos + qvel out, time limit."""
+
+    def __init__(self, model: mujoco.MjModel, decimation: int, init_qpos: np.ndarray, max_episode_steps: int) -> None:
+        self.model, self.data = model, mujoco.MjData(model)
+        self.decimation, self.init_qpos, self.limit = decimation, init_qpos, max_episode_steps
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (model.nq + model.nv,), np.float32)
+        self.action_space = gym.spaces.Box(-np.inf, np.inf, (model.nu,), np.float64)
+        self.steps = 0
+
+    def _obs(self) -> np.ndarray:
+        return np.concatenate([self.data.qpos, self.data.qvel]).astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[:] = self.init_qpos
+        mujoco.mj_forward(self.model, self.data)
+        self.steps = 0
+        return self._obs(), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.data.ctrl[:] = action
+        mujoco.mj_step(self.model, self.data, nstep=self.decimation)
+        self.steps += 1
+        return self._obs(), 0.0, False, self.steps >= self.limit, {}
+
+
+def gym_vector(kind: str, setup: Setup, num_envs: int) -> gym.vector.VectorEnv:
+    """gymnasium's ``SyncVectorEnv`` or ``AsyncVectorEnv`` over :class:`PhysicsOnlyEnv`, reset."""
+    model, decimation, qpos0, limit = setup.model, setup.decimation, setup.init_qpos, setup.max_episode_steps
+    fns = [lambda: PhysicsOnlyEnv(model, decimation, qpos0, limit)] * num_envs
+    vec = gym.vector.SyncVectorEnv(fns) if kind == "sync" else gym.vector.AsyncVectorEnv(fns)
+    vec.reset(seed=0)
+    return vec
+
+
+def measure_all(steppers: dict[str, Stepper], num_envs: int, args: argparse.Namespace) -> dict[str, float]:
+    """Best env-steps/s of each stepper over ``args.repeats`` interleaved rounds (a shared machine's
+    load varies: interleaving exposes every variant to it alike, the best round is the least disturbed)."""
+    best = dict.fromkeys(steppers, 0.0)
+    for round_ in range(args.repeats):
+        for name, step in steppers.items():
+            rate = measure(step, num_envs, args.seconds, args.warmup if round_ == 0 else 1)
+            best[name] = max(best[name], rate)
+    return best
+
+
+def measure_task(task: str, num_envs: int, args: argparse.Namespace) -> dict[str, float]:
+    """Env-steps/s of every variant ("vec", "batch", "sync", "async") of ``task`` at ``num_envs``."""
+    env = sim.make_env(task, num_envs=num_envs, seed=0, nthread=args.nthread)
+    env.reset(seed=0)
+    setup = make_setup(env, num_envs, args.actions)
+    steppers = {"vec": vecenv_stepper(env, setup), "batch": batch_stepper(setup, num_envs, args.nthread)}
+    vectors = {}
+    if not args.no_gym:
+        vectors["sync"] = gym_vector("sync", setup, num_envs)
+        if num_envs <= args.async_max_envs:
+            vectors["async"] = gym_vector("async", setup, num_envs)
+    controls = setup.controls
+    for kind, vector in vectors.items():
+        steppers[kind] = lambda k, v=vector: v.step(controls[k % len(controls)])
+    try:
+        return measure_all(steppers, num_envs, args)
+    finally:
+        for vector in vectors.values():
+            vector.close()
+        env.close()
+
+
+def profile_vecenv(env: sim.VecEnv, setup: Setup, steps: int, top: int = 25) -> None:
+    """cProfile of ``steps`` VecEnv steps, the ``top`` functions by own time."""
+    profiler = cProfile.Profile()
+    actions = setup.actions.to(env.device)
+    profiler.enable()
+    for k in range(steps):
+        env.step(actions[k % len(actions)])
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+
+
+def _rate(value: float | None) -> str:
+    return f"{value:>10,.0f}" if value is not None else f"{'-':>10}"
+
+
+def _ratio(a: float, b: float | None) -> str:
+    return f"{a / b:>8.2f}x" if b else f"{'-':>9}"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS),
+                        help="tasks to measure; ones not in sim.list_tasks() are reported and skipped")
+    parser.add_argument("--envs", nargs="+", type=int, default=[1, 16, 64, 256], help="env counts")
+    parser.add_argument("--actions", choices=("zero", "random"), default="zero",
+                        help="zero: hold the default pose (same physics everywhere); random: uniform actions")
+    parser.add_argument("--seconds", type=float, default=2.0, help="minimum timed seconds per measurement")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps before the first measurement")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="interleaved rounds over the variants; the best round of each is printed")
+    parser.add_argument("--nthread", type=int, default=0, help="Batch C threads (0: all CPUs), VecEnv and raw Batch")
+    parser.add_argument("--async-max-envs", type=int, default=64,
+                        help="skip AsyncVectorEnv above this many envs (it starts one process per env)")
+    parser.add_argument("--no-gym", action="store_true", help="skip the gymnasium vector env baselines")
+    parser.add_argument("--quick", action="store_true", help="short run: 1/16/64 envs, 0.3 s per measurement")
+    parser.add_argument("--profile", action="store_true",
+                        help="also cProfile the VecEnv of each task at the largest env count")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.envs = [n for n in args.envs if n <= 64] or [1, 16, 64]
+        args.seconds, args.warmup, args.repeats = 0.3, 2, 2
+    bad = [n for n in args.envs if n < 1]
+    if bad:
+        parser.error(f"--envs {bad[0]}: env counts must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the measurements and print the table."""
+    args = parse_args(argv)
+    known = set(sim.list_tasks())
+    tasks = [t for t in args.tasks if t in known]
+    for missing in sorted(set(args.tasks) - known):
+        print(f"skipping {missing!r}: not registered (sim.list_tasks() has {', '.join(sorted(known))})")
+    if not tasks:
+        print("no task to measure")
+        return 1
+    torch.set_num_threads(1)
+    print(f"CPUs: {os.cpu_count()}  Batch nthread: {args.nthread or 'all'}  actions: {args.actions}  "
+          f"best of {args.repeats} interleaved rounds of >= {args.seconds} s  "
+          f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    header = (f"{'task':<14}{'envs':>5}{'VecEnv/s':>11}{'Batch/s':>11}{'Sync/s':>11}{'Async/s':>11}"
+              f"{'Vec/Batch':>10}{'Vec/Sync':>10}{'Vec/Async':>10}")
+    print(header)
+    print("-" * len(header))
+    for task in tasks:
+        for n in args.envs:
+            rates = measure_task(task, n, args)
+            vec, raw, sync, asyn = (rates.get(k) for k in ("vec", "batch", "sync", "async"))
+            print(f"{task:<14}{n:>5}{_rate(vec)}{_rate(raw)}{_rate(sync)}{_rate(asyn)}"
+                  f"{_ratio(vec, raw):>10}{_ratio(vec, sync):>10}{_ratio(vec, asyn):>10}", flush=True)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for task in tasks if args.profile else []:
+        n = max(args.envs)
+        print(f"\ncProfile of {task} VecEnv.step at {n} envs (own time):")
+        env = sim.make_env(task, num_envs=n, seed=0, nthread=args.nthread)
+        env.reset(seed=0)
+        profile_vecenv(env, make_setup(env, n, args.actions), steps=max(20, int(50 * args.seconds)))
+        env.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
