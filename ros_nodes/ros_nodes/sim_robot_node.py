@@ -6,10 +6,11 @@ position actuators that :func:`sim.robots.build_model` rebuilds from ``robot.yam
 (Gaussian, on positions and velocities) and a command latency make it a fair stand-in for
 hardware in sim-to-sim tests and CI.
 
-With ``task: reach`` it also plays reach episodes: every ``episode_s`` it samples a target the
-arm can reach (``sim.tasks.so101_reach.reachable_points``, as in training; or the fixed
+With ``task: so101_reach`` it also plays that task's episodes: every ``episode_s`` it samples a
+target from the training env's own target table (or the gripper position at the fixed
 ``target_joint_pos`` configuration), publishes it as a PoseStamped in the base frame, and at the
-end of the episode publishes ``sim/episode`` = Float64MultiArray [index, success, final distance m].
+end of the episode publishes ``sim/episode`` = Float64MultiArray [index, success, final distance m]
+(success: the task's ``success_radius``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ PARAMS = {
     "velocity_noise": (float, 0.0),  # rad/s, std
     "command_latency_s": (float, 0.0),
     "seed": (int, 0),
-    "task": (str, ""),  # "" or "reach"
+    "task": (str, ""),  # "" or a reach task name (so101_reach): play its episodes
     "target_topic": (str, "target_pose"),
     "base_frame": (str, "base"),
     "episode_s": (float, 4.0),
@@ -81,9 +82,7 @@ class SimRobotNode(Node):
         self.js_pub = self.create_publisher(JointState, p["joint_states_topic"], 10)
         self.imu_pub = self.create_publisher(Imu, p["imu_topic"], 10) if self.floating else None
         self.create_subscription(command_class(p["command_type"]), p["command_topic"], self._on_command, 10)
-        self.task = _ReachTask(self) if p["task"] == "reach" else None
-        if p["task"] not in ("", "reach"):
-            raise ValueError(f"task {p['task']!r} must be '' or 'reach'.")
+        self.task = _ReachTask(self) if p["task"] else None
         dt = self.model.opt.timestep
         publish_hz = p["publish_hz"] or 1.0 / dt
         self.t0 = time.monotonic()
@@ -149,13 +148,18 @@ class _ReachTask:
         self.episode_pub = node.create_publisher(Float64MultiArray, "sim/episode", 10)
         self.index, self.episodes, self.episode_start, self.last_target_pub = -1, 0, 0.0, -1.0
         self.target = np.zeros(3)
+        self.success_radius = node.p["success_radius"]
         if len(node.target_joint_pos) == len(node.names):
             self.table = self._fk(np.asarray(node.target_joint_pos))[None]
-        else:
-            from sim.tasks.so101_reach import reachable_points
+        else:  # the training task's own target table: same distribution as in training
+            import sim
 
-            self.table = reachable_points(node.model, node.names[:5], site_name(node.robot, "end_effector"),
-                                          4096, (0.05, 0.35), 0.12, seed=node.p["seed"])
+            env = sim.make_env(node.p["task"], num_envs=1, seed=node.p["seed"])
+            if not hasattr(env, "target_table"):
+                raise ValueError(f"task {node.p['task']!r} has no target table; use a reach task or target_joint_pos")
+            self.table = env.target_table.cpu().numpy().astype(np.float64)
+            self.success_radius = float(env.cfg.params.get("success_radius", self.success_radius))
+            env.close()
 
     def _fk(self, q: np.ndarray) -> np.ndarray:
         data = mujoco.MjData(self.node.model)
@@ -167,7 +171,7 @@ class _ReachTask:
         """Close the episode when it is over, start the next, and republish the target."""
         if self.index >= 0 and sim_time - self.episode_start >= self.node.p["episode_s"]:
             distance = float(np.linalg.norm(self.node.site_pos("end_effector") - self.target))
-            success = float(distance < self.node.p["success_radius"])
+            success = float(distance < self.success_radius)
             self.episode_pub.publish(Float64MultiArray(data=[float(self.index), success, distance]))
             self.index = -1
         if self.index < 0:

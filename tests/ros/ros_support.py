@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import rclpy
@@ -23,53 +19,15 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import SetBool
 
-from robot_rl.deploy.launch_plan import plan_launch
-from robot_rl.deploy.ros_env import ros_environment, ros_nodes_path
+from robot_rl.deploy.node_procs import NodeProcesses as Nodes
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["Nodes", "Probe", "fresh_domain_id", "max_step"]
 _domains = itertools.count()
 
 
 def fresh_domain_id() -> int:
     """A ROS_DOMAIN_ID unlikely to be used by another test process running now (1..100)."""
     return 1 + (os.getpid() * 13 + next(_domains)) % 100
-
-
-class Nodes:
-    """Node processes of a launch file; logs go to ``log_dir/<node>.log``."""
-
-    def __init__(self, launch: str, args: dict[str, str], domain_id: int, log_dir: Path,
-                 extra: dict[str, dict[str, object]] | None = None) -> None:
-        env = ros_environment(domain_id)
-        env["PYTHONPATH"] = os.pathsep.join([str(ros_nodes_path()), str(REPO), env.get("PYTHONPATH", "")])
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.logs: dict[str, Path] = {}
-        plan = plan_launch(REPO / "ros_nodes" / "launch" / launch, args, {"ros_nodes": ros_nodes_path()})
-        for node in plan:
-            params = [f"{k}:={v}" for k, v in (extra or {}).get(node.name, {}).items()]
-            cmd = [sys.executable, "-m", f"{node.package}.{node.executable}", *node.ros_args()]
-            cmd += [x for p in params for x in ("-p", p)]
-            self.logs[node.name] = log_dir / f"{node.name}.log"
-            with open(self.logs[node.name], "w") as log:
-                self.procs[node.name] = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-    def log(self, name: str) -> str:
-        """Everything node ``name`` printed so far."""
-        return self.logs[name].read_text()
-
-    def stop(self, timeout: float = 10.0) -> dict[str, int]:
-        """SIGINT every node (as ``ros2 launch`` does on Ctrl-C); return the exit codes."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        codes = {}
-        for name, proc in self.procs.items():
-            try:
-                codes[name] = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                codes[name] = proc.wait()
-        return codes
 
 
 class Probe:

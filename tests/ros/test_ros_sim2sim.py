@@ -42,7 +42,7 @@ def test_closed_loop_reaches_target_in_sim2sim(tmp_path):
     probe = Probe(domain, ROBOT.joint_names)
     episodes = probe.record(Float64MultiArray, "sim/episode")
     sim_params = {
-        "task": "reach",
+        "task": "so101_reach",
         "target_joint_pos": "[" + ",".join(f"{x:.6f}" for x in Q_STAR) + "]",
         "episode_s": 3.0,
         "command_latency_s": 0.005,

@@ -1,0 +1,83 @@
+"""Start the nodes of a ``ros_nodes`` launch file as processes, without the ROS 2 launch system.
+
+Used by ``robot-rl deploy sim2sim``, the ROS tests and ``benchmarks/deploy_latency.py``: each node
+runs as ``python -m ros_nodes.<exec> --ros-args ...`` with the arguments the YAML launch file
+resolves to (:mod:`robot_rl.deploy.launch_plan`) in an environment from
+:func:`robot_rl.deploy.ros_env.ros_environment`. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from robot_rl.deploy.launch_plan import NodeLaunch, plan_launch
+from robot_rl.deploy.ros_env import ros_environment, ros_nodes_path
+
+
+def node_command(node: NodeLaunch, extra: dict[str, object] | None = None) -> list[str]:
+    """``[python, -m, pkg.exec, --ros-args, ..., -p k:=v ...]`` for one node; ``extra`` adds ``-p``."""
+    cmd = [sys.executable, "-m", f"{node.package}.{node.executable}", *node.ros_args()]
+    for key, value in (extra or {}).items():
+        cmd += ["-p", f"{key}:={value}"]
+    return cmd
+
+
+class NodeProcesses:
+    """The nodes of ``launch`` (a file name in ``ros_nodes/launch`` or a path), running.
+
+    Args:
+        args: launch arguments (``policy``, ``robot``, ``namespace``, ``use_sim``).
+        domain_id: ROS_DOMAIN_ID of every node.
+        log_dir: each node's output goes to ``log_dir/<node>.log``; None: inherit the terminal.
+        extra: ``{node name: {parameter: value}}`` added after the parameter files.
+    """
+
+    def __init__(self, launch: str | Path, args: dict[str, str], domain_id: int, log_dir: Path | None = None,
+                 extra: dict[str, dict[str, object]] | None = None) -> None:
+        path = Path(launch)
+        if not path.is_file():
+            path = ros_nodes_path() / "launch" / str(launch)
+        self.env = ros_environment(domain_id)
+        repo = ros_nodes_path().parent
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(ros_nodes_path()), str(repo), self.env.get("PYTHONPATH", "")) if p
+        )
+        self.plan = plan_launch(path, args, {"ros_nodes": ros_nodes_path()})
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+        self.commands: dict[str, list[str]] = {}
+        for node in self.plan:
+            cmd = node_command(node, (extra or {}).get(node.name))
+            self.commands[node.name] = cmd
+            if log_dir is None:
+                self.procs[node.name] = subprocess.Popen(cmd, env=self.env)
+                continue
+            self.logs[node.name] = Path(log_dir) / f"{node.name}.log"
+            with open(self.logs[node.name], "w") as log:
+                self.procs[node.name] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+
+    def log(self, name: str) -> str:
+        """Everything node ``name`` printed so far (when started with a ``log_dir``)."""
+        return self.logs[name].read_text()
+
+    def exited(self) -> dict[str, int]:
+        """``{node: exit code}`` of the nodes that have stopped."""
+        return {name: p.returncode for name, p in self.procs.items() if p.poll() is not None}
+
+    def stop(self, timeout: float = 10.0) -> dict[str, int]:
+        """SIGINT every node (as ``ros2 launch`` does on Ctrl-C), kill after ``timeout``; exit codes."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        codes = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[name] = proc.wait()
+        return codes
