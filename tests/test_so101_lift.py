@@ -64,7 +64,6 @@ def test_observation_layout_and_base_frame_cube(env):
     assert {"cube_quat", "cube_lin_vel", "cube_ang_vel", "gripper_to_cube"} <= set(critic)
     assert env.observation_dims["policy"] == 6 + 6 + 6 + 3
     torch.testing.assert_close(so101_lift.cube_pos(env), so101_lift.cube_pos_world(env) - env.state.site("base"))
-    assert env.robot.control.action_scale == 1.0  # task override of robot.yaml's 0.5
 
 
 def test_jaw_hulls_replaced_by_boxes(env):

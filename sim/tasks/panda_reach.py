@@ -100,7 +100,7 @@ def panda_reach_cfg(torque: bool = False) -> TaskCfg:
         control={"action_type": "joint_torque"} if torque else {},
         params={
             "success_radius": 0.02,
-            "target_table_size": 20000,
+            "target_table_size": 8192,
             "target_z_range": (0.15, 0.65),
             "target_min_radius": 0.3,
             "target_x_range": (0.3, 0.7),

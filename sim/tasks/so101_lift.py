@@ -9,8 +9,8 @@ episode then ends when ``success_terminates``); ``make(shaped=True)`` (task
 
 The policy sees the joints, its last action and the cube position in the robot base frame (what a
 perception stack would publish); the critic also gets the cube's orientation and velocities and
-the gripper-to-cube vector. Actions are PD targets around the default pose with ``action_scale``
-1.0 rad (robot.yaml's 0.5 cannot reach the floor with the wrist pointing down).
+the gripper-to-cube vector. Actions are PD targets around the default pose (robot.yaml's
+``action_scale`` of 1.0 rad lets the wrist point down at the floor anywhere in the spawn area).
 
 :func:`scripted_expert` solves the task with damped-least-squares IK on MuJoCo Jacobians: it is
 the demonstrator the demos layer records, and the proof that the task is solvable.
@@ -254,7 +254,6 @@ def so101_lift_cfg(shaped: bool = False) -> TaskCfg:
         sites=("end_effector", "base"),
         bodies=(CUBE, GRIPPER),
         init_joint_noise=0.05,
-        control={"action_scale": 1.0},
         params={
             "cube_half_size": 0.0125,
             "cube_mass": 0.01,
