@@ -74,17 +74,46 @@ Stepper = Callable[[int], object]
 """``step(k)``: one control step of every env, with the ``k``-th controls of the cycle."""
 
 
-def measure(step: Stepper, num_envs: int, min_seconds: float, warmup: int) -> float:
-    """Env-steps per second of ``step(k)`` (one control step of ``num_envs`` envs), timed >= ``min_seconds``."""
+@dataclass
+class Rate:
+    """Throughput of one variant: env-steps per wall-clock second and per CPU second.
+
+    On a shared, oversubscribed machine the wall-clock figure depends on how much CPU the variant
+    wins from other users (64 worker processes win more than 2 threads); the CPU figure, which
+    counts every thread and worker process it used, depends much less on the load.
+    """
+
+    wall: float
+    cpu: float | None
+
+
+def cpu_seconds(pids: list[int]) -> float | None:
+    """CPU seconds used so far by this process (all threads) plus the processes ``pids`` (Linux)."""
+    own = os.times()
+    total = own.user + own.system
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15 of stat)
+    return total
+
+
+def measure(step: Stepper, num_envs: int, min_seconds: float, warmup: int, pids: list[int]) -> Rate:
+    """Throughput of ``step(k)`` (one control step of ``num_envs`` envs), timed >= ``min_seconds``."""
     for k in range(warmup):
         step(k)
-    count, start = 0, time.perf_counter()
+    count, cpu0, start = 0, cpu_seconds(pids), time.perf_counter()
     while True:
         step(count)
         count += 1
         elapsed = time.perf_counter() - start
         if elapsed >= min_seconds and count >= 3:
-            return count * num_envs / elapsed
+            cpu1 = cpu_seconds(pids)
+            used = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+            return Rate(count * num_envs / elapsed, count * num_envs / used if used else None)
 
 
 def make_setup(env: sim.VecEnv, num_envs: int, mode: str, pool: int = 16, seed: int = 0) -> Setup:
@@ -164,19 +193,21 @@ def gym_vector(kind: str, setup: Setup, num_envs: int) -> gym.vector.VectorEnv:
     return vec
 
 
-def measure_all(steppers: dict[str, Stepper], num_envs: int, args: argparse.Namespace) -> dict[str, float]:
-    """Best env-steps/s of each stepper over ``args.repeats`` interleaved rounds (a shared machine's
-    load varies: interleaving exposes every variant to it alike, the best round is the least disturbed)."""
-    best = dict.fromkeys(steppers, 0.0)
+def measure_all(steppers: dict[str, Stepper], pids: dict[str, list[int]], num_envs: int,
+                args: argparse.Namespace) -> dict[str, Rate]:
+    """Best rates of each stepper over ``args.repeats`` interleaved rounds (a shared machine's load
+    varies: interleaving exposes every variant to it alike, the best round is the least disturbed)."""
+    best: dict[str, Rate] = {}
     for round_ in range(args.repeats):
         for name, step in steppers.items():
-            rate = measure(step, num_envs, args.seconds, args.warmup if round_ == 0 else 1)
-            best[name] = max(best[name], rate)
+            rate = measure(step, num_envs, args.seconds, args.warmup if round_ == 0 else 1, pids.get(name, []))
+            old = best.get(name)
+            best[name] = rate if old is None else Rate(max(old.wall, rate.wall), max(old.cpu or 0.0, rate.cpu or 0.0))
     return best
 
 
-def measure_task(task: str, num_envs: int, args: argparse.Namespace) -> dict[str, float]:
-    """Env-steps/s of every variant ("vec", "batch", "sync", "async") of ``task`` at ``num_envs``."""
+def measure_task(task: str, num_envs: int, args: argparse.Namespace) -> dict[str, Rate]:
+    """Rates of every variant ("vec", "batch", "sync", "async") of ``task`` at ``num_envs``."""
     env = sim.make_env(task, num_envs=num_envs, seed=0, nthread=args.nthread)
     env.reset(seed=0)
     setup = make_setup(env, num_envs, args.actions)
@@ -189,8 +220,9 @@ def measure_task(task: str, num_envs: int, args: argparse.Namespace) -> dict[str
     controls = setup.controls
     for kind, vector in vectors.items():
         steppers[kind] = lambda k, v=vector: v.step(controls[k % len(controls)])
+    pids = {"async": [p.pid for p in vectors["async"].processes]} if "async" in vectors else {}
     try:
-        return measure_all(steppers, num_envs, args)
+        return measure_all(steppers, pids, num_envs, args)
     finally:
         for vector in vectors.values():
             vector.close()
@@ -209,11 +241,22 @@ def profile_vecenv(env: sim.VecEnv, setup: Setup, steps: int, top: int = 25) -> 
 
 
 def _rate(value: float | None) -> str:
-    return f"{value:>10,.0f}" if value is not None else f"{'-':>10}"
+    return f"{value:>10,.0f}" if value else f"{'-':>10}"
 
 
-def _ratio(a: float, b: float | None) -> str:
-    return f"{a / b:>8.2f}x" if b else f"{'-':>9}"
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:>8.2f}x" if a and b else f"{'-':>9}"
+
+
+def print_table(title: str, rows: list[tuple[str, int, dict[str, float | None]]]) -> None:
+    """One table: rates of every variant and the VecEnv's ratios to the others."""
+    header = (f"{'task':<14}{'envs':>5}{'VecEnv':>11}{'Batch':>11}{'Sync':>11}{'Async':>11}"
+              f"{'Vec/Batch':>10}{'Vec/Sync':>10}{'Vec/Async':>10}")
+    print(f"\n{title}\n{header}\n{'-' * len(header)}")
+    for task, n, r in rows:
+        vec, raw, sync, asyn = (r.get(k) for k in ("vec", "batch", "sync", "async"))
+        print(f"{task:<14}{n:>5}{_rate(vec)}{_rate(raw)}{_rate(sync)}{_rate(asyn)}"
+              f"{_ratio(vec, raw):>10}{_ratio(vec, sync):>10}{_ratio(vec, asyn):>10}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -259,16 +302,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPUs: {os.cpu_count()}  Batch nthread: {args.nthread or 'all'}  actions: {args.actions}  "
           f"best of {args.repeats} interleaved rounds of >= {args.seconds} s  "
           f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    header = (f"{'task':<14}{'envs':>5}{'VecEnv/s':>11}{'Batch/s':>11}{'Sync/s':>11}{'Async/s':>11}"
-              f"{'Vec/Batch':>10}{'Vec/Sync':>10}{'Vec/Async':>10}")
-    print(header)
-    print("-" * len(header))
+    rows = []
     for task in tasks:
         for n in args.envs:
             rates = measure_task(task, n, args)
-            vec, raw, sync, asyn = (rates.get(k) for k in ("vec", "batch", "sync", "async"))
-            print(f"{task:<14}{n:>5}{_rate(vec)}{_rate(raw)}{_rate(sync)}{_rate(asyn)}"
-                  f"{_ratio(vec, raw):>10}{_ratio(vec, sync):>10}{_ratio(vec, asyn):>10}", flush=True)
+            rows.append((task, n, rates))
+            print(f"measured {task} x {n}: " + ", ".join(f"{k} {v.wall:,.0f}/s" for k, v in rates.items()), flush=True)
+    print_table("env-steps per wall-clock second", [(t, n, {k: v.wall for k, v in r.items()}) for t, n, r in rows])
+    print_table("env-steps per CPU second (all threads and worker processes counted)",
+                [(t, n, {k: v.cpu for k, v in r.items()}) for t, n, r in rows])
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for task in tasks if args.profile else []:
         n = max(args.envs)
