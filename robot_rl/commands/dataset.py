@@ -66,6 +66,6 @@ def main(argv: list[str]) -> int:
             for path in inspect.plot_features(ds, out, args.key, args.episodes):
                 print(f"wrote {path}")
     except (DatasetFormatError, KeyError, IndexError) as err:
-        print(f"robot-rl dataset: {err}", file=sys.stderr)
+        print(f"robot-rl dataset: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
         return 2
     return 0

@@ -53,6 +53,7 @@ def describe(ds: LeRobotDataset, max_episodes: int = 20) -> str:
             detail = f"{feature.info.get('video.codec')} {feature.info.get('video.pix_fmt')}"
         elif names:
             detail = ", ".join(dimension_names(ds, key))
+            detail = detail if len(detail) <= 100 else detail[:97] + "..."
         feature_rows.append([key, feature.dtype, str(tuple(feature.shape)), detail])
     parts.append(_table(["key", "dtype", "shape", "names / codec"], feature_rows))
     parts += ["", "tasks", _table(["index", "task"], [[str(i), t] for i, t in enumerate(ds.tasks)]), "", "episodes"]

@@ -1,0 +1,147 @@
+"""Roll out a scripted expert or a policy in a batched sim env and record finished episodes.
+
+Every env's frames are buffered until its episode ends (termination or time limit), then
+written as one episode; an episode is committed to disk before the next starts, so stopping
+the recorder (Ctrl-C, crash) keeps every episode already saved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl.data.lerobot import LeRobotWriter
+from robot_rl.demos.sim_io import CAMERA_KEY, SimCamera, actuator_targets, capture, dataset_features, write_sidecar
+
+Policy = Callable[[object, dict[str, torch.Tensor]], torch.Tensor]
+"""``policy(env, obs) -> action [num_envs, action_dim]``; experts ignore ``obs``."""
+
+
+@dataclass
+class RecordSummary:
+    """What a recording produced."""
+
+    root: Path
+    episodes: int
+    frames: int
+    successes: int
+    env_steps: int
+    seconds: float
+
+    def __str__(self) -> str:
+        """One paragraph for the command line."""
+        return (
+            f"recorded {self.episodes} episodes ({self.frames} frames) to {self.root}; "
+            f"success {self.successes}/{self.episodes}; {self.env_steps} env steps in "
+            f"{self.seconds:.1f} s ({self.env_steps / max(self.seconds, 1e-9):.0f} env-steps/s)"
+        )
+
+
+def record(
+    task: str,
+    policy: Policy,
+    root: Path,
+    num_episodes: int,
+    task_text: str,
+    num_envs: int = 1,
+    seed: int = 0,
+    camera: tuple[int, int] | None = None,
+    only_success: bool = False,
+    source: str = "expert",
+    overwrite: bool = False,
+    max_env_steps: int | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> RecordSummary:
+    """Record ``num_episodes`` episodes of ``task`` driven by ``policy`` into a new dataset at ``root``.
+
+    Args:
+        task: sim task name (``sim.make_env``).
+        policy: ``policy(env, obs) -> action``.
+        root: dataset folder to create.
+        num_episodes: episodes to save.
+        task_text: the natural-language task stored with every frame.
+        num_envs: parallel envs (rendering a camera costs one render per env per step).
+        seed: env seed.
+        camera: ``(height, width)`` of a rendered front camera, or None.
+        only_success: save only episodes in which the task succeeded at some step.
+        source: recorded in ``meta/robot_rl.json`` (``expert:<task>`` or ``policy:<path>``).
+        overwrite: replace an existing dataset at ``root``.
+        max_env_steps: stop after this many env steps (default: 20 episode lengths per episode asked).
+        overrides: task config overrides for ``sim.make_env`` (e.g. ``{"episode_s": 2.0}``), stored
+            in ``meta/robot_rl.json`` so replay rebuilds the same env.
+    """
+    import sim
+
+    if num_episodes < 1 or num_envs < 1:
+        raise ValueError(f"num_episodes and num_envs must be >= 1, got {num_episodes}, {num_envs}")
+    overrides = dict(overrides or {})
+    env = sim.make_env(task, num_envs=num_envs, seed=seed, **overrides)
+    fps = round(1.0 / env.dt)
+    if abs(fps * env.dt - 1.0) > 1e-6:
+        raise ValueError(f"task {task!r} runs at {1 / env.dt:.4f} Hz; LeRobot datasets need an integer fps")
+    cam = SimCamera(env.model, *camera) if camera else None
+    limit = max_env_steps or 20 * num_episodes * env.max_episode_steps
+    buffers: list[list[dict]] = [[] for _ in range(num_envs)]
+    saved = frames = successes = steps = 0
+    start = time.perf_counter()
+    obs = env.reset(seed=seed)
+    try:
+        with LeRobotWriter.create(
+            root, fps=fps, features=dataset_features(env, camera), robot_type=env.robot.name, overwrite=overwrite
+        ) as writer:
+            write_sidecar(root, task, source, seed, overrides)
+            while saved < num_episodes:
+                if steps >= limit:
+                    raise RuntimeError(
+                        f"saved only {saved}/{num_episodes} episodes in {steps} env steps"
+                        + (" (--only-success: the policy rarely succeeds)" if only_success else "")
+                    )
+                state = capture(env)
+                images = [cam.render_env(env, i) for i in range(num_envs)] if cam else None
+                action = torch.clamp(policy(env, obs), env.action_low, env.action_high)
+                targets = actuator_targets(env, action).cpu().numpy()
+                joint_pos, joint_vel = env.state.joint_pos.cpu().numpy(), env.state.joint_vel.cpu().numpy()
+                policy_obs = obs["policy"].cpu().numpy()
+                step = env.step(action)
+                steps += num_envs
+                done = (step.terminated | step.truncated).cpu().numpy()
+                success = step.info["success"].cpu().numpy()
+                reward = step.reward.cpu().numpy()
+                act = action.cpu().numpy()
+                for i in range(num_envs):
+                    frame = {
+                        "observation.state": joint_pos[i],
+                        "observation.velocity": joint_vel[i],
+                        "observation.policy": policy_obs[i],
+                        "action": targets[i],
+                        "action.policy": act[i],
+                        "next.reward": np.float32(reward[i]),
+                        "next.done": bool(done[i]),
+                        "next.success": bool(success[i]),
+                        **{k: v[i] for k, v in state.items()},
+                    }
+                    if images is not None:
+                        frame[CAMERA_KEY] = images[i]
+                    buffers[i].append(frame)
+                    if not done[i]:
+                        continue
+                    episode, buffers[i] = buffers[i], []
+                    succeeded = any(f["next.success"] for f in episode)
+                    if saved >= num_episodes or (only_success and not succeeded):
+                        continue
+                    for f in episode:
+                        writer.add_frame(f, task=task_text)
+                    writer.save_episode()
+                    saved, frames, successes = saved + 1, frames + len(episode), successes + int(succeeded)
+                obs = step.obs
+    finally:
+        if cam:
+            cam.close()
+        env.close()
+    return RecordSummary(root, saved, frames, successes, steps, time.perf_counter() - start)

@@ -1,0 +1,153 @@
+"""What a sim demo stores, and how its state goes in and out of a :class:`sim.env.TaskEnv`.
+
+Per frame (LeRobot feature names; J joints, D policy-observation size, nq/nv MuJoCo sizes):
+
+- ``observation.state``    float32 ``[J]`` joint positions (rad), names ``<joint>.pos``
+- ``observation.velocity`` float32 ``[J]`` joint velocities (rad/s), names ``<joint>.vel``
+- ``observation.policy``   float32 ``[D]`` the policy observation the env returned (layout order)
+- ``action``               float32 ``[J]`` actuator targets sent to the robot (rad for position
+  control, N m for torque control), names ``<joint>.pos`` / ``<joint>.effort``
+- ``action.policy``        float32 ``[J]`` the raw policy action in ``[-1, 1]``
+- ``next.reward`` float32, ``next.done`` bool, ``next.success`` bool
+- ``sim.qpos`` float64 ``[nq]``, ``sim.qvel`` float64 ``[nv]``, ``sim.target`` float32 ``[3]``
+  (tasks with a target): the full sim state, so replay can restore an episode's first frame.
+- optionally ``observation.images.front`` video ``[H, W, 3]`` rendered from the sim.
+
+``meta/robot_rl.json`` (ignored by LeRobot) names the sim task, so replay can rebuild the env.
+Restoring a state uses TaskEnv internals (backend reset, task target buffer, mocap marker).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+import torch
+
+from robot_rl.data.lerobot.meta import write_json_atomic
+
+CAMERA_KEY = "observation.images.front"
+SIDECAR = "meta/robot_rl.json"
+
+
+def dataset_features(env, camera: tuple[int, int] | None = None) -> dict[str, dict[str, Any]]:
+    """LeRobot features of a demo recorded in ``env``; ``camera`` is ``(height, width)`` or None."""
+    joints = env.robot.joint_names
+    torque = env.robot.control.action_type == "joint_torque"
+    policy_names = [f"{term}[{i}]" for term, size, _ in env.observation_layout["policy"] for i in range(size)]
+    features: dict[str, dict[str, Any]] = {
+        "observation.state": {"dtype": "float32", "shape": [len(joints)], "names": [f"{j}.pos" for j in joints]},
+        "observation.velocity": {"dtype": "float32", "shape": [len(joints)], "names": [f"{j}.vel" for j in joints]},
+        "observation.policy": {"dtype": "float32", "shape": [len(policy_names)], "names": policy_names},
+        "action": {
+            "dtype": "float32",
+            "shape": [len(joints)],
+            "names": [f"{j}.effort" if torque else f"{j}.pos" for j in joints],
+        },
+        "action.policy": {"dtype": "float32", "shape": [env.action_dim], "names": [f"{j}.action" for j in joints]},
+        "next.reward": {"dtype": "float32", "shape": [1], "names": None},
+        "next.done": {"dtype": "bool", "shape": [1], "names": None},
+        "next.success": {"dtype": "bool", "shape": [1], "names": None},
+        "sim.qpos": {"dtype": "float64", "shape": [env.model.nq], "names": None},
+        "sim.qvel": {"dtype": "float64", "shape": [env.model.nv], "names": None},
+    }
+    if hasattr(env, "target"):
+        features["sim.target"] = {"dtype": "float32", "shape": [3], "names": ["x", "y", "z"]}
+    if camera is not None:
+        features[CAMERA_KEY] = {
+            "dtype": "video",
+            "shape": [camera[0], camera[1], 3],
+            "names": ["height", "width", "channels"],
+        }
+    return features
+
+
+def actuator_targets(env, action: torch.Tensor) -> torch.Tensor:
+    """``[N, J]`` what the actuators receive for policy ``action`` ``[N, J]`` (clamped PD targets or torques)."""
+    return env._actuator_command(torch.clamp(action, env.action_low, env.action_high))
+
+
+def capture(env) -> dict[str, np.ndarray]:
+    """Full sim state of every env: ``sim.qpos [N, nq]``, ``sim.qvel [N, nv]``, ``sim.target [N, 3]``."""
+    out = {
+        "sim.qpos": np.array(env.backend._qpos, dtype=np.float64),
+        "sim.qvel": np.array(env.backend._qvel, dtype=np.float64),
+    }
+    if hasattr(env, "target"):
+        out["sim.target"] = env.target.cpu().numpy().astype(np.float32)
+    return out
+
+
+def restore(env, qpos: np.ndarray, qvel: np.ndarray, target: np.ndarray | None = None) -> None:
+    """Put env 0 of a freshly reset ``env`` in a recorded state (``qpos [nq]``, ``qvel [nv]``, target [3])."""
+    if qpos.shape != (env.model.nq,) or qvel.shape != (env.model.nv,):
+        raise ValueError(
+            f"recorded state has qpos {qpos.shape}, qvel {qvel.shape}; this env's model needs "
+            f"({env.model.nq},), ({env.model.nv},): the dataset was recorded in another task or model"
+        )
+    ids = np.array([0])
+    zero = torch.zeros(1, env.action_dim, device=env.device)
+    ctrl = actuator_targets(env, zero) if env.robot.control.action_type != "joint_torque" else zero
+    env.backend.reset(ids, torch.tensor(qpos[None]), torch.tensor(qvel[None]), ctrl)
+    if target is not None:
+        if not hasattr(env, "target"):
+            raise ValueError("the dataset records a target but this task has none; pass the recording's --task")
+        env.target[0] = torch.tensor(target, device=env.device)
+        env.backend.set_mocap_pos(ids, int(env.model.body("target").mocapid[0]), env.target[:1])
+    env.state = env.backend.read()
+
+
+class SimCamera:
+    """Renders env frames at a fixed size with one cached renderer (shadows and reflections off).
+
+    Software rendering (OSMesa) of the SO-101 takes ~0.6 s a frame with shadows and ~0.2 s
+    without, on one busy CPU core; demos turn them off.
+    """
+
+    def __init__(self, model: mujoco.MjModel, height: int, width: int) -> None:
+        """Open a renderer for ``model``."""
+        from sim.render import default_camera
+
+        model.vis.global_.offwidth = max(width, model.vis.global_.offwidth)
+        model.vis.global_.offheight = max(height, model.vis.global_.offheight)
+        self.model = model
+        self.renderer = mujoco.Renderer(model, height=height, width=width)
+        self.camera = default_camera(model)
+
+    def render(self, data: mujoco.MjData) -> np.ndarray:
+        """uint8 ``[H, W, 3]`` image of ``data``."""
+        self.renderer.update_scene(data, camera=self.camera)
+        self.renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
+        self.renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
+        return self.renderer.render().copy()
+
+    def render_env(self, env, index: int) -> np.ndarray:
+        """uint8 ``[H, W, 3]`` image of env ``index``."""
+        return self.render(env.backend.snapshot(index)[1])
+
+    def render_state(self, qpos: np.ndarray, target: np.ndarray | None = None) -> np.ndarray:
+        """uint8 ``[H, W, 3]`` image of a recorded ``qpos`` (kinematic playback), target marker moved."""
+        data = mujoco.MjData(self.model)
+        data.qpos[:] = qpos
+        if target is not None and self.model.nmocap:
+            data.mocap_pos[int(self.model.body("target").mocapid[0])] = target
+        mujoco.mj_forward(self.model, data)
+        return self.render(data)
+
+    def close(self) -> None:
+        """Free the GL context."""
+        self.renderer.close()
+
+
+def write_sidecar(root: Path, task: str, source: str, seed: int, overrides: dict[str, Any]) -> None:
+    """``meta/robot_rl.json``: the sim task, its config overrides and how the demos were produced."""
+    write_json_atomic(root / SIDECAR, {"sim_task": task, "overrides": overrides, "source": source, "seed": seed})
+
+
+def read_sidecar(root: Path) -> dict[str, Any]:
+    """``meta/robot_rl.json`` (empty when the dataset was not recorded by robot_rl)."""
+    path = root / SIDECAR
+    return json.loads(path.read_text()) if path.is_file() else {}

@@ -1,0 +1,161 @@
+"""Record demos in sim (scripted experts, exported policies) and replay them open-loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
+import sim
+from robot_rl.cli import main
+from robot_rl.data.lerobot import LeRobotDataset
+from robot_rl.data.lerobot.features import numpy_to_column
+from robot_rl.demos.experts import expert_for
+from robot_rl.demos.recorder import record
+from robot_rl.demos.replay import replay
+
+SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
+
+
+def record_reach(root: Path, episodes: int = 3, **kwargs) -> LeRobotDataset:
+    expert = expert_for("so101_reach")
+    record(
+        "so101_reach",
+        lambda env, obs: expert(env),
+        root,
+        episodes,
+        "reach the target",
+        num_envs=2,
+        seed=3,
+        overrides=SHORT,
+        **kwargs,
+    )
+    return LeRobotDataset(root)
+
+
+def test_reach_expert_succeeds() -> None:
+    env = sim.make_env("so101_reach", num_envs=8, seed=5, **SHORT)
+    env.reset(seed=5)
+    expert = expert_for("so101_reach")
+    for _ in range(env.max_episode_steps - 1):
+        step = env.step(expert(env))
+    assert step.info["success"].float().mean().item() >= 7 / 8
+    with pytest.raises(KeyError, match="no scripted expert for task 'ant'"):
+        expert_for("ant")
+
+
+def test_recorded_frames_are_consistent(tmp_path: Path) -> None:
+    ds = record_reach(tmp_path / "reach")
+    assert (ds.num_episodes, len(ds), ds.tasks, ds.fps) == (3, 75, ["reach the target"], 25)
+    env = sim.make_env("so101_reach", num_envs=1, **SHORT)
+    default, scale = env.default_joint_pos.numpy(), env.robot.control.action_scale
+    for ep in range(ds.num_episodes):
+        data = ds.episode(ep)
+        assert data["next.done"].tolist() == [False] * 24 + [True]
+        assert data["next.success"][-1]
+        # action = PD targets = default + action_scale * raw action (within the joint limits here)
+        np.testing.assert_allclose(data["action"], default + scale * data["action.policy"], atol=1e-6)
+        # the policy observation starts with joint_pos = q - default
+        np.testing.assert_allclose(data["observation.policy"][:, :6], data["observation.state"] - default, atol=0.011)
+        np.testing.assert_array_equal(data["sim.qpos"].astype(np.float32), data["observation.state"])
+    assert ds.features["observation.state"].names[0] == "shoulder_pan.pos"
+
+
+def test_replay_reproduces_the_recording_and_can_fail(tmp_path: Path) -> None:
+    root = tmp_path / "reach"
+    record_reach(root)
+    for ep in range(3):
+        report = replay(root, ep)
+        assert report.steps == 25 and report.recorded_success and report.replayed_success
+        assert report.max_abs.max() < 1e-5, report.table()
+    # Negative control: the same replay from a perturbed first state no longer matches.
+    path = root / "data/chunk-000/file-000.parquet"
+    table = pq.read_table(path)
+    ds = LeRobotDataset(root)
+    qpos = ds.column("sim.qpos").copy()
+    qpos[ds.episode_range(1)[0], 1] += 0.05  # shoulder_lift starts 0.05 rad off
+    column = numpy_to_column(qpos, ds.features["sim.qpos"])
+    pq.write_table(table.set_column(table.schema.get_field_index("sim.qpos"), "sim.qpos", column), path)
+    report = replay(root, 1)
+    assert report.max_abs[1] > 1e-3
+
+
+def test_record_and_replay_commands(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "cli"
+    args = [
+        "record",
+        "--task",
+        "so101_reach",
+        "--episodes",
+        "2",
+        "--num-envs",
+        "2",
+        "--override",
+        "episode_s=0.6",
+        "--out",
+        str(out),
+    ]
+    assert main(args) == 0
+    assert "recorded 2 episodes (30 frames)" in capsys.readouterr().out
+    assert main(args) == 2 and "--overwrite" not in capsys.readouterr().out  # refuses to overwrite
+    assert main(["replay", str(out), "--episode", "1", "--max-error", "1e-5"]) == 0
+    assert "success: recorded True, replayed True" in capsys.readouterr().out
+    assert main(["replay", str(out), "--episode", "5"]) == 2
+    assert "episode 5 out of range" in capsys.readouterr().err
+
+
+def test_record_with_an_exported_policy(tmp_path: Path) -> None:
+    from robot_rl.export import PolicyHead, export_policy, make_meta
+
+    env = sim.make_env("so101_reach", num_envs=1, **SHORT)
+    meta = make_meta(
+        "so101",
+        env.robot.joint_names,
+        env.default_joint_pos.tolist(),
+        env.observation_layout["policy"],
+        env.robot.control.action_scale,
+        25.0,
+        task="so101_reach",
+    )
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(env.observation_dims["policy"], 6), torch.nn.Tanh())
+    artifact = export_policy(PolicyHead(net, meta), meta, tmp_path / "policy", formats=("onnx",))
+    from robot_rl.demos.policies import artifact_policy
+
+    record(
+        "so101_reach",
+        artifact_policy(artifact, env),
+        tmp_path / "ds",
+        1,
+        "reach",
+        num_envs=2,
+        overrides=SHORT,
+        source=f"policy:{artifact}",
+    )
+    data = LeRobotDataset(tmp_path / "ds").episode(0)
+    with torch.no_grad():
+        expected = net(torch.tensor(data["observation.policy"])).numpy()
+    np.testing.assert_allclose(data["action.policy"], expected, atol=1e-5)
+
+
+@pytest.mark.render
+def test_camera_recording_and_side_by_side_video(tmp_path: Path) -> None:
+    import av
+
+    root = tmp_path / "cam"
+    expert = expert_for("so101_reach")
+    record("so101_reach", lambda env, obs: expert(env), root, 1, "reach", camera=(64, 64), overrides={"episode_s": 0.2})
+    ds = LeRobotDataset(root)
+    frames = ds.episode_frames(0, "observation.images.front")
+    assert frames.shape == (5, 64, 64, 3) and 20 < frames.mean() < 235  # a rendered scene, not a blank frame
+    report = replay(root, 0, video=tmp_path / "sbs.mp4", video_size=(64, 64))
+    assert report.max_abs.max() < 1e-5
+    with av.open(str(tmp_path / "sbs.mp4")) as container:
+        video = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert len(video) == 5 and video[0].shape == (64, 128, 3)
+    # left (recorded camera) and right (replayed render) show the same scene
+    assert np.abs(video[2][:, :64].astype(float) - video[2][:, 64:]).mean() < 8
