@@ -17,7 +17,7 @@ import sim
 from sim.math import quat_rotate
 from sim.randomization import DomainRandCfg
 from sim.tasks import g1_terms
-from sim.tasks.g1_locomotion import add_floor_and_feet, geom_bottom
+from sim.tasks.g1_locomotion import FOOT_BODIES, add_floor_and_feet, geom_bottom
 from sim.tasks.g1_reach_walk import hand_in_base
 
 QUIET = {"init_joint_noise": 0.0, "randomization": DomainRandCfg(), "observation_noise": False}
@@ -175,6 +175,35 @@ def test_random_actions_no_nans_and_joint_limits(walk):
         assert torch.isfinite(step.reward).all()
         q = walk.state.joint_pos
         assert torch.all(q >= lower) and torch.all(q <= upper), "a joint left its limits"
+
+
+def _mujoco_foot_contacts(env, data: mujoco.MjData, i: int) -> list[bool]:
+    """Whether MuJoCo's own collision detection (mj_forward on env ``i``'s qpos) finds each foot touching."""
+    data.qpos[:] = env.backend.batch.bind("qpos")[i]
+    mujoco.mj_forward(env.model, data)
+    feet = [env.model.body(b).id for b in FOOT_BODIES.values()]
+    touching = [False, False]
+    for c in data.contact[: data.ncon]:
+        for geom in (c.geom1, c.geom2):
+            if env.model.geom_bodyid[geom] in feet:
+                touching[feet.index(env.model.geom_bodyid[geom])] = True
+    return touching
+
+
+def test_contact_proxy_agrees_with_mujoco_contacts(walk):
+    """The height proxy against the contacts mj_forward detects, under random actions (feet lift, tilt, land)."""
+    walk.reset(seed=5)
+    g = torch.Generator().manual_seed(5)
+    proxy, truth = [], []
+    data = mujoco.MjData(walk.model)
+    for _ in range(20):
+        step = walk.step(torch.rand(walk.num_envs, walk.action_dim, generator=g) * 2 - 1)
+        for i in (~step.done).nonzero().squeeze(1).tolist():
+            proxy += walk.foot_contact[i].tolist()
+            truth += _mujoco_foot_contacts(walk, data, i)
+    assert 0 < sum(truth) < len(truth), "the rollout should have both stance and swing feet"
+    agreement = np.mean(np.array(proxy) == np.array(truth))
+    assert agreement >= 0.99, f"contact proxy agrees with MuJoCo on {agreement:.1%} of foot-steps"
 
 
 # ------------------------------------------------------------------ rewards and commands

@@ -8,9 +8,9 @@ is the zero command. ``g1_stand`` is the same task with only the zero command.
 
 Reward groups: ``locomotion`` (command tracking with exp kernels, feet air time, alive) and
 ``posture`` (tilt, base height, vertical and roll/pitch rates, default-pose deviation, action
-rate, torques, joint limits). Feet are tracked through sole sites the scene edit adds; foot
-contact is a height proxy (see :mod:`sim.tasks.g1_terms`). Episodes end when the base drops below
-``fall_height`` or tilts past ``fall_tilt_cos``.
+rate, torques, joint limits). Feet are tracked through sites the scene edit adds at the centres of
+the foot collision spheres; foot contact is a height proxy (see :mod:`sim.tasks.g1_terms`).
+Episodes end when the base drops below ``fall_height`` or tilts past ``fall_tilt_cos``.
 """
 
 from __future__ import annotations
@@ -28,19 +28,37 @@ from sim.robots import add_floor_and_light
 from sim.tasks import g1_terms, terms
 
 ROBOT = "unitree_g1"
-SOLE_SITES = {"left_foot": "left_ankle_roll_link", "right_foot": "right_ankle_roll_link"}
-SOLE_POS = (0.035, 0.0, -0.035)
-"""Sole centre in the ankle-roll link frame: between the four foot spheres, at their bottom."""
+FOOT_BODIES = {"left_foot": "left_ankle_roll_link", "right_foot": "right_ankle_roll_link"}
+FOOT_POINTS = 4
+"""Collision spheres per G1 foot (heel and toe, inner and outer); the scene puts a site at each centre."""
+FOOT_SITES = tuple(f"{foot}_{k}" for foot in FOOT_BODIES for k in range(FOOT_POINTS))
+"""Foot sites, ``[left 0-3, right 0-3]``; foot terms reshape them to ``[N, 2, FOOT_POINTS]``."""
 ARM_JOINTS = tuple(range(15, 29))
 """Indices (robot.yaml order) of the 14 arm joints; 0-11 are legs, 12-14 the waist."""
 HIP_ROLL_YAW_WAIST = (1, 2, 7, 8, 12, 13, 14)
 
 
 def add_floor_and_feet(spec: mujoco.MjSpec) -> None:
-    """Scene edit: floor, light and one sole site per foot (the contact-proxy points)."""
+    """Scene edit: floor, light and a site at the centre of every foot collision sphere (contact proxy)."""
     add_floor_and_light(spec)
-    for site, body in SOLE_SITES.items():
-        spec.body(body).add_site(name=site, pos=list(SOLE_POS))
+    for foot, body_name in FOOT_BODIES.items():
+        body = spec.body(body_name)
+        spheres = [g for g in body.geoms if g.type == mujoco.mjtGeom.mjGEOM_SPHERE]
+        if len(spheres) != FOOT_POINTS:
+            raise ValueError(f"{body_name} has {len(spheres)} collision spheres, the G1 foot model has "
+                             f"{FOOT_POINTS}. Fix: use the 29-DoF G1 MJCF shipped in ROBOT_RL_ASSETS")
+        for k, geom in enumerate(spheres):
+            body.add_site(name=f"{foot}_{k}", pos=list(geom.pos))
+
+
+def foot_sphere_radius(model: mujoco.MjModel) -> float:
+    """Radius (m) of the G1's foot collision spheres (one value; the contact proxy subtracts it)."""
+    bodies = {model.body(b).id for b in FOOT_BODIES.values()}
+    radii = {float(model.geom_size[g, 0]) for g in range(model.ngeom)
+             if model.geom_bodyid[g] in bodies and model.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE}
+    if len(radii) != 1:
+        raise ValueError(f"foot spheres have radii {sorted(radii)}; the contact proxy needs one radius")
+    return radii.pop()
 
 
 def geom_bottom(model: mujoco.MjModel, data: mujoco.MjData, geom: int) -> float:
@@ -103,6 +121,8 @@ class G1LocomotionEnv(TaskEnv):
         _check_command_params(p)
         self.standing_height = standing_base_height(self.model, self.robot.joint_names,
                                                     [j.default for j in self.robot.joints])
+        self.foot_radius = foot_sphere_radius(self.model)
+        self.foot_site_index = torch.tensor([self.backend.site_index[s] for s in FOOT_SITES], device=self.device)
         self.command = torch.zeros(n, 3, device=self.device)
         self._command_low = torch.tensor([r[0] for r in p["command_ranges"]], device=self.device)
         self._command_high = torch.tensor([r[1] for r in p["command_ranges"]], device=self.device)
@@ -217,14 +237,14 @@ def g1_walk_cfg() -> TaskCfg:
         rewards={**locomotion_rewards(), **posture_rewards()},
         terminations={"fall": fell, "tipped": tipped},
         scene=add_floor_and_feet,
-        sites=tuple(SOLE_SITES),
+        sites=FOOT_SITES,
         init_joint_noise=0.05,
         randomization=DomainRandCfg(friction_scale=(0.6, 1.25)),
         params={
             "command_ranges": ((-0.5, 1.0), (-0.3, 0.3), (-0.8, 0.8)),
             "command_resample_s": 5.0,
             "standing_fraction": 0.1,
-            "contact_height": 0.02,
+            "contact_height": 0.0,
             "fall_height": 0.45,
             "fall_tilt_cos": 0.5,
         },

@@ -26,7 +26,7 @@ RIGHT_ARM_JOINTS = tuple(range(22, 29))
 
 
 def add_scene(spec: mujoco.MjSpec) -> None:
-    """Floor, light, sole sites and a non-colliding mocap sphere showing the hand target in renders."""
+    """Floor, light, foot sites and a non-colliding mocap sphere showing the hand target in renders."""
     loco.add_floor_and_feet(spec)
     body = spec.worldbody.add_body(name=TARGET_BODY, mocap=True, pos=[0.3, -0.2, 0.9])
     body.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.03, 0, 0], rgba=[0.1, 0.9, 0.2, 0.6],
@@ -150,7 +150,7 @@ def g1_reach_walk_cfg() -> TaskCfg:
                  **loco.posture_rewards("locomotion", pose_joints=pose_joints), **manipulation},
         success=reached,
         scene=add_scene,
-        sites=(*loco.SOLE_SITES, "right_hand"),
+        sites=(*loco.FOOT_SITES, "right_hand"),
         params={
             "command_ranges": ((-0.3, 0.6), (-0.2, 0.2), (-0.5, 0.5)),
             "standing_fraction": 0.25,

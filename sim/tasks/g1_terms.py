@@ -5,11 +5,14 @@ Terms are ``(env, **params) -> Tensor`` (``[N]`` for rewards, ``[N, k]`` for obs
 (``command``, ``foot_contact``, ``first_contact``, ``touchdown_air_time``).
 
 Contacts without contact forces: the ``Batch`` backend steps to the velocity stage, so MuJoCo never
-computes contact forces for us. A foot counts as *in contact* when its sole site (added by the scene
-edit at the bottom of the foot's collision spheres) is less than ``contact_height`` above the floor.
-This proxy reads only positions, so a GPU backend gives the same answer; it cannot tell a foot
-resting on the floor from one hovering a few millimetres above it, which the air-time reward
-tolerates.
+computes contact forces for us. The G1 foot collides through four small spheres (heel and toe,
+inner and outer); the scene edit puts a site at each centre. A foot's height is the bottom of its
+lowest sphere (lowest site minus the radius), exact whatever the foot's tilt, and the foot
+counts as *in contact* when that height is below ``contact_height``. With the default 0 this is
+exactly MuJoCo's own condition for a sphere-plane contact (penetration, margin 0), so the proxy
+agrees with the contacts MuJoCo detects (tests/test_g1_tasks.py checks it). It reads only positions,
+so a GPU backend gives the same answer; it says nothing about contact *forces* (a foot barely
+touching counts as much as one carrying the robot), and it holds for a flat floor at z = 0 only.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import torch
 from sim.math import projected_gravity, quat_rotate_inverse
 
 FEET = ("left_foot", "right_foot")
-"""Site roles of the two sole sites, in this order in every ``[N, 2]`` foot tensor."""
+"""Foot order of every ``[N, 2]`` foot tensor."""
 
 # ------------------------------------------------------------------ pure math (hand-tested)
 
@@ -68,8 +71,9 @@ def velocity_command(env) -> torch.Tensor:
 
 
 def foot_heights(env) -> torch.Tensor:
-    """``[N, 2]`` height of the left and right sole sites above the floor (privileged)."""
-    return torch.stack([env.state.site(f)[:, 2] for f in FEET], dim=1)
+    """``[N, 2]`` height of the lowest point of the left and right foot above the floor (privileged)."""
+    z = env.state.site_pos[:, env.foot_site_index, 2].view(env.num_envs, len(FEET), -1)
+    return z.min(dim=2).values - env.foot_radius
 
 
 def foot_contacts(env) -> torch.Tensor:
