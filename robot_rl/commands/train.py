@@ -1,0 +1,87 @@
+"""``robot-rl train``: train an agent from the Hydra config tree in ``configs/``."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+SUMMARY = "Train an agent from Hydra configs (task=..., agent=..., -m sweeps, resume=<run dir>)"
+
+HELP_HEADER = """robot-rl train: train an agent in batched simulation.
+
+Usage:
+  robot-rl train [KEY=VALUE ...]            one run, written to outputs/<date>/<time>/
+  robot-rl train -m KEY=A,B [KEY=VALUE ...]  a sweep (one run per combination)
+  robot-rl train resume=<run dir>           continue a run from its latest checkpoint
+
+Examples:
+  robot-rl train                                   # task=so101_reach agent=ppo (defaults)
+  robot-rl train task.num_envs=128 agent.learning_rate=3e-4
+  robot-rl train -m seed=0,1,2
+  robot-rl train logger=wandb sim=cuda
+  robot-rl train --cfg job                          # print the composed config and exit
+
+Every key is typed (robot_rl/config): a typo or a wrong type fails naming the key.
+"""
+
+
+def _run_dir(resume: str | None) -> str:
+    """Hydra's run directory: the resumed run's, or outputs/<date>/<time>."""
+    if resume:
+        return str(Path(resume))
+    return datetime.now().strftime("outputs/%Y-%m-%d/%H-%M-%S")
+
+
+def _task(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from robot_rl.config import to_train_config
+    from robot_rl.config.io import load_train_config
+    from robot_rl.train.on_policy_runner import OnPolicyRunner
+
+    train_cfg = to_train_config(cfg)
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    if train_cfg.resume:
+        saved = Path(train_cfg.resume) / "config.yaml"
+        if not saved.is_file():
+            raise FileNotFoundError(f"resume={train_cfg.resume}: no config.yaml there; is it a run directory?")
+        train_cfg = load_train_config(saved)
+        train_cfg.resume = str(run_dir)
+        print(f"resuming {run_dir} (its saved config.yaml; other overrides are ignored)", file=sys.stderr)
+    runner = OnPolicyRunner(train_cfg, run_dir, resume=bool(train_cfg.resume))
+    print(f"run directory: {run_dir}", file=sys.stderr)
+    result = runner.learn()
+    print(f"trained {result.env_steps:,} env steps in {result.wall_s:.0f} s ({result.updates} updates)")
+    if result.eval:
+        e = result.eval
+        lo, hi = e["success_ci95"]
+        print(f"eval over {e['episodes']} episodes: success {100 * e['success_rate']:.1f}% "
+              f"[95% CI {100 * lo:.1f}-{100 * hi:.1f}], return {e['return_mean']:.2f}")
+    if result.artifact:
+        print(f"policy artifact: {result.artifact}")
+
+
+def main(argv: list[str]) -> int:
+    """Run Hydra on ``argv`` (overrides, ``-m``, ``--cfg job``, ``--help``)."""
+    import hydra
+    from omegaconf import OmegaConf
+
+    from robot_rl.config import CONFIG_DIR, load_schemas
+
+    load_schemas()
+    OmegaConf.register_new_resolver("run_dir", _run_dir, use_cache=True, replace=True)
+    if any(a in ("-h", "--help") for a in argv):
+        print(HELP_HEADER)
+    app = hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")(_task)
+    saved_argv = sys.argv
+    sys.argv = ["robot-rl train", *argv]
+    try:
+        app()
+    finally:
+        sys.argv = saved_argv
+    return 0

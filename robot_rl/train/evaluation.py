@@ -1,0 +1,140 @@
+"""Deterministic policy evaluation with confidence intervals, and optional mp4 video."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+Z95 = 1.959963984540054
+
+
+def mean_ci(values: list[float], z: float = Z95) -> tuple[float, float]:
+    """Mean and the half-width of its normal-approximation confidence interval (``z * s / sqrt(n)``)."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("mean_ci of no values")
+    mean = float(np.mean(values))
+    half = z * float(np.std(values, ddof=1)) / math.sqrt(n) if n > 1 else float("inf")
+    return mean, half
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval ``(low, high)`` of a success rate (sound at 0% and 100%)."""
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"wilson_interval needs 0 <= successes <= n and n > 0, got {successes}/{n}")
+    p = successes / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+@dataclass
+class EvalResult:
+    """Per-episode outcomes of an evaluation."""
+
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    successes: list[bool] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """Means with 95% intervals: normal for return and length, Wilson for success rate."""
+        n = len(self.returns)
+        ret, ret_half = mean_ci(self.returns)
+        length, len_half = mean_ci([float(x) for x in self.lengths])
+        k = int(sum(self.successes))
+        lo, hi = wilson_interval(k, n)
+        return {
+            "episodes": n,
+            "return_mean": ret,
+            "return_ci95": [ret - ret_half, ret + ret_half],
+            "length_mean": length,
+            "length_ci95": [length - len_half, length + len_half],
+            "success_rate": k / n,
+            "success_ci95": [lo, hi],
+        }
+
+
+@torch.no_grad()
+def evaluate(
+    policy: nn.Module,
+    env: Any,
+    episodes: int,
+    seed: int = 0,
+    video_path: str | Path | None = None,
+    video_size: tuple[int, int] = (480, 360),
+) -> EvalResult:
+    """Run ``episodes`` complete episodes of the deterministic ``policy`` on a ``sim.VecEnv``.
+
+    Each env ``i`` contributes a fixed quota of episodes (``episodes`` split evenly), so short
+    episodes are not over-represented. An episode's success is ``info["success"]`` at its last
+    step. With ``video_path``, env 0's first episode is rendered to an mp4.
+
+    Args:
+        policy: raw ``obs["policy"]`` ``[N, D]`` -> action ``[N, A]``.
+    """
+    if episodes < 1:
+        raise ValueError(f"evaluate needs episodes >= 1, got {episodes}")
+    N = env.num_envs
+    quota = torch.tensor([episodes // N + (i < episodes % N) for i in range(N)], device=env.device)
+    count = torch.zeros(N, dtype=torch.long, device=env.device)
+    ep_ret = torch.zeros(N, device=env.device)
+    ep_len = torch.zeros(N, dtype=torch.long, device=env.device)
+    result = EvalResult()
+    frames: list[np.ndarray] = []
+    recording = video_path is not None
+    obs = env.reset(seed=seed)
+    max_steps = int(quota.max()) * env.max_episode_steps + 1
+    for _ in range(max_steps):
+        if bool((count >= quota).all()):
+            break
+        if recording:
+            frames.append(env.render(0, *video_size))
+        action = policy(obs["policy"]).clamp(env.action_low, env.action_high)
+        step = env.step(action)
+        ep_ret += step.reward
+        ep_len += 1
+        done = step.terminated | step.truncated
+        success = step.info.get("success", torch.zeros_like(done))
+        take = done & (count < quota)
+        result.returns += ep_ret[take].tolist()
+        result.lengths += ep_len[take].tolist()
+        result.successes += success[take].tolist()
+        count += take.long()
+        ep_ret[done] = 0.0
+        ep_len[done] = 0
+        if recording and bool(done[0]):
+            frames.append(env.render(0, *video_size))
+            write_mp4(frames, Path(video_path), fps=round(1.0 / env.dt))
+            recording = False
+        obs = step.obs
+    if len(result.returns) != episodes:
+        raise RuntimeError(
+            f"evaluation finished {len(result.returns)}/{episodes} episodes in {max_steps} steps"
+        )
+    return result
+
+
+def write_mp4(frames: list[np.ndarray], path: Path, fps: int) -> Path:
+    """Encode ``[H, W, 3]`` uint8 frames as H.264 mp4 (written to a temp name, then renamed)."""
+    import av
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    h, w = frames[0].shape[:2]
+    with av.open(str(tmp), mode="w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=max(1, fps))
+        stream.width, stream.height = w - w % 2, h - h % 2
+        stream.pix_fmt = "yuv420p"
+        for frame in frames:
+            image = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame[: stream.height, : stream.width]))
+            container.mux(stream.encode(image))
+        container.mux(stream.encode())
+    tmp.replace(path)
+    return path

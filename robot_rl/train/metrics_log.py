@@ -1,0 +1,53 @@
+"""Metric sinks: TensorBoard (default), Weights & Biases (optional), and a JSON-lines file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+BACKENDS = ("tensorboard", "wandb")
+
+
+class MetricLogger:
+    """Write scalar metrics to ``run_dir/metrics.jsonl`` and to the configured backends."""
+
+    def __init__(self, run_dir: Path, backends: list[str], project: str = "robot_rl",
+                 config: dict[str, Any] | None = None) -> None:
+        unknown = [b for b in backends if b not in BACKENDS]
+        if unknown:
+            raise ValueError(f"logger.backends has unknown {unknown}; use any of {list(BACKENDS)}")
+        self.jsonl = open(Path(run_dir) / "metrics.jsonl", "a")
+        self.tb = None
+        self.wandb = None
+        if "tensorboard" in backends:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+        if "wandb" in backends:
+            try:
+                import wandb
+            except ImportError:
+                raise ImportError(
+                    "logger.backends includes 'wandb' but wandb is not installed: `pip install wandb`, "
+                    "or use logger=tensorboard"
+                ) from None
+            self.wandb = wandb.init(project=project, dir=str(run_dir), config=config, resume="allow")
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        """Record ``metrics`` at environment step ``step``."""
+        self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
+        self.jsonl.flush()
+        if self.tb is not None:
+            for k, v in metrics.items():
+                self.tb.add_scalar(k, v, step)
+        if self.wandb is not None:
+            self.wandb.log(metrics, step=step)
+
+    def close(self) -> None:
+        """Flush and close every sink."""
+        self.jsonl.close()
+        if self.tb is not None:
+            self.tb.close()
+        if self.wandb is not None:
+            self.wandb.finish()

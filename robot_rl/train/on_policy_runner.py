@@ -1,0 +1,218 @@
+"""The training loop: collect with the agent, update when it is ready, log, checkpoint, evaluate, export.
+
+Named after rsl_rl's OnPolicyRunner; it drives any :class:`robot_rl.agents.Agent` through the
+act / observe / ready / update interface, so one update is one "iteration".
+
+Run directory layout::
+
+    <run>/config.yaml          resolved TrainConfig (+ registry keys), written first
+    <run>/checkpoints/step_*/  safetensors + YAML, atomic, newest 3 kept
+    <run>/metrics.jsonl        every logged metric; <run>/tensorboard/ event files
+    <run>/eval.json            final evaluation with 95% intervals
+    <run>/policy/              exported artifact (contract 3)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from robot_rl.agents import Agent, EnvSpec, make_agent
+from robot_rl.config.io import save_train_config, train_config_to_dict
+from robot_rl.config.schema import TrainConfig
+from robot_rl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from robot_rl.train.evaluation import evaluate
+from robot_rl.train.metrics_log import MetricLogger
+from robot_rl.train.progress import Progress
+
+EnvFactory = Callable[[int, int], Any]
+"""``factory(num_envs, seed) -> sim.VecEnv``."""
+
+
+def sim_env_factory(cfg: TrainConfig) -> EnvFactory:
+    """Build envs of the configured task with ``sim.make_env`` (task overrides applied)."""
+    import sim
+
+    def make(num_envs: int, seed: int) -> Any:
+        return sim.make_env(cfg.task.name, num_envs=num_envs, device=cfg.sim.device, seed=seed,
+                            **dict(cfg.task.env))
+
+    return make
+
+
+class EpisodeStats:
+    """Returns, lengths and successes of the most recently finished episodes (all envs)."""
+
+    def __init__(self, num_envs: int, device: torch.device, window: int = 200) -> None:
+        self.ret = torch.zeros(num_envs, device=device)
+        self.len = torch.zeros(num_envs, dtype=torch.long, device=device)
+        self.returns: deque[float] = deque(maxlen=window)
+        self.lengths: deque[int] = deque(maxlen=window)
+        self.successes: deque[bool] = deque(maxlen=window)
+
+    def add(self, step: Any) -> None:
+        """Accumulate one ``sim.Step``; finished episodes enter the window."""
+        self.ret += step.reward
+        self.len += 1
+        done = step.terminated | step.truncated
+        if bool(done.any()):
+            self.returns.extend(self.ret[done].tolist())
+            self.lengths.extend(self.len[done].tolist())
+            if "success" in step.info:
+                self.successes.extend(step.info["success"][done].tolist())
+            self.ret[done] = 0.0
+            self.len[done] = 0
+
+    def means(self) -> dict[str, float]:
+        """Window means (empty dict before the first finished episode)."""
+        out = {}
+        if self.returns:
+            out["episode/return"] = sum(self.returns) / len(self.returns)
+            out["episode/length"] = sum(self.lengths) / len(self.lengths)
+        if self.successes:
+            out["episode/success"] = sum(self.successes) / len(self.successes)
+        return out
+
+
+@dataclass
+class RunResult:
+    """What a finished run reports."""
+
+    run_dir: Path
+    env_steps: int
+    updates: int
+    wall_s: float
+    final_stats: dict[str, float]
+    eval: dict[str, Any] | None
+    artifact: Path | None
+
+
+class OnPolicyRunner:
+    """Own the loop for one run directory; resumes from its latest checkpoint when there is one."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: str | Path, env_factory: EnvFactory | None = None,
+                 resume: bool = False, num_envs: int | None = None) -> None:
+        """Args: env_factory: defaults to :func:`sim_env_factory`; resume: continue from the latest
+        checkpoint of ``run_dir`` (its ``config.yaml`` is left as is); num_envs: override the task's."""
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if cfg.sim.num_threads > 0:
+            torch.set_num_threads(cfg.sim.num_threads)
+        torch.manual_seed(cfg.seed)
+        self.env_factory = env_factory or sim_env_factory(cfg)
+        self.env = self.env_factory(num_envs or cfg.task.num_envs, cfg.seed)
+        self.agent: Agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(self.env), cfg.sim.device)
+        self.env_steps = 0
+        self.updates = 0
+        self.elapsed_s = 0.0
+        if resume:
+            self._resume()
+        else:
+            save_train_config(cfg, self.run_dir / "config.yaml")
+
+    def _resume(self) -> None:
+        ckpt = latest_checkpoint(self.run_dir)
+        if ckpt is None:
+            raise FileNotFoundError(
+                f"resume={self.run_dir}: no complete checkpoint under {self.run_dir}/checkpoints"
+            )
+        _, state = load_checkpoint(ckpt, self.cfg.sim.device)
+        self.agent.load_state_dict(state["agent"])
+        runner = state["runner"]
+        self.env_steps, self.updates = int(runner["env_steps"]), int(runner["updates"])
+        self.elapsed_s = float(runner["elapsed_s"])
+        torch.set_rng_state(runner["torch_rng"])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Agent state plus the runner's counters and RNG."""
+        return {
+            "agent": self.agent.state_dict(),
+            "runner": {
+                "env_steps": self.env_steps,
+                "updates": self.updates,
+                "elapsed_s": self.elapsed_s,
+                "torch_rng": torch.get_rng_state(),
+            },
+        }
+
+    def checkpoint(self) -> Path:
+        """Save a checkpoint at the current step."""
+        return save_checkpoint(self.run_dir, self.env_steps, self.state_dict())
+
+    def learn(self, evaluate_and_export: bool = True) -> RunResult:
+        """Train up to ``task.total_steps``, then evaluate and export (unless disabled)."""
+        cfg, env, agent = self.cfg, self.env, self.agent
+        total = cfg.task.total_steps
+        logger = MetricLogger(self.run_dir, list(cfg.logger.backends), cfg.logger.wandb_project,
+                              train_config_to_dict(cfg))
+        progress = Progress(total, self.env_steps, enabled=cfg.logger.progress)
+        stats = EpisodeStats(env.num_envs, env.device)
+        env_logs: dict[str, list[float]] = {}
+        obs = env.reset(seed=cfg.seed + self.updates)  # a resumed run starts fresh episodes
+        start, collect_start = time.monotonic(), time.monotonic()
+        base_elapsed = self.elapsed_s
+        agent.train_mode(True)
+        try:
+            while self.env_steps < total:
+                action = agent.act(obs)
+                step = env.step(action.clamp(env.action_low, env.action_high))
+                agent.observe(obs, action, step)
+                stats.add(step)
+                for k, v in step.info.get("log", {}).items():
+                    env_logs.setdefault(k, []).append(float(v))
+                obs = step.obs
+                self.env_steps += env.num_envs
+                if not agent.ready():
+                    continue
+                learn_start = time.monotonic()
+                metrics = agent.update()
+                self.updates += 1
+                now = time.monotonic()
+                self.elapsed_s = base_elapsed + now - start
+                metrics.update(stats.means())
+                metrics.update({f"env/{k}": sum(v) / len(v) for k, v in env_logs.items()})
+                metrics["perf/collect_s"] = learn_start - collect_start
+                metrics["perf/learn_s"] = now - learn_start
+                metrics["perf/steps_per_s"] = self.env_steps / max(self.elapsed_s, 1e-9)
+                metrics["perf/wall_s"] = self.elapsed_s
+                env_logs.clear()
+                logger.log(metrics, self.env_steps)
+                means = stats.means()
+                progress.update(self.env_steps, means.get("episode/return"), means.get("episode/success"))
+                if self.updates % cfg.checkpoint_interval == 0:
+                    self.checkpoint()
+                collect_start = time.monotonic()
+            self.checkpoint()
+        finally:
+            progress.close()
+            logger.close()
+        result = RunResult(
+            self.run_dir, self.env_steps, self.updates, self.elapsed_s, stats.means(), None, None
+        )
+        if evaluate_and_export:
+            result.eval = self.evaluate(cfg.eval_episodes) if cfg.eval_episodes > 0 else None
+            if cfg.export_formats:
+                from robot_rl.train.export_run import export_agent_policy
+
+                training = {"env_steps": self.env_steps, "eval": result.eval or {}}
+                result.artifact = export_agent_policy(agent, env, self.run_dir / "policy", cfg, training)
+        return result
+
+    def evaluate(self, episodes: int, video: Path | None = None) -> dict[str, Any]:
+        """Evaluate the deterministic policy on a fresh env; writes ``<run>/eval.json``."""
+        env = self.env_factory(min(episodes, self.cfg.task.num_envs), self.cfg.seed + 10_000)
+        summary = evaluate(self.agent.policy(), env, episodes, seed=self.cfg.seed + 10_000,
+                           video_path=video).summary()
+        summary["env_steps"] = self.env_steps
+        tmp = self.run_dir / ".eval.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2))
+        tmp.replace(self.run_dir / "eval.json")
+        return summary
