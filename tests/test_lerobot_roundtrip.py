@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from robot_rl.data.lerobot import LeRobotDataset, LeRobotWriter
+from robot_rl.data.lerobot import writer as writer_module
 from robot_rl.data.lerobot.stats import feature_stats
 
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot_v3" / "so101_reach_tiny"
@@ -107,8 +108,11 @@ def test_round_trip_every_feature_type(tmp_path: Path) -> None:
     assert "language" not in ds.stats
 
 
-def test_files_roll_over_into_new_files_and_chunks(tmp_path: Path) -> None:
-    frames = write(tmp_path / "ds", chunks_size=2, data_files_size_in_mb=0, video_files_size_in_mb=0)
+def test_files_roll_over_into_new_files_and_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Roll over after every episode: the writer's rewrite limits (info.json's limits must stay >= 1 MB).
+    monkeypatch.setattr(writer_module, "MAX_REWRITE_DATA_MB", 0)
+    monkeypatch.setattr(writer_module, "MAX_REWRITE_VIDEO_MB", 0)
+    frames = write(tmp_path / "ds", chunks_size=2)
     ds = check_round_trip(tmp_path / "ds", frames)
     data_files = sorted(p.relative_to(tmp_path / "ds").as_posix() for p in (tmp_path / "ds/data").rglob("*.parquet"))
     assert data_files == [

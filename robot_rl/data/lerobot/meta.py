@@ -146,10 +146,10 @@ class DatasetInfo:
         for key, kind in required.items():
             if not isinstance(raw.get(key), kind) or isinstance(raw.get(key), bool):
                 raise DatasetFormatError(f"{source}: {key!r} must be {kind.__name__}, got {raw.get(key)!r}")
-        if raw["fps"] <= 0 or raw["chunks_size"] <= 0:
-            raise DatasetFormatError(
-                f"{source}: fps and chunks_size must be positive, got {raw['fps']}, {raw['chunks_size']}"
-            )
+        for key in ("fps", "chunks_size", "data_files_size_in_mb", "video_files_size_in_mb"):
+            value = raw.get(key, 1)
+            if not isinstance(value, int | float) or value <= 0:
+                raise DatasetFormatError(f"{source}: {key!r} must be positive, got {value!r} (LeRobot refuses it too)")
         features = {k: Feature.from_json(k, v) for k, v in raw["features"].items()}
         for key, spec in DEFAULT_FEATURES.items():
             if key not in features or features[key].dtype != spec["dtype"]:

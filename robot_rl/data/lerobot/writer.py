@@ -102,6 +102,14 @@ class LeRobotWriter:
         root = Path(root)
         if not isinstance(fps, int) or fps <= 0:
             raise ValueError(f"fps must be a positive int (LeRobot stores it as one); got {fps!r}")
+        sizes = {
+            "chunks_size": chunks_size,
+            "data_files_size_in_mb": data_files_size_in_mb,
+            "video_files_size_in_mb": video_files_size_in_mb,
+        }
+        bad = {k: v for k, v in sizes.items() if not isinstance(v, int) or v < 1}
+        if bad:
+            raise ValueError(f"{bad} must be integers >= 1 (LeRobot refuses smaller values in info.json)")
         if root.exists() and any(root.iterdir()):
             if not overwrite:
                 raise FileExistsError(
