@@ -23,6 +23,25 @@ def load_schemas() -> None:
     import robot_rl.critics  # noqa: F401
 
 
+def unknown_keys(node: object, obj: object, prefix: str = "") -> list[str]:
+    """Keys of a composed config ``node`` that its dataclass ``obj`` has no field for (recursively).
+
+    ``+group.key=value`` forces a new key into a typed node; ``OmegaConf.to_object`` would drop
+    it silently, so it is reported instead.
+    """
+    from dataclasses import fields, is_dataclass
+
+    from omegaconf import DictConfig
+
+    if not (isinstance(node, DictConfig) and is_dataclass(obj)):
+        return []
+    names = {f.name for f in fields(obj)}
+    found = [f"{prefix}{k}" for k in node.keys() if k not in names and k != "hydra"]
+    for k in names & set(node.keys()):
+        found += unknown_keys(node[k], getattr(obj, k), f"{prefix}{k}.")
+    return found
+
+
 def to_train_config(cfg: object) -> TrainConfig:
     """Turn a composed ``DictConfig`` into a :class:`TrainConfig` of dataclasses (validated)."""
     from omegaconf import OmegaConf
@@ -30,6 +49,9 @@ def to_train_config(cfg: object) -> TrainConfig:
     obj = OmegaConf.to_object(cfg)
     if not isinstance(obj, TrainConfig):
         raise TypeError(f"composed config is a {type(obj).__name__}, not a TrainConfig")
+    extra = unknown_keys(cfg, obj)
+    if extra:
+        raise ValueError(f"unknown config keys {extra}: no such field in their schema (check the spelling)")
     return obj
 
 
