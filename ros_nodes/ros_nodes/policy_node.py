@@ -4,7 +4,8 @@ Subscribes JointState (+ Imu, + Twist velocity command, + PoseStamped target, as
 observation terms require), rebuilds the training observation (:mod:`robot_rl.deploy.observation`),
 runs the ONNX policy, passes the target through the safety layer (:mod:`robot_rl.deploy.safety`)
 and publishes a Float64MultiArray or JointTrajectory. A tick runs on the first JointState after
-each control period (lowest latency), or from a watchdog timer when states stop.
+each control period (lowest latency), or from a watchdog timer one period after the last tick
+when states stop.
 
 Topics (relative: a namespace applies): ``estop`` (std_msgs/Bool, True latches), ``diagnostics``
 (diagnostic_msgs/DiagnosticArray, 1 Hz). Service ``~/enable`` (std_srvs/SetBool): True clears the
@@ -21,7 +22,7 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped, Twist
-from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
@@ -33,6 +34,7 @@ from robot_rl.deploy.artifact import ArtifactError
 from robot_rl.deploy.observation import RobotState, build_observation, raw_action, reorder_index
 from robot_rl.deploy.runtime import ChunkExecutor, PolicyRuntime
 from robot_rl.deploy.safety import SafetyConfig, SafetyState, latch_estop, safety_step, set_enabled
+from ros_nodes import spin
 from ros_nodes.messages import (
     command_class,
     imu_arrays,
@@ -117,7 +119,7 @@ class PolicyNode(Node):
             self.create_subscription(PoseStamped, p["target_topic"], self._on_target, 10)
         self.create_subscription(Bool, "estop", self._on_estop, 10)
         self.create_service(SetBool, "~/enable", self._on_enable)
-        self.create_timer(self.period, self._on_watchdog_timer)
+        self._watchdog = self.create_timer(self.period, self._on_watchdog_timer)
         self.create_timer(1.0, self._publish_diagnostics)
         self.get_logger().info(
             f"policy {p['policy']} ({self.meta.task or 'task ?'}) for {self.meta.robot}: {A} joints, "
@@ -178,8 +180,9 @@ class PolicyNode(Node):
 
     # ---------------------------------------------------------------- control loop
     def _on_watchdog_timer(self) -> None:
+        """Fires one period after the last tick (reset there): ticks when no JointState did."""
         now = time.monotonic()
-        if now >= self._next_tick + 0.5 * self.period:
+        if now >= self._next_tick - 0.002:
             self._tick(now)
 
     def _policy_target(self) -> np.ndarray | None:
@@ -199,12 +202,15 @@ class PolicyNode(Node):
     def _tick(self, now: float) -> None:
         on_time = now - self._next_tick < self.period
         self._next_tick = self._next_tick + self.period if on_time else now + self.period
+        self._watchdog.reset()
         fresh = self.measured is not None and self.safety.enabled and not self.safety.estopped
         stale = self.state_time is None or now - self.state_time > self.safety_cfg.stale_state_timeout
         target = self._policy_target() if fresh and not stale else None
         out = safety_step(self.safety_cfg, self.safety, target, self.measured, now, self.state_time)
         if "stale" in out.events and not self.safety.stale:
-            self.get_logger().error("JointState stale: holding the last command")
+            late_ms = 1e3 * (now - self.state_time - self.safety_cfg.stale_state_timeout) if self.state_time else 0.0
+            self.stats.sample("watchdog_delay_ms", late_ms)
+            self.get_logger().error(f"JointState stale: holding the last command ({late_ms:.1f} ms after timeout)")
             self.chunks.reset()
         self.safety = out.state
         for event in out.events:
@@ -241,7 +247,7 @@ class PolicyNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Console entry point ``policy_node`` (``--ros-args ...`` as from a launch file)."""
-    rclpy.init(args=args)
+    stop = spin.init(args)
     try:
         node = PolicyNode()
     except (ArtifactError, ValueError) as exc:
@@ -251,11 +257,10 @@ def main(args: list[str] | None = None) -> int:
     executor = make_executor(node.p["executor"])
     executor.add_node(node)
     try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        spin.spin(executor, stop)
     finally:
         node.write_stats()
+        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
     return 0

@@ -23,11 +23,12 @@ import mujoco
 import numpy as np
 import rclpy
 from geometry_msgs.msg import PoseStamped
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
+from ros_nodes import spin
 from ros_nodes.messages import command_class, command_positions
 from ros_nodes.params import declare
 from sim.robots import add_floor_and_light, build_model, load_robot, site_name
@@ -193,18 +194,19 @@ class _ReachTask:
 
 def main(args: list[str] | None = None) -> int:
     """Console entry point ``sim_robot_node``."""
-    rclpy.init(args=args)
+    stop = spin.init(args)
     try:
         node = SimRobotNode()
     except ValueError as exc:
         rclpy.logging.get_logger("sim_robot").fatal(f"refusing to start: {exc}")
         rclpy.try_shutdown()
         return 2
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
     try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        spin.spin(executor, stop)
     finally:
+        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
     return 0

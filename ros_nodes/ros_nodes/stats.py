@@ -33,7 +33,7 @@ class LoopStats:
         self.events[event] += 1
 
     def summary(self) -> dict[str, float | int]:
-        """``{name_p50, name_p99, name_mean, name_std, name_max, <event>: count}``."""
+        """``{name_p50, name_p99, name_mean, name_std, name_min, name_max, <event>: count}``."""
         out: dict[str, float | int] = {}
         for name, values in self.samples.items():
             if values:
@@ -44,6 +44,7 @@ class LoopStats:
                     f"{base}_p99_ms": float(np.percentile(x, 99)),
                     f"{base}_mean_ms": float(x.mean()),
                     f"{base}_std_ms": float(x.std()),
+                    f"{base}_min_ms": float(x.min()),
                     f"{base}_max_ms": float(x.max()),
                 }
         return out | dict(self.events)

@@ -26,7 +26,7 @@ DEFAULT = np.array([j.default for j in ROBOT.joints])
 MAX_STEP = ROBOT.safety.max_step_change  # 0.1 rad per control step
 PERIOD = 1.0 / ROBOT.control.policy_hz  # 0.04 s
 TIMEOUT = ROBOT.safety.stale_state_timeout  # 0.2 s
-SLACK = 0.05  # s: DDS delivery and scheduling on a loaded 2-core machine
+SLACK = 0.25  # s: DDS delivery to the probe and scheduling on a loaded 2-core machine
 
 
 def export(tmp_path, net: torch.nn.Module, joints: list[str] = JOINTS) -> str:
@@ -71,21 +71,22 @@ def setup(tmp_path):
 
 
 def wait_started(probe: Probe, nodes: Nodes) -> None:
-    assert probe.wait_for(lambda: "commands on" in nodes.log("policy_node"), 30), nodes.log("policy_node")
+    assert probe.wait_for(lambda: "commands on" in nodes.log("policy_node"), 90), nodes.log("policy_node")
 
 
 def test_watchdog_holds_within_one_period_and_resumes(setup, tmp_path):
     probe, start = setup
-    nodes = start(export(tmp_path, oscillating_net()), soft_start_s=0.3)
+    stats = tmp_path / "stats.json"
+    nodes = start(export(tmp_path, oscillating_net()), soft_start_s=0.3, stats_file=str(stats))
     wait_started(probe, nodes)
     time.sleep(0.5)
     assert probe.received() == [], "a command was sent before the first JointState"
 
     probe.state_fn = lambda t: DEFAULT
-    assert probe.wait_for(lambda: len(probe.received()) >= 30, 20)
+    assert probe.wait_for(lambda: len(probe.received()) >= 30, 60)
     t_stop = time.monotonic()
     probe.state_fn = None
-    time.sleep(1.0)
+    time.sleep(1.5)
     held = probe.received(t_stop + TIMEOUT + PERIOD + SLACK)
     assert len(held) >= 10, "the node must keep publishing the held pose"
     for _, cmd in held:
@@ -99,6 +100,10 @@ def test_watchdog_holds_within_one_period_and_resumes(setup, tmp_path):
     everything = probe.received()
     assert MAX_STEP * 0.99 <= max_step(everything) <= MAX_STEP + 1e-9
     assert "JointState stale" in nodes.log("policy_node")
+    assert nodes.stop()["policy_node"] == 0
+    # the node's own clock: the first hold came less than one control period after the timeout
+    delay = json.loads(stats.read_text())["watchdog_delay_max_ms"]
+    assert 0.0 <= delay <= 1e3 * PERIOD, delay
 
 
 def test_estop_latches_until_reenabled(setup, tmp_path):
@@ -106,13 +111,13 @@ def test_estop_latches_until_reenabled(setup, tmp_path):
     nodes = start(export(tmp_path, oscillating_net()), soft_start_s=0.3)
     wait_started(probe, nodes)
     probe.state_fn = lambda t: DEFAULT
-    assert probe.wait_for(lambda: len(probe.received()) >= 25, 20)
+    assert probe.wait_for(lambda: len(probe.received()) >= 25, 60)
     t_estop = time.monotonic()
     probe.estop_pub.publish(Bool(data=True))
     time.sleep(0.8)
     probe.estop_pub.publish(Bool(data=False))  # does not unlatch
     time.sleep(0.6)
-    latched = probe.received(t_estop + 0.15)
+    latched = probe.received(t_estop + SLACK)
     assert len(latched) >= 15
     for _, cmd in latched:
         np.testing.assert_array_equal(cmd, latched[0][1])
@@ -130,7 +135,7 @@ def test_mismatched_artifact_is_refused_and_nothing_published(setup, tmp_path):
     nodes = start(export(tmp_path, oscillating_net(), joints=swapped))
     probe.state_fn = lambda t: DEFAULT
     proc = nodes.procs["policy_node"]
-    assert probe.wait_for(lambda: proc.poll() is not None, 30), "the node did not refuse the artifact"
+    assert probe.wait_for(lambda: proc.poll() is not None, 90), "the node did not refuse the artifact"
     assert proc.returncode == 2
     log = nodes.log("policy_node")
     assert "refusing to start" in log and "joint mismatch" in log and "first difference at index 1" in log
@@ -145,7 +150,7 @@ def test_nan_from_corrupted_policy_is_blocked(setup, tmp_path):
     wait_started(probe, nodes)
     # joint 0 alternates 0.1 rad above / below its default every 0.3 s: the policy returns NaN half the time
     probe.state_fn = lambda t: DEFAULT + np.array([0.1 if int(t / 0.3) % 2 else -0.1, 0, 0, 0, 0, 0])
-    assert probe.wait_for(lambda: len(probe.received()) >= 60, 30)
+    assert probe.wait_for(lambda: len(probe.received()) >= 60, 60)
     codes = nodes.stop()
     assert codes["policy_node"] == 0
     commands = probe.received()
