@@ -1,0 +1,306 @@
+"""What every off-policy agent shares: replay, warm-up, update-to-data ratio, actors, persistence.
+
+SAC, TD3 (and DDPG), TQC and the FastTD3-style agent subclass :class:`OffPolicyAgent` and implement
+only their own learning step (:meth:`OffPolicyAgent.learn`) and exploration
+(:meth:`OffPolicyAgent.explore`). Actors work in the normalised action box ``[-1, 1]^A``; env
+actions are mapped affinely onto ``[action_low, action_high]``, and the replay buffer stores the
+normalised actions.
+
+Shapes: ``N`` envs, ``B`` batch, ``D`` policy obs, ``Dc`` critic obs, ``A`` actions.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from robot_rl.agents.base import Agent, EnvSpec, Obs
+from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.data.replay_buffer import ReplayBatch, ReplayBuffer
+from robot_rl.models.mlp import mlp
+from robot_rl.models.normalizer import EmpiricalNormalizer
+
+REDUCES = ("min", "mean", "random_min")
+
+
+@dataclass
+class OffPolicyConfig:
+    """Settings every off-policy agent has (its own config class adds the rest).
+
+    Attributes:
+        gamma: discount.
+        tau: Polyak rate of the target networks (``target <- (1 - tau) target + tau online``).
+        batch_size: transitions per gradient update.
+        buffer_size: replay capacity in transitions over all envs.
+        learning_starts: transitions collected with uniform random actions before learning.
+        utd_ratio: update-to-data ratio, gradient updates per collected transition (fractions
+            accumulate: 0.01 with 64 envs is 0.64 updates per env step).
+        n_step: n-step return horizon.
+        actor_lr, critic_lr: Adam learning rates.
+        weight_decay: AdamW weight decay of actor and critic (0 = Adam).
+        actor_hidden_dims, activation: actor MLP.
+        normalize_obs: empirical observation normalisation (statistics travel with the policy).
+        target_reduce: how critic members combine in the TD target (``min`` = clipped double,
+            ``random_min`` = REDQ, ``mean``).
+        actor_reduce: how critic members combine in the actor loss.
+        checkpoint_buffer: save the replay buffer in :meth:`state_dict` (exact resume; large).
+    """
+
+    gamma: float = 0.99
+    tau: float = 0.005
+    batch_size: int = 256
+    buffer_size: int = 1_000_000
+    learning_starts: int = 5000
+    utd_ratio: float = 1.0
+    n_step: int = 1
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    weight_decay: float = 0.0
+    actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
+    activation: str = "relu"
+    normalize_obs: bool = False
+    target_reduce: str = "min"
+    actor_reduce: str = "min"
+    checkpoint_buffer: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"agent.gamma must be in [0, 1], got {self.gamma}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"agent.tau must be in (0, 1], got {self.tau}")
+        for name in ("batch_size", "buffer_size", "n_step"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"agent.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("utd_ratio", "actor_lr", "critic_lr"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"agent.{name} must be > 0, got {getattr(self, name)}")
+        for name in ("target_reduce", "actor_reduce"):
+            if getattr(self, name) not in REDUCES:
+                raise ValueError(f"agent.{name} must be one of {REDUCES}, got {getattr(self, name)!r}")
+
+
+class DeterministicActor(nn.Module):
+    """``a = tanh(mlp(obs))``: normalised obs ``[B, D]`` -> action ``[B, A]`` in ``[-1, 1]``."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden_dims: list[int], act: str) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim, hidden_dims, action_dim, act)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic action ``[B, A]``."""
+        return torch.tanh(self.net(obs))
+
+
+class SquashedGaussianActor(nn.Module):
+    """SAC's actor: ``a = tanh(u)``, ``u ~ N(mu(obs), sigma(obs)^2)``; ``forward`` is ``tanh(mu)``."""
+
+    LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden_dims: list[int], act: str) -> None:
+        super().__init__()
+        self.net = mlp(obs_dim, hidden_dims, 2 * action_dim, act)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic action ``tanh(mu)`` ``[B, A]``."""
+        return torch.tanh(self.net(obs).chunk(2, dim=-1)[0])
+
+    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised action ``[B, A]`` and its log-probability ``[B]`` (tanh-corrected)."""
+        mean, log_std = self.net(obs).chunk(2, dim=-1)
+        log_std = log_std.clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
+        u = mean + log_std.exp() * torch.randn_like(mean)
+        action = torch.tanh(u)
+        normal_log_prob = -0.5 * ((u - mean) / log_std.exp()).pow(2) - log_std - 0.5 * math.log(2 * math.pi)
+        log_prob = (normal_log_prob - torch.log1p(-action.pow(2) + 1e-6)).sum(-1)
+        return action, log_prob
+
+
+class ExportedPolicy(nn.Module):
+    """Deployable policy: raw ``obs["policy"]`` ``[B, D]`` -> env action ``[B, A]`` (normaliser inside)."""
+
+    def __init__(self, normalizer: nn.Module, actor: nn.Module, low: torch.Tensor, high: torch.Tensor) -> None:
+        super().__init__()
+        self.normalizer = normalizer
+        self.actor = actor
+        self.register_buffer("low", low.clone())
+        self.register_buffer("high", high.clone())
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Action in env units ``[B, A]``."""
+        y = self.actor(self.normalizer(obs))
+        return self.low + (y + 1.0) * 0.5 * (self.high - self.low)
+
+
+class OffPolicyAgent(Agent, abc.ABC):
+    """Replay-based agent; subclasses build ``self.actor`` and implement :meth:`learn`, :meth:`explore`."""
+
+    def __init__(self, cfg: OffPolicyConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
+        super().__init__(cfg, critic_cfg, env, device)
+        self.critic_group = env.critic_group
+        D, A = env.observation_dims["policy"], env.action_dim
+        Dc = env.observation_dims[self.critic_group]
+        self.low = env.action_low.to(self.device).float()
+        self.high = env.action_high.to(self.device).float()
+        if not torch.isfinite(self.low).all() or not torch.isfinite(self.high).all() or (self.high <= self.low).any():
+            raise ValueError(
+                f"off-policy agents need finite action bounds with low < high, got {self.low} .. {self.high}"
+            )
+        self.normalizers = nn.ModuleDict(
+            {g: EmpiricalNormalizer(env.observation_dims[g]) if cfg.normalize_obs else nn.Identity()
+             for g in {"policy", self.critic_group}}
+        ).to(self.device)
+        self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=Dc, action_dim=A)).to(self.device)
+        self.critic.target_critic()
+        self.critic_optimizer = self._optimizer(self.critic.parameters(), cfg.critic_lr)
+        groups = {g: env.observation_dims[g] for g in {"policy", self.critic_group}}
+        capacity = max(1, math.ceil(cfg.buffer_size / env.num_envs))
+        self.buffer = ReplayBuffer(capacity, env.num_envs, groups, A, self.device)
+        self.env_steps = 0
+        """Transitions collected (all envs)."""
+        self.updates = 0
+        """Gradient updates done."""
+        self.update_credit = 0.0
+        """Updates owed by the UTD ratio and not yet done."""
+        self.actor: nn.Module = self.build_actor(D, A)
+
+    # --- what subclasses implement -----------------------------------------------------------
+
+    @abc.abstractmethod
+    def build_actor(self, obs_dim: int, action_dim: int) -> nn.Module:
+        """The actor network (normalised obs ``[B, D]`` -> action in ``[-1, 1]``)."""
+
+    @abc.abstractmethod
+    def explore(self, obs: torch.Tensor) -> torch.Tensor:
+        """Exploratory normalised actions ``[N, A]`` for normalised policy obs ``[N, D]``."""
+
+    @abc.abstractmethod
+    def learn(self, batch: ReplayBatch) -> dict[str, float]:
+        """One gradient update on a normalised batch (obs already normalised); returns metrics."""
+
+    # --- shared helpers ----------------------------------------------------------------------
+
+    def _optimizer(self, params: Any, lr: float) -> torch.optim.Optimizer:
+        if self.cfg.weight_decay > 0:
+            return torch.optim.AdamW(params, lr=lr, weight_decay=self.cfg.weight_decay)
+        return torch.optim.Adam(params, lr=lr)
+
+    def to_env_action(self, y: torch.Tensor) -> torch.Tensor:
+        """Normalised ``[-1, 1]`` actions -> env units ``[B, A]``."""
+        return self.low + (y + 1.0) * 0.5 * (self.high - self.low)
+
+    def from_env_action(self, action: torch.Tensor) -> torch.Tensor:
+        """Env-unit actions -> normalised ``[-1, 1]`` ``[B, A]``."""
+        return ((action - self.low) / (self.high - self.low) * 2.0 - 1.0).clamp(-1.0, 1.0)
+
+    def normalize(self, obs: Obs) -> Obs:
+        """Normalise the stored groups of ``obs`` with the current statistics."""
+        return {g: norm(obs[g]) for g, norm in self.normalizers.items()}
+
+    @staticmethod
+    @torch.no_grad()
+    def polyak(target: nn.Module, online: nn.Module, tau: float) -> None:
+        """``target <- (1 - tau) * target + tau * online`` over all parameters (one foreach lerp)."""
+        torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), tau)
+
+    # --- the Agent interface -----------------------------------------------------------------
+
+    @torch.no_grad()
+    def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
+        """Env actions ``[N, A]``: uniform random during warm-up, then the actor (plus exploration)."""
+        if deterministic:
+            return self.to_env_action(self.actor(self.normalizers["policy"](obs["policy"])))
+        if self.env_steps < self.cfg.learning_starts:
+            y = torch.rand(obs["policy"].shape[0], self.env.action_dim, device=self.device) * 2 - 1
+        else:
+            y = self.explore(self.normalizers["policy"](obs["policy"]))
+        return self.to_env_action(y)
+
+    @torch.no_grad()
+    def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
+        """Store the transition with its true next observation (``final_obs`` where done)."""
+        done = step.terminated | step.truncated
+        next_obs = ReplayBuffer.true_next_obs(step.obs, step.info["final_obs"], done)
+        self.buffer.add(obs, self.from_env_action(action), step.reward, next_obs, step.terminated, step.truncated)
+        for g, norm in self.normalizers.items():
+            if isinstance(norm, EmpiricalNormalizer):
+                norm.update(obs[g])
+        self.env_steps += self.env.num_envs
+        if self.env_steps >= self.cfg.learning_starts:
+            self.update_credit += self.env.num_envs * self.cfg.utd_ratio
+        self.on_step(done)
+
+    def on_step(self, done: torch.Tensor) -> None:
+        """Called after every observed step with ``done`` ``[N]`` (per-env exploration state)."""
+
+    def ready(self) -> bool:
+        """True past warm-up with at least one update owed."""
+        return self.env_steps >= self.cfg.learning_starts and self.update_credit >= 1.0 and len(self.buffer) > 0
+
+    def update(self) -> dict[str, float]:
+        """Run the updates owed by the UTD ratio; returns metrics averaged over them."""
+        count = int(self.update_credit)
+        self.update_credit -= count
+        sums: dict[str, float] = {}
+        cfg = self.cfg
+        for _ in range(count):
+            batch = self.buffer.sample(cfg.batch_size, n_step=cfg.n_step, gamma=cfg.gamma)
+            batch.obs, batch.next_obs = self.normalize(batch.obs), self.normalize(batch.next_obs)
+            for k, v in self.learn(batch).items():
+                sums[k] = sums.get(k, 0.0) + v
+            self.updates += 1
+        metrics = {k: v / max(count, 1) for k, v in sums.items()}
+        metrics["train/updates"] = float(self.updates)
+        return metrics
+
+    def networks(self) -> dict[str, nn.Module]:
+        """Networks saved in :meth:`state_dict` (subclasses add their own, e.g. target actors)."""
+        return {"actor": self.actor, "critic": self.critic, "normalizers": self.normalizers}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Optimisers saved in :meth:`state_dict` (subclasses add theirs)."""
+        return {"critic_optimizer": self.critic_optimizer}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, critic target, optimisers, counters and (optionally) the replay buffer."""
+        state: dict[str, Any] = {k: m.state_dict() for k, m in self.networks().items()}
+        state.update({k: o.state_dict() for k, o in self.optimizers().items()})
+        state["critic_target"] = self.critic.target_state_dict()
+        state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
+        if self.cfg.checkpoint_buffer:
+            b = self.buffer
+            state["buffer"] = {
+                "obs": dict(b.obs), "next_obs": dict(b.next_obs), "action": b.action, "reward": b.reward,
+                "terminated": b.terminated, "truncated": b.truncated, "position": b.position, "size": b.size,
+            }
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the buffer too, when it was saved)."""
+        for k, m in self.networks().items():
+            m.load_state_dict(state[k])
+        for k, o in self.optimizers().items():
+            o.load_state_dict(state[k])
+        self.critic.load_target_state_dict(state["critic_target"])
+        counters = state["counters"]
+        self.env_steps, self.updates = int(counters["env_steps"]), int(counters["updates"])
+        self.update_credit = float(counters["credit"])
+        if "buffer" in state:
+            saved, b = state["buffer"], self.buffer
+            for name in ("obs", "next_obs"):
+                for g, store in getattr(b, name).items():
+                    store.copy_(saved[name][g])
+            for name in ("action", "reward", "terminated", "truncated"):
+                getattr(b, name).copy_(saved[name])
+            b.position, b.size = int(saved["position"]), int(saved["size"])
+
+    def policy(self) -> nn.Module:
+        """A detached copy: raw policy obs ``[B, D]`` -> env action ``[B, A]`` (deterministic)."""
+        return ExportedPolicy(
+            copy.deepcopy(self.normalizers["policy"]), copy.deepcopy(self.actor), self.low, self.high
+        ).eval()
