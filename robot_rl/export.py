@@ -86,16 +86,27 @@ def make_meta(
     task: str = "",
     training: dict | None = None,
     config: dict | None = None,
+    joint_lower: Sequence[float] | None = None,
+    joint_upper: Sequence[float] | None = None,
 ) -> PolicyMeta:
     """Build a validated :class:`PolicyMeta` from what an env and its ``robot.yaml`` know.
 
     ``observation_layout`` is ``env.observation_layout["policy"]``: ``(term, size, scale)`` in order.
-    For ``joint_position_delta_default`` the action offset is the default pose.
+    ``joint_position_delta_default`` (sim: ``default + action_scale * a``): offset = default pose.
+    ``joint_position`` (sim: ``lower + (a + 1) / 2 * (upper - lower)``): offset = mid-range, scale =
+    half-range, so ``joint_lower``/``joint_upper`` are required and ``action_scale`` is unused.
     """
     A = len(joint_names)
-    scale = [float(action_scale)] * A if np.isscalar(action_scale) else [float(s) for s in action_scale]
     default = [float(x) for x in default_joint_pos]
-    offset = default if action_type == "joint_position_delta_default" else [0.0] * A
+    if action_type == "joint_position":
+        if joint_lower is None or joint_upper is None:
+            raise ValueError("action_type 'joint_position' maps [-1, 1] onto the joint range: pass "
+                             "joint_lower and joint_upper (robot.yaml limits, action order).")
+        lo, hi = np.asarray(joint_lower, dtype=np.float64), np.asarray(joint_upper, dtype=np.float64)
+        offset, scale = ((lo + hi) / 2).tolist(), ((hi - lo) / 2).tolist()
+    else:
+        scale = [float(action_scale)] * A if np.isscalar(action_scale) else [float(s) for s in action_scale]
+        offset = default
     return PolicyMeta(
         robot=robot,
         joint_names=list(joint_names),

@@ -97,3 +97,14 @@ def test_joint_order_mismatch_is_refused():
         check_joint_order(meta, ["shoulder_pan", "elbow_flex", "shoulder_lift"])
     with pytest.raises(ArtifactError, match=r"missing on the robot: \['elbow_flex'\]"):
         check_joint_order(meta, ["shoulder_pan", "shoulder_lift", "wrist"])
+
+
+def test_joint_position_action_maps_onto_joint_range():
+    meta = make_meta("toy", ["a", "b"], [0.0, 0.5], [("joint_pos", 2, 1.0)], 0.5, 50,
+                     action_type="joint_position", joint_lower=[-1.0, 0.0], joint_upper=[1.0, 2.0])
+    assert meta.action.offset == [0.0, 1.0] and meta.action.scale == [1.0, 1.0]
+    # sim: lower + (a + 1) / 2 * (upper - lower); a = [-1, 0.5] -> [-1, 1.5]
+    got = PolicyHead(torch.nn.Identity(), meta)(torch.tensor([[-1.0, 0.5]]))
+    torch.testing.assert_close(got, torch.tensor([[-1.0, 1.5]]))
+    with pytest.raises(ValueError, match="joint_lower and joint_upper"):
+        make_meta("toy", ["a"], [0.0], [("joint_pos", 1, 1.0)], 0.5, 50, action_type="joint_position")

@@ -39,8 +39,9 @@ OBSERVATION_TERMS = {
 """The policy observation vocabulary: what a real robot publishes (contract 1)."""
 
 ACTION_TYPES = ("joint_position_delta_default", "joint_position")
-"""``joint_position_delta_default``: target = default + scale * clip(a); ``joint_position``:
-target = offset + scale * clip(a) with an explicit offset."""
+"""Both are ``target = offset + scale * clip(a)``: ``joint_position_delta_default`` has offset =
+default pose; ``joint_position`` maps [-1, 1] onto the joint range (offset = mid-range, scale =
+half-range), as the simulator does."""
 
 
 class ArtifactError(ValueError):
