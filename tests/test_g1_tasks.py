@@ -16,6 +16,7 @@ import torch
 import sim
 from sim.math import quat_rotate
 from sim.randomization import DomainRandCfg
+from sim.render import render_frame
 from sim.tasks import g1_terms
 from sim.tasks.g1_locomotion import FOOT_BODIES, add_floor_and_feet, geom_bottom
 from sim.tasks.g1_reach_walk import hand_in_base
@@ -300,3 +301,19 @@ def test_reach_render_shows_the_target_where_the_policy_sees_it(reach):
     after = reach.render(0, width=96, height=72)
     assert before.shape == (72, 96, 3) and before.std() > 5.0
     assert np.abs(before.astype(int) - after.astype(int)).sum() > 0
+
+
+@pytest.mark.render
+def test_g1_render_camera_follows_the_pelvis(walk):
+    """Moved 5 m away, the robot leaves the fixed default view but stays in the frame of env.render."""
+    walk.reset(seed=0)
+    here = walk.render(0, width=96, height=72).astype(int)
+    walk.backend.batch.bind("qpos")[0, 0] += 5.0
+    there = walk.render(0, width=96, height=72).astype(int)
+    model, data = walk.backend.snapshot(0)
+    empty = render_frame(model, data, 96, 72).astype(int)  # fixed camera: the robot is out of view
+    robot_here = np.abs(here - empty).sum(axis=2) > 40
+    robot_there = np.abs(there - empty).sum(axis=2) > 40
+    assert robot_here.sum() > 100
+    assert (robot_here & robot_there).sum() / (robot_here | robot_there).sum() > 0.6
+    walk.reset(seed=0)

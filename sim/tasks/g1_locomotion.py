@@ -138,6 +138,14 @@ class G1LocomotionEnv(TaskEnv):
         qpos[:, 2] = self.standing_height
         return qpos, qvel
 
+    def render(self, env_index: int = 0, width: int = 320, height: int = 240,
+               camera: str | int = -1) -> np.ndarray:
+        """RGB frame ``[height, width, 3]`` uint8 of env ``env_index``; the free camera follows the pelvis."""
+        from sim.render import render_frame  # OpenGL only when rendering
+
+        model, data = self.backend.snapshot(env_index)
+        return render_frame(model, data, width, height, camera, track_body=self.robot.model.base_body)
+
     def _sample_commands(self, ids: torch.Tensor) -> None:
         n = len(ids)
         command = self.rand_uniform(self._command_low, self._command_high, (n, 3))
