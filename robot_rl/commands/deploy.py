@@ -36,58 +36,81 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _sim2sim(args: argparse.Namespace) -> int:
+    if args.episodes:
+        try:
+            results = run_episodes(Path(args.policy), args.robot, args.episodes, args.episode_s, args.latency_ms,
+                                   args.noise, args.domain_id, args.seed, args.namespace, args.launch)
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        success = sum(s for s, _ in results) / len(results)
+        distances = sorted(d for _, d in results)
+        median_cm = distances[len(distances) // 2] * 100
+        print(f"sim2sim {args.robot}: {len(results)} episodes, success {success:.1%}, median final distance "
+              f"{median_cm:.2f} cm (latency {args.latency_ms:g} ms, noise {args.noise:g} rad)")
+        return 0
     from robot_rl.deploy.node_procs import NodeProcesses
 
-    extra = {"sim_robot": {"command_latency_s": args.latency_ms / 1e3, "position_noise": args.noise,
-                           "velocity_noise": 10 * args.noise, "seed": args.seed}}
-    if args.episodes:
-        from robot_rl.deploy.artifact import load_meta
-
-        task = load_meta(args.policy).task
-        if not task:
-            print("--episodes needs the artifact's task (policy.yaml `task`), which is empty", file=sys.stderr)
-            return 2
-        extra["sim_robot"] |= {"task": task, "episode_s": args.episode_s}
-    launch_args = {"robot": args.robot, "policy": str(Path(args.policy).resolve()), "namespace": args.namespace}
-    nodes = NodeProcesses(args.launch, launch_args, args.domain_id, extra=extra)
+    nodes = NodeProcesses(args.launch, _launch_args(Path(args.policy), args.robot, args.namespace), args.domain_id,
+                          extra={"sim_robot": _sim_params(args.latency_ms, args.noise, args.seed)})
     if args.print_commands:
         for name, cmd in nodes.commands.items():
             print(f"# {name}\n{' '.join(cmd)}")
-    if not args.episodes:
-        try:
-            while not nodes.exited():
-                time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
-        return max(nodes.stop().values(), default=0)
-    return _count_episodes(nodes, args)
+    try:
+        while not nodes.exited():
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    return max(nodes.stop().values(), default=0)
 
 
-def _count_episodes(nodes, args: argparse.Namespace) -> int:
+def _launch_args(policy: Path, robot: str, namespace: str) -> dict[str, str]:
+    return {"robot": robot, "policy": str(policy.resolve()), "namespace": namespace}
+
+
+def _sim_params(latency_ms: float, noise: float, seed: int) -> dict[str, object]:
+    return {"command_latency_s": latency_ms / 1e3, "position_noise": noise, "velocity_noise": 10 * noise,
+            "seed": seed}
+
+
+def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 4.0, latency_ms: float = 0.0,
+                 noise: float = 0.0, domain_id: int = 0, seed: int = 0, namespace: str = "",
+                 launch: str = "sim2sim.launch.yaml", warmup: int = 1) -> list[tuple[float, float]]:
+    """Play reach episodes of the artifact's task through ROS 2; ``[(success 0/1, final distance m)]``.
+
+    The first ``warmup`` episodes (they include the policy node's soft start) are not returned.
+    """
+    from robot_rl.deploy.artifact import load_meta
+    from robot_rl.deploy.node_procs import NodeProcesses
+
+    task = load_meta(policy).task
+    if not task:
+        raise RuntimeError(f"{policy}/policy.yaml has no task: episodes need the training task's targets")
+    sim = _sim_params(latency_ms, noise, seed) | {"task": task, "episode_s": episode_s}
+    nodes = NodeProcesses(launch, _launch_args(policy, robot, namespace), domain_id, extra={"sim_robot": sim})
     os.environ.update({k: nodes.env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
     import rclpy
     from std_msgs.msg import Float64MultiArray
 
-    rclpy.init(domain_id=args.domain_id)
-    node = rclpy.create_node("sim2sim_monitor", namespace=args.namespace or None)
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain_id)
+    node = rclpy.create_node("sim2sim_monitor", namespace=namespace or None, context=context)
+    executor = rclpy.executors.SingleThreadedExecutor(context=context)
+    executor.add_node(node)
     results: list[tuple[float, float]] = []
     node.create_subscription(Float64MultiArray, "sim/episode", lambda m: results.append((m.data[1], m.data[2])), 10)
-    deadline = time.monotonic() + 60 + args.episodes * args.episode_s * 3
+    deadline = time.monotonic() + 120 + (episodes + warmup) * episode_s * 3
     try:
-        while len(results) < args.episodes and time.monotonic() < deadline and not nodes.exited():
-            rclpy.spin_once(node, timeout_sec=0.1)
+        while len(results) < episodes + warmup and time.monotonic() < deadline and not nodes.exited():
+            executor.spin_once(timeout_sec=0.1)
     finally:
         codes = nodes.stop()
+        executor.shutdown()
         node.destroy_node()
-        rclpy.try_shutdown()
-    if not results:
-        print(f"no episode finished; node exit codes {codes}", file=sys.stderr)
-        return 1
-    success = sum(s for s, _ in results) / len(results)
-    print(f"sim2sim {args.robot}: {len(results)} episodes, success {success:.1%}, "
-          f"median final distance {sorted(d for _, d in results)[len(results) // 2] * 100:.2f} cm "
-          f"(latency {args.latency_ms:g} ms, noise {args.noise:g} rad)")
-    return 0
+        rclpy.try_shutdown(context=context)
+    if len(results) <= warmup:
+        raise RuntimeError(f"only {len(results)} episodes finished; node exit codes {codes}")
+    return results[warmup:]
 
 
 def main(argv: list[str]) -> int:
@@ -107,12 +130,13 @@ def main(argv: list[str]) -> int:
     sim.add_argument("--domain-id", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0")),
                      help="ROS_DOMAIN_ID (default $ROS_DOMAIN_ID or 0)")
     sim.add_argument("--episodes", type=int, default=0,
-                     help="play N reach episodes, print the success rate and stop (0: run until Ctrl-C)")
+                     help="play N reach episodes (after one warm-up episode with the soft start), print the "
+                          "success rate and stop (0: run until Ctrl-C)")
     sim.add_argument("--episode-s", type=float, default=4.0, help="episode length in seconds (default 4)")
     sim.add_argument("--latency-ms", type=float, default=0.0, help="command latency of the simulated robot")
     sim.add_argument("--noise", type=float, default=0.0, help="joint position noise std (rad); velocity 10x")
     sim.add_argument("--seed", type=int, default=0, help="seed of the simulated robot")
     sim.add_argument("--launch", default="sim2sim.launch.yaml", help="launch file (name in ros_nodes/launch or path)")
-    sim.add_argument("--print-commands", action="store_true", help="print each node's command line")
+    sim.add_argument("--print-commands", action="store_true", help="print each node's command line (no --episodes)")
     args = parser.parse_args(argv)
     return _check(args) if args.action == "check" else _sim2sim(args)
