@@ -65,8 +65,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """Run ``robot-rl record``."""
     args = _parser().parse_args(argv)
+    import torch
+
     from robot_rl.demos.experts import expert_for
     from robot_rl.demos.recorder import record
+
+    # The envs step a handful of robots: tiny tensors, where torch's intra-op thread pool only
+    # costs (a batched 3x3 solve takes 17 ms with 2 threads on a busy machine, 0.06 ms with 1).
+    torch.set_num_threads(1)
 
     overrides = {}
     for item in args.override:

@@ -42,8 +42,14 @@ def main(argv: list[str]) -> int:
         "--max-error", type=float, help="exit with status 1 if any joint's max tracking error exceeds this (rad)"
     )
     args = parser.parse_args(argv)
+    import torch
+
     from robot_rl.data.lerobot import DatasetFormatError
     from robot_rl.demos.replay import replay
+
+    # The envs step a handful of robots: tiny tensors, where torch's intra-op thread pool only
+    # costs (a batched 3x3 solve takes 17 ms with 2 threads on a busy machine, 0.06 ms with 1).
+    torch.set_num_threads(1)
 
     try:
         report = replay(args.dataset, args.episode, args.task, args.video, args.video_size)
