@@ -149,3 +149,10 @@ def test_mass_center_hand_computed():
     mass = torch.tensor([0.0, 1.0, 3.0])
     xipos = torch.tensor([[[9.0, 9.0, 9.0], [0.0, 4.0, 1.0], [4.0, 0.0, 1.0]]])
     torch.testing.assert_close(mass_center_xy(mass, xipos), torch.tensor([[3.0, 1.0]]))
+
+
+def test_render_is_not_blank():
+    env = sim.make_env("ant", num_envs=2, seed=0)
+    frame = env.render(1, width=80, height=60)
+    assert frame.shape == (60, 80, 3) and frame.dtype == np.uint8 and frame.std() > 5.0
+    env.close()

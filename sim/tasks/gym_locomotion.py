@@ -177,6 +177,7 @@ class GymLocomotionEnv(VecEnv):
         ctrlrange = torch.as_tensor(self.model.actuator_ctrlrange, dtype=torch.float32)
         self.action_low = ctrlrange[:, 0].to(self.device)
         self.action_high = ctrlrange[:, 1].to(self.device)
+        self._ctrl_low, self._ctrl_high = (torch.as_tensor(self.model.actuator_ctrlrange[:, i]) for i in (0, 1))
         joints = [self.model.joint(int(j)).name for j in self.model.actuator_trnid[:, 0]]
         self.backend = GymStepBackend(self.model, num_envs, joints, {}, [], cfg.frame_skip, "cpu", nthread)
         self._fields = {name: self.backend.batch.bind(name) for name in
@@ -256,8 +257,7 @@ class GymLocomotionEnv(VecEnv):
         if action.shape != (self.num_envs, self.action_dim):
             raise ValueError(f"action has shape {tuple(action.shape)}, expected ({self.num_envs}, {self.action_dim})")
         cfg = self.cfg
-        ctrl = torch.clamp(action.detach().to("cpu", torch.float64), self.action_low.cpu().double(),
-                           self.action_high.cpu().double())
+        ctrl = torch.clamp(action.detach().to("cpu", torch.float64), self._ctrl_low, self._ctrl_high)
         before = self._forward_position()
         self.backend.step(ctrl)
         self.episode_step += 1
