@@ -141,34 +141,52 @@ def test_process_killed_mid_episode_keeps_saved_episodes(tmp_path: Path) -> None
     assert abs(frames[3].astype(float).mean() - 90) < 4
 
 
-def test_crash_inside_commit_is_detected_and_repaired(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("renames_before_crash", [0, 1, 2, 3, 4, 5])
+def test_crash_inside_commit_is_repaired(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch, renames_before_crash: int
+) -> None:
+    """Commit order: data, video, episodes, tasks, stats, info.json; a crash may fall between any two."""
+    stats_before = (dataset / "meta/stats.json").read_text()
     real_replace = os.replace
     calls = []
 
-    def crash_after_two(src: str, dst: str) -> None:
-        calls.append(dst)
-        if len(calls) > 2:  # data and video renamed, metadata not
+    def crash(src: str, dst: str) -> None:
+        calls.append(Path(dst).name)
+        if len(calls) > renames_before_crash:
             raise OSError("simulated power loss")
         real_replace(src, dst)
 
     writer = LeRobotWriter.resume(dataset)
     for t in range(6):
-        writer.add_frame(frame(2, t), task="reach")
-    monkeypatch.setattr(os, "replace", crash_after_two)
+        writer.add_frame(frame(2, t), task="a new task")
+    monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="power loss"):
         writer.save_episode()
     monkeypatch.setattr(os, "replace", real_replace)
-    assert [Path(c).suffix for c in calls[:2]] == [".parquet", ".mp4"]
     with pytest.raises(RuntimeError, match="resume"):
         writer.add_frame(frame(3, 0), task="reach")  # the writer refuses to continue from a half-commit
-    with pytest.raises(DatasetFormatError, match="resume"):
-        LeRobotDataset(dataset)  # 18 rows on disk, 12 committed
+    if renames_before_crash == 5:
+        assert calls == [
+            "file-000.parquet",
+            "file-000.mp4",
+            "file-000.parquet",
+            "tasks.parquet",
+            "stats.json",
+            "info.json",
+        ]
+    if renames_before_crash >= 1:
+        with pytest.raises(DatasetFormatError, match=r"resume|counts"):
+            LeRobotDataset(dataset)  # 18 rows on disk, 12 committed
+    LeRobotWriter.resume(dataset).close()  # repair alone gives back the committed dataset
+    ds = LeRobotDataset(dataset)
+    assert (ds.num_episodes, len(ds), ds.tasks) == (2, 12, ["reach"])
+    assert (dataset / "meta/stats.json").read_text() == stats_before
+    assert len(ds.episode_frames(1, "observation.images.cam")) == 6
     with LeRobotWriter.resume(dataset) as writer:
         record(writer, 5, n=4)
     ds = LeRobotDataset(dataset)
     assert (ds.num_episodes, len(ds)) == (3, 16)
     np.testing.assert_array_equal(ds.episode(2)["observation.state"][:, 0], 50 + np.arange(4))
-    row = ds.episodes[2]
-    assert row["videos/observation.images.cam/from_timestamp"] == pytest.approx(1.2)
+    assert ds.episodes[2]["videos/observation.images.cam/from_timestamp"] == pytest.approx(1.2)
     means = ds.episode_frames(2, "observation.images.cam").reshape(4, -1).mean(axis=1)
     np.testing.assert_allclose(means, 30 * np.arange(4), atol=4)

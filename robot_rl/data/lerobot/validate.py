@@ -53,7 +53,8 @@ def check_episodes(info: DatasetInfo, rows: list[dict[str, Any]], num_tasks: int
     """Episode numbering, ranges and totals."""
     if len(rows) != info.total_episodes:
         raise DatasetFormatError(
-            f"meta/info.json counts {info.total_episodes} episodes; meta/episodes holds {len(rows)}"
+            f"meta/info.json counts {info.total_episodes} episodes; meta/episodes holds {len(rows)}. If a "
+            "recording crashed while committing an episode, LeRobotWriter.resume(root) repairs the dataset."
         )
     if num_tasks != info.total_tasks:
         raise DatasetFormatError(

@@ -28,12 +28,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from PIL import Image
 
 from robot_rl.data.lerobot import meta
-from robot_rl.data.lerobot.errors import DatasetFormatError
 from robot_rl.data.lerobot.features import (
     DEFAULT_FEATURES,
     Feature,
@@ -42,11 +40,10 @@ from robot_rl.data.lerobot.features import (
     default_features,
     numpy_to_column,
 )
+from robot_rl.data.lerobot.recovery import SCRATCH_DIR, commit_staged, repair
 from robot_rl.data.lerobot.stats import ImageStatsAccumulator, Stats, aggregate_dataset, feature_stats
 from robot_rl.data.lerobot.video import EpisodeVideoEncoder, VideoSettings, append_video, video_info
-from robot_rl.data.lerobot.video_trim import trim_video
 
-SCRATCH_DIR = ".recording"
 # Appending an episode rewrites the current data / video file (the old file stays valid until the
 # rename), so each save costs the file's size in I/O. Files roll over at these sizes, or at the
 # smaller limits of info.json, keeping a save bounded whatever the dataset size.
@@ -140,10 +137,7 @@ class LeRobotWriter:
         """Open an existing dataset to append episodes, first dropping anything a crash left uncommitted."""
         root = Path(root)
         info = meta.load_info(root)
-        rows = meta.load_episodes(root) if info.total_episodes else []
-        rows = [r for r in rows if r["episode_index"] < info.total_episodes]
-        tasks = meta.load_tasks(root) if info.total_tasks else []
-        _repair(root, info, rows)
+        rows, tasks = repair(root, info)
         return cls(root, info, tasks, rows, video or VideoSettings())
 
     # ----------------------------------------------------------------- recording
@@ -265,7 +259,7 @@ class LeRobotWriter:
             )
             row.update(meta.episode_stats_columns(stats))
             self._stage_metadata(row, stats, n, staged)
-            _commit(staged)
+            commit_staged(staged)
         except BaseException:
             self._broken = True
             self._reset_buffer()
@@ -320,6 +314,9 @@ class LeRobotWriter:
             out.write_table(table, row_group_size=max(n, 1))
         return {"data/chunk_index": chunk, "data/file_index": file}
 
+    def _episodes_path(self, chunk: int, file: int) -> Path:
+        return self.root / meta.EPISODES_PATH.format(chunk_index=chunk, file_index=file)
+
     def _video_path(self, key: str, chunk: int, file: int) -> Path:
         assert self.info.video_path is not None
         return self.root / self.info.video_path.format(video_key=key, chunk_index=chunk, file_index=file)
@@ -365,8 +362,7 @@ class LeRobotWriter:
         """Stage episodes parquet, tasks, stats and (last) info.json."""
         prev = self.rows[-1] if self.rows else None
         last = (prev["meta/episodes/chunk_index"], prev["meta/episodes/file_index"]) if prev else None
-        episodes_path = lambda c, f: self.root / meta.EPISODES_PATH.format(chunk_index=c, file_index=f)  # noqa: E731
-        chunk, file, _ = self._next_file(last, episodes_path, self.info.data_files_size_in_mb)
+        chunk, file, _ = self._next_file(last, self._episodes_path, self.info.data_files_size_in_mb)
         row.update({"meta/episodes/chunk_index": chunk, "meta/episodes/file_index": file})
         rows = [*self.rows, row]
         same_file = [
@@ -374,7 +370,7 @@ class LeRobotWriter:
         ]
         pq.write_table(
             meta.episodes_table(same_file, self.info),
-            self._tmp(episodes_path(chunk, file), staged),
+            self._tmp(self._episodes_path(chunk, file), staged),
             compression="snappy",
         )
         pq.write_table(meta.tasks_table(self.tasks), self._tmp(self.root / meta.TASKS_PATH, staged))
@@ -410,51 +406,3 @@ class LeRobotWriter:
     ) -> None:
         """Close the writer."""
         self.close()
-
-
-def _commit(staged: list[tuple[Path, Path]]) -> None:
-    """Flush every staged file to disk, then rename each over its target in order (info.json last)."""
-    for tmp, _ in staged:
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-    for tmp, final in staged:
-        os.replace(tmp, final)
-    for folder in dict.fromkeys(final.parent for _, final in staged):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _repair(root: Path, info: meta.DatasetInfo, rows: list[dict[str, Any]]) -> None:
-    """Trim data rows and video time beyond the committed episodes; remove stray temporary files."""
-    for stray in root.rglob(".*.tmp-*"):
-        stray.unlink()
-    shutil.rmtree(root / SCRATCH_DIR, ignore_errors=True)
-    used_data = {(r["data/chunk_index"], r["data/file_index"]) for r in rows}
-    for path in sorted((root / "data").glob("chunk-*/file-*.parquet")):
-        chunk, file = int(path.parent.name[6:]), int(path.stem[5:])
-        if (chunk, file) not in used_data:
-            path.unlink()
-            continue
-        table = meta.read_parquet(path)
-        keep = pc.less(table["index"], info.total_frames)
-        if not pc.all(keep).as_py():
-            meta.write_parquet_atomic(path, table.filter(keep))
-    for key in info.video_keys:
-        ends: dict[tuple[int, int], float] = {}
-        for r in rows:
-            loc = (r[f"videos/{key}/chunk_index"], r[f"videos/{key}/file_index"])
-            ends[loc] = max(ends.get(loc, 0.0), float(r[f"videos/{key}/to_timestamp"]))
-        for path in sorted((root / "videos" / key).glob("chunk-*/file-*.mp4")):
-            loc = (int(path.parent.name[6:]), int(path.stem[5:]))
-            if loc not in ends:
-                path.unlink()
-            else:
-                trim_video(path, ends[loc], info.fps)
-    if info.total_episodes and len(rows) != info.total_episodes:
-        raise DatasetFormatError(
-            f"{root}: meta/info.json counts {info.total_episodes} episodes but the episodes "
-            f"metadata holds {len(rows)}; the dataset cannot be resumed safely"
-        )
