@@ -3,7 +3,8 @@
 One file per robot holds a section for the policy runner (``/**/policy_node``) and one for the
 simulated robot (``/**/sim_robot``); the ``/**/`` wildcard lets any namespace use it. Topic
 names are made relative so ``namespace:=`` applies to them. The ``policy`` parameter is left to
-the launch argument ``policy:=``.
+the launch argument ``policy:=``, and the control rate to the artifact (``control_hz: 0``; set it
+only to override).
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ def ros_params(robot: dict[str, Any], policy: str | None = None) -> dict[str, An
         "stale_state_timeout": float(safety["stale_state_timeout"]),
         "soft_start_s": float(safety["soft_start_s"]),
         "estop_mode": str(safety.get("estop", "hold")),
-        "control_hz": float(control["policy_hz"]),
         "velocity_command_topic": _topic(ros, "velocity_command", "cmd_vel"),
         **topics,
     }
