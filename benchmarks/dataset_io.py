@@ -6,7 +6,8 @@
 Measures, on synthetic SO-101-shaped frames (6-D state and action, reward, done):
 
 - write: ``LeRobotWriter.add_frame`` + ``save_episode`` (parquet, stats, metadata, atomic renames),
-  state-only and with one 64x64 camera (AV1 encode + remux into the chunk mp4);
+  state-only and with one 64x64 camera (AV1 encode + remux into the chunk mp4), with and without
+  the fsyncs that make each committed episode survive a power loss (``durable``);
 - read: opening the dataset (all checks), ``ds[i]`` for every frame (LeRobot's access pattern:
   one video decode per item), and whole-episode reads (``episode`` + ``episode_frames``);
 - the peer: ``sim.make_env("so101_reach", num_envs)`` env-frames/s with zero actions, and the
@@ -53,14 +54,14 @@ def features(camera: bool) -> dict:
     return out
 
 
-def bench_write(root: Path, episodes: int, frames: int, camera: bool) -> float:
+def bench_write(root: Path, episodes: int, frames: int, camera: bool, durable: bool = True) -> float:
     """Frames/s through add_frame + save_episode."""
     rng = np.random.default_rng(0)
     state = rng.normal(size=(frames, 6)).astype(np.float32)
     y, x = np.mgrid[0:64, 0:64]
     images = [np.stack([x * 4, y * 4, np.full_like(x, 4 * t % 256)], -1).astype(np.uint8) for t in range(frames)]
     start = time.perf_counter()
-    with LeRobotWriter.create(root, fps=25, features=features(camera), robot_type="so101") as writer:
+    with LeRobotWriter.create(root, fps=25, features=features(camera), robot_type="so101", durable=durable) as writer:
         for _ in range(episodes):
             for t in range(frames):
                 frame = {
@@ -154,6 +155,13 @@ def main() -> None:
                 root = tmp / f"{label.replace(' ', '_')}_{repeat}"
                 writes.append(bench_write(root, args.episodes, args.frames, camera))
             rows.append((f"write {label} (frames/s)", max(writes)))
+            fast = [
+                bench_write(
+                    tmp / f"{label.replace(' ', '_')}_nosync_{r}", args.episodes, args.frames, camera, durable=False
+                )
+                for r in range(args.repeats)
+            ]
+            rows.append((f"write {label}, durable=False (frames/s)", max(fast)))
             reads = [bench_read(root, camera, args.max_items) for _ in range(args.repeats)]
             read = {k: (min if k == "open_s" else max)(r[k] for r in reads) for k in reads[0]}
             rows.append((f"read {label}: ds[i] (frames/s)", read["getitem"]))

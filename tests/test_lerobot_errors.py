@@ -115,13 +115,14 @@ def test_timestamps_inconsistent_with_fps_are_rejected(dataset: Path) -> None:
 
 
 def test_process_killed_mid_episode_keeps_saved_episodes(tmp_path: Path) -> None:
+    """Atomic renames alone (durable=False: no fsync) keep saved episodes when the process dies."""
     root = tmp_path / "ds"
     script = textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_lerobot_errors import FEATURES, frame, record
         from robot_rl.data.lerobot import LeRobotWriter
-        writer = LeRobotWriter.create({str(root)!r}, fps=10, features=FEATURES)
+        writer = LeRobotWriter.create({str(root)!r}, fps=10, features=FEATURES, durable=False)
         record(writer, 0)
         record(writer, 1)
         for t in range(4):

@@ -24,14 +24,17 @@ from robot_rl.data.lerobot.stats import aggregate_dataset
 SCRATCH_DIR = ".recording"
 
 
-def commit_staged(staged: list[tuple[Path, Path]]) -> None:
-    """Flush every staged ``(tmp, final)`` file to disk, then rename each over its target, in order."""
-    for tmp, _ in staged:
+def commit_staged(staged: list[tuple[Path, Path]], durable: bool = True) -> None:
+    """Rename every staged ``(tmp, final)`` file over its target, in order.
+
+    ``durable``: fsync the files before and their folders after, so the commit survives a power loss.
+    """
+    for tmp, _ in staged if durable else []:
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
     for tmp, final in staged:
         os.replace(tmp, final)
-    for folder in dict.fromkeys(final.parent for _, final in staged):
+    for folder in dict.fromkeys(final.parent for _, final in staged) if durable else []:
         fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(fd)

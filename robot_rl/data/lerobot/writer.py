@@ -68,13 +68,19 @@ class LeRobotWriter:
         tasks: list[str],
         rows: list[dict[str, Any]],
         video: VideoSettings,
+        durable: bool = True,
     ) -> None:
-        """Use :meth:`create` or :meth:`resume`."""
+        """Use :meth:`create` or :meth:`resume`.
+
+        ``durable=False`` skips the fsyncs of each commit: episodes still survive a crash of the
+        process (renames are atomic) but not a power loss. Saves are then ~2x faster on a busy disk.
+        """
         self.root = root
         self.info = info
         self.tasks = tasks
         self.rows = rows
         self.video = video
+        self.durable = durable
         self.episode_stats = [meta.episode_stats_from_row(r) for r in rows]
         self._scratch = root / SCRATCH_DIR
         self._broken = False
@@ -94,6 +100,7 @@ class LeRobotWriter:
         data_files_size_in_mb: int = 100,
         video_files_size_in_mb: int = 200,
         overwrite: bool = False,
+        durable: bool = True,
     ) -> LeRobotWriter:
         """Start a new dataset at ``root``; ``features`` excludes the five default columns."""
         root = Path(root)
@@ -130,15 +137,15 @@ class LeRobotWriter:
         )
         root.mkdir(parents=True, exist_ok=True)
         meta.write_json_atomic(root / meta.INFO_PATH, info.to_json())
-        return cls(root, info, [], [], video or VideoSettings())
+        return cls(root, info, [], [], video or VideoSettings(), durable)
 
     @classmethod
-    def resume(cls, root: str | Path, video: VideoSettings | None = None) -> LeRobotWriter:
+    def resume(cls, root: str | Path, video: VideoSettings | None = None, durable: bool = True) -> LeRobotWriter:
         """Open an existing dataset to append episodes, first dropping anything a crash left uncommitted."""
         root = Path(root)
         info = meta.load_info(root)
         rows, tasks = repair(root, info)
-        return cls(root, info, tasks, rows, video or VideoSettings())
+        return cls(root, info, tasks, rows, video or VideoSettings(), durable)
 
     # ----------------------------------------------------------------- recording
     def _reset_buffer(self) -> None:
@@ -259,7 +266,7 @@ class LeRobotWriter:
             )
             row.update(meta.episode_stats_columns(stats))
             self._stage_metadata(row, stats, n, staged)
-            commit_staged(staged)
+            commit_staged(staged, self.durable)
         except BaseException:
             self._broken = True
             self._reset_buffer()
