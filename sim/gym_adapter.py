@@ -201,7 +201,14 @@ class GymVecEnvAdapter(VecEnv):
             env.close()
 
 
-def make_gym_env(gym_id: str, num_envs: int = 1, device: str = "cpu", seed: int = 0,
+def make_gym_env(gym_id: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, nthread: int = 0,
                  **make_kwargs: Any) -> GymVecEnvAdapter:
-    """``sim.make_env("gym:<id>", ...)``: ``num_envs`` copies of ``gym.make(gym_id, **make_kwargs)``."""
+    """``sim.make_env("gym:<id>", ...)``: ``num_envs`` copies of ``gym.make(gym_id, **make_kwargs)``.
+
+    ``nthread`` is taken as by every task factory, but the adapter steps its envs one after another
+    in the calling thread, so only 0 (all, here: one) or 1 is meaningful.
+    """
+    if nthread not in (0, 1):
+        raise ValueError(f"nthread={nthread}: the gymnasium adapter steps its envs in the calling thread; "
+                         "use nthread=0 or 1 (or a batched task, see sim.list_tasks())")
     return GymVecEnvAdapter(gym_id, num_envs=num_envs, device=device, seed=seed, **make_kwargs)

@@ -108,5 +108,8 @@ def test_bad_arguments_are_explained():
     env = sim.make_env("gym:Pendulum-v1", num_envs=2)
     with pytest.raises(ValueError, match=r"expected \(2, 1\)"):
         env.step(torch.zeros(3, 1))
+    with pytest.raises(ValueError, match="nthread=4"):
+        sim.make_env("gym:Pendulum-v1", nthread=4)
+    assert sim.make_env("gym:Pendulum-v1", nthread=0).num_envs == 1  # what `robot-rl sim` passes
     with pytest.raises(KeyError, match="gym:<gymnasium id>"):
         sim.make_env("no_such_task")
