@@ -191,3 +191,22 @@ def test_crash_inside_commit_is_repaired(
     assert ds.episodes[2]["videos/observation.images.cam/from_timestamp"] == pytest.approx(1.2)
     means = ds.episode_frames(2, "observation.images.cam").reshape(4, -1).mean(axis=1)
     np.testing.assert_allclose(means, 30 * np.arange(4), atol=4)
+
+
+def test_reader_accepts_other_camera_layouts_and_float_fps(dataset: Path) -> None:
+    """Older LeRobot datasets declare cameras channels-first and some write fps as 30.0."""
+    info = json.loads((dataset / "meta/info.json").read_text())
+    info["fps"] = 10.0
+    info["features"]["observation.images.cam"].update(shape=[3, 64, 64], names=["channels", "height", "width"])
+    (dataset / "meta/info.json").write_text(json.dumps(info))
+    ds = LeRobotDataset(dataset)
+    assert ds.fps == 10 and ds[7]["observation.images.cam"].shape == (3, 64, 64)
+    assert ds.episode_frames(1, "observation.images.cam").shape == (6, 64, 64, 3)
+    with pytest.raises(ValueError, match="not \\(height, width, 3\\)"):
+        LeRobotWriter.resume(dataset)
+    with pytest.raises(ValueError, match="declare \\(height, width, 3\\)"):
+        LeRobotWriter.create(
+            dataset.parent / "rgba",
+            fps=10,
+            features={"cam": {"dtype": "video", "shape": [64, 64, 4], "names": ["height", "width", "channels"]}},
+        )

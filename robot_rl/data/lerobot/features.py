@@ -73,7 +73,8 @@ class Feature:
     """One feature of ``meta/info.json``: ``{"dtype", "shape", "names", "info"?}``.
 
     For ``image``/``video`` the shape is ``(height, width, channels)`` with names
-    ``["height", "width", "channels"]``, as LeRobot writes it.
+    ``["height", "width", "channels"]``, as LeRobot writes it (the writer requires 3 RGB channels
+    last; the reader also accepts other layouts, e.g. channels first, and decodes RGB frames).
     """
 
     dtype: str
@@ -87,8 +88,8 @@ class Feature:
             raise ValueError(f"feature dtype {self.dtype!r} is not supported; use one of {', '.join(ALL_DTYPES)}")
         if not all(isinstance(d, int) and d >= 0 for d in self.shape) or not self.shape:
             raise ValueError(f"feature shape {self.shape!r} must be a non-empty tuple of ints >= 0")
-        if self.dtype in VISUAL_DTYPES and (len(self.shape) != 3 or self.shape[2] != 3):
-            raise ValueError(f"{self.dtype} shape {self.shape} must be (height, width, 3): RGB frames, channels last")
+        if self.dtype in VISUAL_DTYPES and len(self.shape) != 3:
+            raise ValueError(f"{self.dtype} shape {self.shape} must have 3 dims, e.g. (height, width, 3)")
         if self.dtype != "string" and len(self.shape) > 5:
             raise ValueError(f"feature shape {self.shape} has {len(self.shape)} dims; at most 5 are stored")
 

@@ -134,6 +134,8 @@ class DatasetInfo:
                 "Convert older datasets with LeRobot "
                 "(python -m lerobot.datasets.v30.convert_dataset_v21_to_v30)."
             )
+        if isinstance(raw.get("fps"), float) and raw["fps"].is_integer():
+            raw = {**raw, "fps": int(raw["fps"])}
         required = {
             "fps": int,
             "features": dict,
@@ -300,7 +302,7 @@ def episode_stats_from_row(row: dict[str, Any]) -> dict[str, Stats]:
 def load_episodes(root: Path) -> list[dict[str, Any]]:
     """Every episode row of ``meta/episodes/*/*.parquet``, ordered by episode_index."""
     folder = root / "meta" / "episodes"
-    files = sorted(folder.glob("chunk-*/file-*.parquet"))
+    files = sorted(folder.glob("*/*.parquet"))  # LeRobot's own pattern
     if not files:
         raise DatasetFormatError(f"no episode metadata under {folder} (expected chunk-000/file-000.parquet)")
     rows: list[dict[str, Any]] = []

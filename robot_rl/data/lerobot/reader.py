@@ -61,7 +61,7 @@ class LeRobotDataset:
 
     def _load_data(self) -> pa.Table:
         """All ``data/`` parquet files, concatenated in path order."""
-        files = sorted((self.root / "data").glob("chunk-*/file-*.parquet"))
+        files = sorted((self.root / "data").glob("*/*.parquet"))  # LeRobot's own pattern
         if not files and self.info.total_frames:
             raise DatasetFormatError(
                 f"{self.root / 'data'} holds no chunk-*/file-*.parquet files but "

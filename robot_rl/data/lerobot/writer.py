@@ -125,6 +125,12 @@ class LeRobotWriter:
         if clash:
             raise ValueError(f"features {clash} are default columns the writer fills in; remove them")
         parsed = {k: _as_feature(k, v) for k, v in features.items()}
+        for key, feature in parsed.items():
+            if feature.is_visual and feature.shape[2] != 3:
+                raise ValueError(
+                    f"camera {key!r} has shape {feature.shape}; the writer stores RGB frames "
+                    "channels last: declare (height, width, 3)"
+                )
         parsed.update(default_features())
         info = meta.DatasetInfo(
             fps=fps,
@@ -144,6 +150,11 @@ class LeRobotWriter:
         """Open an existing dataset to append episodes, first dropping anything a crash left uncommitted."""
         root = Path(root)
         info = meta.load_info(root)
+        odd = {k: f.shape for k, f in info.features.items() if f.is_visual and f.shape[2] != 3}
+        if odd:
+            raise ValueError(
+                f"cannot append to {root}: cameras {odd} are not (height, width, 3), which the writer needs"
+            )
         rows, tasks = repair(root, info)
         return cls(root, info, tasks, rows, video or VideoSettings(), durable)
 
