@@ -210,3 +210,33 @@ def test_reader_accepts_other_camera_layouts_and_float_fps(dataset: Path) -> Non
             fps=10,
             features={"cam": {"dtype": "video", "shape": [64, 64, 4], "names": ["height", "width", "channels"]}},
         )
+
+
+def test_timestamps_handed_to_the_writer_must_follow_fps(tmp_path: Path) -> None:
+    with LeRobotWriter.create(tmp_path / "ds", fps=10, features=FEATURES) as writer:
+        for t in (0.0, 0.1, 0.25):
+            writer.add_frame(frame(0, 0), task="reach", timestamp=t)
+        with pytest.raises(ValueError, match=r"not 1/10s apart; resample"):
+            writer.save_episode()
+        writer.discard_episode()
+        for t in (0.5, 0.6):
+            writer.add_frame(frame(0, 0), task="reach", timestamp=t)
+        with pytest.raises(ValueError, match="with video features an episode starts at 0"):
+            writer.save_episode()
+        writer.discard_episode()
+        for t in (0.0, 0.1):
+            writer.add_frame(frame(0, 0), task="reach", timestamp=t)
+        writer.save_episode()
+    assert LeRobotDataset(tmp_path / "ds").num_frames == 2
+
+
+def test_dataset_with_no_episodes_reads_as_empty(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from robot_rl.cli import main
+
+    LeRobotWriter.create(tmp_path / "empty", fps=10, features=FEATURES).close()
+    ds = LeRobotDataset(tmp_path / "empty")
+    assert (len(ds), ds.num_episodes, ds.column("action").shape) == (0, 0, (0, 3))
+    with pytest.raises(IndexError):
+        ds[0]
+    assert main(["dataset", "info", str(tmp_path / "empty")]) == 0
+    assert "episodes    0   frames 0" in capsys.readouterr().out

@@ -23,7 +23,7 @@ from PIL import Image
 
 from robot_rl.data.lerobot import meta, validate
 from robot_rl.data.lerobot.errors import DatasetFormatError
-from robot_rl.data.lerobot.features import Feature, column_to_numpy
+from robot_rl.data.lerobot.features import Feature, column_to_numpy, data_schema
 from robot_rl.data.lerobot.stats import Stats
 from robot_rl.data.lerobot.video import DEFAULT_TOLERANCE_S, decode_frames
 from robot_rl.data.lerobot.windows import delta_indices, window
@@ -73,7 +73,7 @@ class LeRobotDataset:
             validate.check_columns(self.info, table.schema, str(path))
             tables.append(table.select([k for k, f in self.info.features.items() if f.dtype != "video"]))
         if not tables:
-            return pa.table({})
+            return data_schema(self.info.features).empty_table()
         return pa.concat_tables(tables, promote_options="permissive")
 
     # ----------------------------------------------------------------- metadata

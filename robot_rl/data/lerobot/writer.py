@@ -58,6 +58,23 @@ def _as_feature(key: str, spec: Feature | dict[str, Any]) -> Feature:
     return Feature(spec["dtype"], tuple(spec["shape"]), spec.get("names"), spec.get("info"))
 
 
+def _check_timestamps(ts: np.ndarray, fps: int, has_video: bool, tolerance_s: float = 1e-4) -> None:
+    """Refuse episode timestamps ``[T]`` that LeRobot's loader (and ours) would reject.
+
+    Frames must be ``1/fps`` apart; with video they must also start at 0, since frame ``k`` of an
+    episode's video is shown at ``k / fps``.
+    """
+    off = np.abs(np.diff(ts) - 1.0 / fps)
+    if (off > tolerance_s).any():
+        k = int(off.argmax())
+        raise ValueError(
+            f"timestamps {ts[k]:.6f} -> {ts[k + 1]:.6f}s are not 1/{fps}s apart; resample the "
+            f"stream at {fps} Hz before recording (or omit timestamp= to use frame_index / fps)"
+        )
+    if has_video and abs(ts[0]) > tolerance_s:
+        raise ValueError(f"the first timestamp is {ts[0]:.6f}s; with video features an episode starts at 0")
+
+
 class LeRobotWriter:
     """Appends episodes to a LeRobot v3.0 dataset folder (see the module docstring)."""
 
@@ -238,8 +255,7 @@ class LeRobotWriter:
         if n == 0:
             raise ValueError("save_episode() with no frames; call add_frame() first")
         ts = np.asarray(self._timestamps, dtype=np.float64)
-        if n > 1 and not (np.diff(ts) > 0).all():
-            raise ValueError("frame timestamps must increase strictly within an episode")
+        _check_timestamps(ts, self.info.fps, bool(self.info.video_keys))
         ep = self.info.total_episodes
         start = self.info.total_frames
         for task in dict.fromkeys(self._tasks):
