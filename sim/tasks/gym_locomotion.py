@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import gymnasium.envs.mujoco
+import gymnasium
 import mujoco
 import numpy as np
 import torch
@@ -57,7 +57,8 @@ from sim.tasks.gym_rewards import (
 )
 from sim.vecenv import Obs, Step, VecEnv
 
-ASSETS = Path(gymnasium.envs.mujoco.__file__).parent / "assets"
+ASSETS = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets"
+"""gymnasium's MuJoCo XML files (found without importing ``gymnasium.envs.mujoco``, which loads GLFW)."""
 INF = math.inf
 ObsTermName = Literal["qpos", "qvel", "cinert", "cvel", "qfrc_actuator", "cfrc_ext"]
 
