@@ -65,6 +65,24 @@ def test_recorded_frames_are_consistent(tmp_path: Path) -> None:
     assert ds.features["observation.state"].names[0] == "shoulder_pan.pos"
 
 
+def test_demos_as_rl_transitions(tmp_path: Path) -> None:
+    from robot_rl.demos.transitions import demo_transitions
+
+    record_reach(tmp_path / "reach", episodes=2)
+    tr = demo_transitions(tmp_path / "reach")
+    n = 50
+    assert tr["obs"].shape == (n, 21) and tr["action"].shape == (n, 6) and tr["reward"].shape == (n,)
+    # within an episode the next observation is the following frame's observation, exactly
+    for ep in (0, 1):
+        rows = np.flatnonzero(tr["episode"] == ep)
+        np.testing.assert_array_equal(tr["next_obs"][rows[:-1]], tr["obs"][rows[1:]])
+        # time-limit ends are truncations (bootstrap), never terminations
+        assert tr["truncated"][rows].tolist() == [False] * 24 + [True] and not tr["terminated"][rows].any()
+    # the last next_obs is the pre-reset observation: close to the previous frame, not a fresh reset pose
+    last = np.flatnonzero(tr["episode"] == 0)[-1]
+    assert np.abs(tr["next_obs"][last, :6] - tr["obs"][last, :6]).max() < 0.1
+
+
 def test_replay_reproduces_the_recording_and_can_fail(tmp_path: Path) -> None:
     root = tmp_path / "reach"
     record_reach(root)

@@ -111,6 +111,8 @@ def record(
                 step = env.step(action)
                 steps += num_envs
                 done = (step.terminated | step.truncated).cpu().numpy()
+                terminated = step.terminated.cpu().numpy()
+                next_obs = step.info["final_obs"]["policy"].cpu().numpy()  # pre-reset where done
                 success = step.info["success"].cpu().numpy()
                 reward = step.reward.cpu().numpy()
                 act = action.cpu().numpy()
@@ -123,6 +125,8 @@ def record(
                         "action.policy": act[i],
                         "next.reward": np.float32(reward[i]),
                         "next.done": bool(done[i]),
+                        "next.terminated": bool(terminated[i]),
+                        "next.observation.policy": next_obs[i],
                         "next.success": bool(success[i]),
                         **{k: v[i] for k, v in state.items()},
                     }

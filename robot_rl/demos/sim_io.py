@@ -8,7 +8,10 @@ Per frame (LeRobot feature names; J joints, D policy-observation size, nq/nv MuJ
 - ``action``               float32 ``[J]`` actuator targets sent to the robot (rad for position
   control, N m for torque control), names ``<joint>.pos`` / ``<joint>.effort``
 - ``action.policy``        float32 ``[J]`` the raw policy action in ``[-1, 1]``
-- ``next.reward`` float32, ``next.done`` bool, ``next.success`` bool
+- ``next.reward`` float32, ``next.done`` bool (terminated or time limit), ``next.terminated`` bool
+  (a true end: no bootstrapping), ``next.success`` bool
+- ``next.observation.policy`` float32 ``[D]`` the policy observation after the action (before the
+  env's automatic reset on the last frame), so frames are complete RL transitions
 - ``sim.qpos`` float64 ``[nq]``, ``sim.qvel`` float64 ``[nv]``, ``sim.target`` float32 ``[3]``
   (tasks with a target): the full sim state, so replay can restore an episode's first frame.
 - optionally ``observation.images.front`` video ``[H, W, 3]`` rendered from the sim.
@@ -50,6 +53,8 @@ def dataset_features(env, camera: tuple[int, int] | None = None) -> dict[str, di
         "action.policy": {"dtype": "float32", "shape": [env.action_dim], "names": [f"{j}.action" for j in joints]},
         "next.reward": {"dtype": "float32", "shape": [1], "names": None},
         "next.done": {"dtype": "bool", "shape": [1], "names": None},
+        "next.terminated": {"dtype": "bool", "shape": [1], "names": None},
+        "next.observation.policy": {"dtype": "float32", "shape": [len(policy_names)], "names": policy_names},
         "next.success": {"dtype": "bool", "shape": [1], "names": None},
         "sim.qpos": {"dtype": "float64", "shape": [env.model.nq], "names": None},
         "sim.qvel": {"dtype": "float64", "shape": [env.model.nv], "names": None},
