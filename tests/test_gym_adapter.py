@@ -37,6 +37,7 @@ def test_make_env_prefix_matches_gymnasium_step_for_step():
 
 def test_truncation_keeps_final_obs_and_resets():
     env = sim.make_env("gym:Pendulum-v1", num_envs=2, seed=0, max_episode_steps=3)
+    assert env.max_episode_steps == 3
     reference = gym.make("Pendulum-v1", max_episode_steps=3)
     reference.reset(seed=0)
     zero = torch.zeros(2, 1)
