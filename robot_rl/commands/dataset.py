@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """Run ``robot-rl dataset``."""
     args = _parser().parse_args(argv)
-    from robot_rl.data.lerobot import DatasetFormatError, LeRobotDataset, inspect, meta
+    from robot_rl.data.lerobot import DatasetFormatError, LeRobotDataset, meta, report
     from robot_rl.data.lerobot.stats import aggregate_dataset
 
     try:
@@ -58,12 +58,12 @@ def main(argv: list[str]) -> int:
             print(f"rewrote {args.dataset / meta.STATS_PATH} from {len(rows)} episodes' statistics")
         ds = LeRobotDataset(args.dataset)
         if args.action == "info":
-            print(inspect.describe(ds, args.max_episodes))
+            print(report.describe(ds, args.max_episodes))
         elif args.action == "stats":
-            print(inspect.stats_report(ds, args.key))
+            print(report.stats_report(ds, args.key))
         else:
             out = args.out or Path("outputs") / "dataset_plots" / args.dataset.resolve().name
-            for path in inspect.plot_features(ds, out, args.key, args.episodes):
+            for path in report.plot_features(ds, out, args.key, args.episodes):
                 print(f"wrote {path}")
     except (DatasetFormatError, KeyError, IndexError) as err:
         print(f"robot-rl dataset: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
