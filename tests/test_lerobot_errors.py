@@ -240,3 +240,15 @@ def test_dataset_with_no_episodes_reads_as_empty(tmp_path: Path, capsys: pytest.
         ds[0]
     assert main(["dataset", "info", str(tmp_path / "empty")]) == 0
     assert "episodes    0   frames 0" in capsys.readouterr().out
+
+
+def test_video_times_without_a_frame_are_named(dataset: Path) -> None:
+    from robot_rl.data.lerobot.video import decode_frames
+
+    path = dataset / "videos/observation.images.cam/chunk-000/file-000.mp4"
+    frames = decode_frames(path, np.array([0.3, 0.0, 0.3]))  # any order, repeats allowed
+    assert frames.shape == (3, 64, 64, 3) and np.array_equal(frames[0], frames[2])
+    with pytest.raises(DatasetFormatError, match=r"no frame within 0\.0001s of t=0\.050000s"):
+        decode_frames(path, np.array([0.0, 0.05]))  # halfway between two frames at 10 fps
+    with pytest.raises(DatasetFormatError, match="no frame"):
+        decode_frames(path, np.array([5.0]))  # past the end of the 1.2 s file

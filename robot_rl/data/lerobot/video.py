@@ -150,18 +150,22 @@ def video_info(path: Path, fps: int, settings: VideoSettings) -> dict[str, Any]:
 def decode_frames(path: Path, timestamps: np.ndarray, tolerance_s: float = DEFAULT_TOLERANCE_S) -> np.ndarray:
     """Decode the frames shown at ``timestamps`` (seconds in the file) -> uint8 ``[N, H, W, 3]``.
 
-    Seeks to the keyframe before the first timestamp and decodes forward; each requested time
-    takes the nearest decoded frame, which must lie within ``tolerance_s`` (LeRobot's rule), or a
-    :class:`DatasetFormatError` names the gap.
+    Seeks to the keyframe before the first timestamp and decodes forward; each requested time takes
+    the decoded frame nearest to it, which must lie within ``tolerance_s`` (LeRobot's rule), or a
+    :class:`DatasetFormatError` names the gap. Only matching frames are converted to RGB, so memory
+    holds the output, not the whole decoded span.
     """
     wanted = np.asarray(timestamps, dtype=np.float64).reshape(-1)
     if wanted.size == 0:
         raise ValueError("decode_frames needs at least one timestamp")
     if not path.is_file():
         raise DatasetFormatError(f"video file {path} is missing; the dataset is incomplete")
-    first, last = float(wanted.min()), float(wanted.max())
+    order = np.argsort(wanted, kind="stable")
+    ordered = wanted[order]
+    first, last = float(ordered[0]), float(ordered[-1])
+    best = np.full(wanted.size, np.inf)
+    out: np.ndarray | None = None
     times: list[float] = []
-    frames: list[av.VideoFrame] = []
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
@@ -174,33 +178,39 @@ def decode_frames(path: Path, timestamps: np.ndarray, tolerance_s: float = DEFAU
                 if t < first - tolerance_s:
                     continue
                 times.append(t)
-                frames.append(frame)
-                if t >= last - tolerance_s:
+                lo = int(np.searchsorted(ordered, t - tolerance_s, side="left"))
+                hi = int(np.searchsorted(ordered, t + tolerance_s, side="right"))
+                hits = order[lo:hi]
+                closer = hits[np.abs(wanted[hits] - t) < best[hits]]
+                if closer.size:
+                    rgb = frame.to_ndarray(format="rgb24")
+                    if out is None:
+                        out = np.empty((wanted.size, *rgb.shape), dtype=np.uint8)
+                    out[closer] = rgb
+                    best[closer] = np.abs(wanted[closer] - t)
+                if t >= last + tolerance_s:
                     break
-            pictures = _nearest(np.asarray(times), wanted, tolerance_s, path)
-            return np.stack([frames[i].to_ndarray(format="rgb24") for i in pictures])
     except av.FFmpegError as err:
         raise DatasetFormatError(
             f"video file {path} cannot be decoded ({err}); it is corrupt or truncated. "
             "Restore it from a copy or re-record its episodes."
         ) from err
+    if out is None or not np.isfinite(best).all():
+        _raise_gap(path, np.asarray(times), wanted[~np.isfinite(best)], tolerance_s)
+    return out
 
 
-def _nearest(times: np.ndarray, wanted: np.ndarray, tolerance_s: float, path: Path) -> list[int]:
-    """Index of the decoded frame nearest each wanted time, checked against the tolerance."""
+def _raise_gap(path: Path, times: np.ndarray, unmatched: np.ndarray, tolerance_s: float) -> None:
+    """Explain which requested time found no decoded frame within the tolerance."""
     if times.size == 0:
         raise DatasetFormatError(
-            f"{path} has no frame at or after t={wanted.min():.4f}s; "
+            f"{path} has no frame at or after t={unmatched.min():.4f}s; "
             "the episodes metadata points past the end of the video"
         )
-    idx = np.abs(times[None, :] - wanted[:, None]).argmin(axis=1)
-    gaps = np.abs(times[idx] - wanted)
-    if (gaps > tolerance_s).any():
-        bad = int(gaps.argmax())
-        raise DatasetFormatError(
-            f"{path}: no frame within {tolerance_s}s of t={wanted[bad]:.6f}s "
-            f"(nearest t={times[idx[bad]]:.6f}s). "
-            "The video and the parquet timestamps disagree; the video was re-encoded at another rate or is "
-            "truncated. Pass a larger tolerance_s only if you know the offset is harmless."
-        )
-    return idx.tolist()
+    bad = float(unmatched[0])
+    nearest = float(times[np.abs(times - bad).argmin()])
+    raise DatasetFormatError(
+        f"{path}: no frame within {tolerance_s}s of t={bad:.6f}s (nearest t={nearest:.6f}s). "
+        "The video and the parquet timestamps disagree; the video was re-encoded at another rate or is "
+        "truncated. Pass a larger tolerance_s only if you know the offset is harmless."
+    )
