@@ -6,7 +6,7 @@ observation-to-command latency p50/p99 (JointState header stamp -> command publi
 period jitter (std, worst deviation from 20 ms), policy inference time and the CPU use of each node.
 Targets (issue 5): p99 latency <= 2 ms, jitter std <= 1 ms.
 
-    python benchmarks/deploy_latency.py [--policy ARTIFACT] [--duration 60]
+    python benchmarks/deploy_latency.py [--policy ARTIFACT] [--duration 60] [--rt-priority 50]
 
 Without ``--policy`` it exports an untrained so101_reach-shaped MLP (256-128-64, as the PPO actor).
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -48,8 +49,13 @@ def export_default_policy(out: Path) -> Path:
     return export_policy(PolicyHead(net, meta), meta, out, formats=("onnx",))
 
 
-def run(policy: Path, executor: str, duration: float, domain_id: int, work: Path) -> dict[str, float]:
-    """One sim2sim run; the policy node's statistics plus CPU use of both nodes (% of one core)."""
+def run(policy: Path, executor: str, duration: float, domain_id: int, work: Path, rt_priority: int = 0
+        ) -> dict[str, float]:
+    """One sim2sim run; the policy node's statistics plus CPU use of both nodes (% of one core).
+
+    ``rt_priority > 0`` puts every thread of both nodes in SCHED_FIFO at that priority (``chrt``), as on
+    a robot computer that gives its control processes real-time priority.
+    """
     stats_file = work / f"stats_{executor}.json"
     extra = {
         "policy_node": {"control_hz": 50.0, "executor": executor, "stats_file": str(stats_file)},
@@ -62,6 +68,9 @@ def run(policy: Path, executor: str, duration: float, domain_id: int, work: Path
             if time.monotonic() > deadline or nodes.exited():
                 raise RuntimeError(f"nodes did not start: {nodes.log('policy_node')}{nodes.log('sim_robot')}")
             time.sleep(0.1)
+        if rt_priority:
+            for proc in nodes.procs.values():
+                subprocess.run(["chrt", "-a", "-f", "-p", str(rt_priority), str(proc.pid)], check=True)
         time.sleep(3.0)  # warm-up: discovery, soft start
         cpu0 = {n: cpu_seconds(p.pid) for n, p in nodes.procs.items()}
         t0 = time.monotonic()
@@ -84,11 +93,14 @@ def main() -> None:
     parser.add_argument("--policy", type=Path, help="artifact (default: an untrained so101_reach-shaped MLP)")
     parser.add_argument("--duration", type=float, default=60.0, help="measured seconds per executor (default 60)")
     parser.add_argument("--domain-id", type=int, default=77)
+    parser.add_argument("--rt-priority", type=int, default=0,
+                        help="SCHED_FIFO priority for both nodes' threads via chrt (0: normal scheduling)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         policy = args.policy or export_default_policy(work / "policy")
-        results = {ex: run(policy, ex, args.duration, args.domain_id, work) for ex in ("single", "events")}
+        results = {ex: run(policy, ex, args.duration, args.domain_id, work, args.rt_priority)
+                   for ex in ("single", "events")}
     rows = [
         ("obs->command latency p50 (ms)", "latency_p50_ms", None),
         ("obs->command latency p99 (ms)", "latency_p99_ms", TARGET_P99_MS),
@@ -101,8 +113,9 @@ def main() -> None:
         ("CPU sim robot node (% core)", "cpu_sim_pct", None),
         ("commands published", "commands", None),
     ]
+    sched = f"SCHED_FIFO {args.rt_priority}" if args.rt_priority else "normal scheduling"
     print(f"policy node 50 Hz vs simulated SO-101 500 Hz over DDS (loopback), {args.duration:g} s per executor, "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, {sched}")
     print(f"{'metric':32s} {'SingleThreaded':>15s} {'EventsExecutor':>15s} {'events/single':>14s} {'target':>8s}")
     for label, key, target in rows:
         a, b = float(results["single"].get(key, float("nan"))), float(results["events"].get(key, float("nan")))
