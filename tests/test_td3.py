@@ -23,7 +23,7 @@ def _one_thread():
 def _agent(env, ddpg: bool = False, **kw) -> TD3:
     cfg = dict(batch_size=256, learning_starts=1000, utd_ratio=0.5, actor_hidden_dims=[64, 64])
     if ddpg:
-        cfg.update(policy_delay=1, target_policy_noise=0.0)
+        cfg.update(policy_delay=1, target_policy_noise=0.0, target_reduce="mean", actor_reduce="mean")
     cfg.update(kw)
     members = 1 if ddpg else 2
     critic = EnsembleCriticConfig(hidden_dims=[64, 64], num_members=members, subset=members)

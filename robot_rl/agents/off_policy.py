@@ -50,6 +50,8 @@ class OffPolicyConfig:
             ``random_min`` = REDQ, ``mean``).
         actor_reduce: how critic members combine in the actor loss.
         checkpoint_buffer: save the replay buffer in :meth:`state_dict` (exact resume; large).
+        iteration_steps: transitions (all envs) per runner iteration: one log line, and
+            ``checkpoint_interval`` counts iterations (see ``robot_rl.train.off_policy_runner``).
     """
 
     gamma: float = 0.99
@@ -68,13 +70,14 @@ class OffPolicyConfig:
     target_reduce: str = "min"
     actor_reduce: str = "min"
     checkpoint_buffer: bool = True
+    iteration_steps: int = 1000
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"agent.gamma must be in [0, 1], got {self.gamma}")
         if not 0.0 < self.tau <= 1.0:
             raise ValueError(f"agent.tau must be in (0, 1], got {self.tau}")
-        for name in ("batch_size", "buffer_size", "n_step"):
+        for name in ("batch_size", "buffer_size", "n_step", "iteration_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"agent.{name} must be >= 1, got {getattr(self, name)}")
         for name in ("utd_ratio", "actor_lr", "critic_lr"):
@@ -157,6 +160,13 @@ class OffPolicyAgent(Agent, abc.ABC):
         ).to(self.device)
         self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=Dc, action_dim=A)).to(self.device)
         self.critic.target_critic()
+        members = self.critic.estimates(torch.zeros(1, Dc, device=self.device), torch.zeros(1, A, device=self.device))
+        if cfg.target_reduce != "mean" and members.shape[0] < 2:
+            raise ValueError(
+                f"agent.target_reduce={cfg.target_reduce} needs a critic ensemble (clipped double Q), but the "
+                f"critic has {members.shape[0]} member; use critic=ensemble (or critic=c51 / critic=quantile), "
+                "or agent.target_reduce=mean for a single critic (DDPG)"
+            )
         self.critic_optimizer = self._optimizer(self.critic.parameters(), cfg.critic_lr)
         groups = {g: env.observation_dims[g] for g in {"policy", self.critic_group}}
         capacity = max(1, math.ceil(cfg.buffer_size / env.num_envs))

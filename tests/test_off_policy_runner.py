@@ -1,0 +1,57 @@
+"""OffPolicyRunner: a tiny SAC run writes logs and checkpoints; resume continues counters, buffer, optimiser."""
+
+import json
+
+import pytest
+import torch
+from pendulum_vecenv import PendulumVecEnv
+
+from robot_rl.config import compose
+from robot_rl.train.checkpoint import latest_checkpoint, load_checkpoint
+from robot_rl.train.off_policy_runner import OffPolicyRunner
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny networks on a shared 2-core machine: one intra-op thread is faster and fairer."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _cfg(total_steps: int):
+    return compose([
+        "agent=sac", "critic=ensemble", "critic.hidden_dims=[32,32]", "agent.actor_hidden_dims=[32,32]",
+        "agent.learning_starts=200", "agent.utd_ratio=0.25", "agent.batch_size=64", "agent.iteration_steps=400",
+        f"task.total_steps={total_steps}", "task.num_envs=4", "checkpoint_interval=2", "logger=none",
+        "logger.progress=false",
+    ])
+
+
+def _factory(num_envs, seed):
+    return PendulumVecEnv(num_envs, seed=seed)
+
+
+def test_run_logs_checkpoints_and_resumes_where_it_stopped(tmp_path):
+    runner = OffPolicyRunner(_cfg(2000), tmp_path, env_factory=_factory)
+    result = runner.learn(evaluate_and_export=False)
+    assert (result.env_steps, result.updates) == (2000, 5)  # 5 iterations of 400 transitions
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) == 5 and "loss/critic_loss" in str(lines[-1]) and "episode/return" in str(lines[-1])
+    agent = runner.agent
+    assert agent.updates == 451  # utd 0.25 x (2000 - 200 + 4): the step reaching learning_starts counts
+    step, _ = load_checkpoint(latest_checkpoint(tmp_path))
+    assert step == 2000
+
+    resumed = OffPolicyRunner(_cfg(2800), tmp_path, env_factory=_factory, resume=True)
+    a = resumed.agent
+    assert (resumed.env_steps, resumed.updates, a.updates, a.env_steps) == (2000, 5, 451, 2000)
+    assert a.buffer.size == agent.buffer.size == 500
+    torch.testing.assert_close(a.buffer.obs["policy"], agent.buffer.obs["policy"])
+    saved_opt = agent.critic_optimizer.state_dict()["state"][0]["exp_avg"]
+    torch.testing.assert_close(a.critic_optimizer.state_dict()["state"][0]["exp_avg"], saved_opt)
+    obs = torch.randn(3, 3)
+    torch.testing.assert_close(a.act({"policy": obs}, True), agent.act({"policy": obs}, True))
+    result = resumed.learn(evaluate_and_export=False)
+    assert (result.env_steps, result.updates, a.updates) == (2800, 7, 651)
