@@ -9,7 +9,8 @@ For each task and env count it measures env-steps per second (control steps x en
   same controls: the ceiling of this machine;
 - ``Sync`` / ``Async``: gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv`` over a minimal single-env
   ``gymnasium.Env`` on the same model (``mj_step(nstep=decimation)``, observation qpos + qvel, the
-  same time limit), i.e. the usual one-env-per-loop (or per-process) way;
+  same time limit), i.e. the usual one-env-per-loop (or per-process) way; for the gymnasium
+  locomotion tasks (``hopper``, ``ant``, ...) gymnasium's own env (``Hopper-v5``, ``Ant-v5``, ...);
 
 and prints them in one table with the ratios. Targets (issue 2): VecEnv >= 0.8x Batch and >= 5x
 gymnasium's vector envs at 64 envs. ``--actions zero`` (default) holds the default pose in every
@@ -19,6 +20,7 @@ baseline controls in the actuators' ctrlrange.
     python benchmarks/sim_throughput.py --quick
     python benchmarks/sim_throughput.py --tasks so101_reach g1_walk --envs 1 16 64 256
     python benchmarks/sim_throughput.py --tasks g1_walk --envs 64 --profile
+    python benchmarks/sim_throughput.py --tasks hopper ant --envs 64     # against Hopper-v5, Ant-v5
 """
 
 from __future__ import annotations
@@ -184,10 +186,14 @@ class PhysicsOnlyEnv(gym.Env):
         return self._obs(), 0.0, False, self.steps >= self.limit, {}
 
 
-def gym_vector(kind: str, setup: Setup, num_envs: int) -> gym.vector.VectorEnv:
-    """gymnasium's ``SyncVectorEnv`` or ``AsyncVectorEnv`` over :class:`PhysicsOnlyEnv`, reset."""
+def gym_vector(kind: str, setup: Setup, num_envs: int, gym_id: str | None = None) -> gym.vector.VectorEnv:
+    """gymnasium's ``SyncVectorEnv`` or ``AsyncVectorEnv``, reset: over :class:`PhysicsOnlyEnv`, or
+    over gymnasium's own env ``gym_id`` (the locomotion tasks reproduce one: ``env.cfg.gym_id``)."""
     model, decimation, qpos0, limit = setup.model, setup.decimation, setup.init_qpos, setup.max_episode_steps
-    fns = [lambda: PhysicsOnlyEnv(model, decimation, qpos0, limit)] * num_envs
+    if gym_id is None:
+        fns = [lambda: PhysicsOnlyEnv(model, decimation, qpos0, limit)] * num_envs
+    else:
+        fns = [lambda: gym.make(gym_id)] * num_envs
     vec = gym.vector.SyncVectorEnv(fns) if kind == "sync" else gym.vector.AsyncVectorEnv(fns)
     vec.reset(seed=0)
     return vec
@@ -214,9 +220,10 @@ def measure_task(task: str, num_envs: int, args: argparse.Namespace) -> dict[str
     steppers = {"vec": vecenv_stepper(env, setup), "batch": batch_stepper(setup, num_envs, args.nthread)}
     vectors = {}
     if not args.no_gym:
-        vectors["sync"] = gym_vector("sync", setup, num_envs)
+        gym_id = getattr(getattr(env, "cfg", None), "gym_id", None)
+        vectors["sync"] = gym_vector("sync", setup, num_envs, gym_id)
         if num_envs <= args.async_max_envs:
-            vectors["async"] = gym_vector("async", setup, num_envs)
+            vectors["async"] = gym_vector("async", setup, num_envs, gym_id)
     controls = setup.controls
     for kind, vector in vectors.items():
         steppers[kind] = lambda k, v=vector: v.step(controls[k % len(controls)])
