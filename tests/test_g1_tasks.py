@@ -14,6 +14,8 @@ import pytest
 import torch
 
 import sim
+from robot_rl.deploy.observation import RobotState, build_observation
+from robot_rl.export import make_meta
 from sim.math import quat_rotate
 from sim.randomization import DomainRandCfg
 from sim.render import render_frame
@@ -317,3 +319,30 @@ def test_g1_render_camera_follows_the_pelvis(walk):
     assert robot_here.sum() > 100
     assert (robot_here & robot_there).sum() / (robot_here | robot_there).sum() > 0.6
     walk.reset(seed=0)
+
+
+def test_policy_observation_matches_the_deploy_builder_fed_by_mujoco_sensors():
+    """The sim's policy observation equals what robot_rl.deploy rebuilds from the robot's messages:
+    JointState, the IMU's orientation and gyro (the MJCF's own imu_quat / imu_gyro sensors), the
+    /cmd_vel command and the /hand_target position, term by term in the exported layout."""
+    env = sim.make_env("g1_reach_walk", num_envs=2, seed=4, **QUIET)
+    env.reset(seed=4)
+    g = torch.Generator().manual_seed(4)
+    for _ in range(10):
+        step = env.step((torch.rand(2, env.action_dim, generator=g) * 2 - 1) * 0.3)
+    assert not step.done.any()
+    meta = make_meta(env.robot.name, env.robot.joint_names, env.default_joint_pos.tolist(),
+                     env.observation_layout["policy"], env.robot.control.action_scale, env.robot.control.policy_hz)
+    for i in range(2):
+        _, data = env.backend.snapshot(i)
+        state = RobotState(
+            joint_pos=env.state.joint_pos[i].double().numpy(),
+            joint_vel=env.state.joint_vel[i].double().numpy(),
+            imu_quat_wxyz=data.sensor("imu_quat").data.copy(),
+            imu_gyro=data.sensor("imu_gyro").data.copy(),
+            velocity_command=env.command[i].double().numpy(),
+            target_pos=env.target[i].double().numpy(),
+        )
+        assert np.abs(state.imu_gyro).max() > 1e-2 and np.abs(state.imu_quat_wxyz[1:]).max() > 1e-3  # moving
+        rebuilt = build_observation(meta, state, env.action[i].double().numpy())
+        np.testing.assert_allclose(rebuilt, step.obs["policy"][i].numpy(), atol=1e-4)
