@@ -23,16 +23,9 @@ SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
 
 def record_reach(root: Path, episodes: int = 3, **kwargs) -> LeRobotDataset:
     expert = expert_for("so101_reach")
+    kwargs.setdefault("overrides", SHORT)
     record(
-        "so101_reach",
-        lambda env, obs: expert(env),
-        root,
-        episodes,
-        "reach the target",
-        num_envs=2,
-        seed=3,
-        overrides=SHORT,
-        **kwargs,
+        "so101_reach", lambda env, obs: expert(env), root, episodes, "reach the target", num_envs=2, seed=3, **kwargs
     )
     return LeRobotDataset(root)
 
@@ -100,6 +93,25 @@ def test_replay_reproduces_the_recording_and_can_fail(tmp_path: Path) -> None:
     pq.write_table(table.set_column(table.schema.get_field_index("sim.qpos"), "sim.qpos", column), path)
     report = replay(root, 1)
     assert report.max_abs[1] > 1e-3
+
+
+def test_replay_restores_randomised_physics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import robot_rl.demos.replay as replay_module
+    from sim.randomization import DomainRandCfg
+
+    rand = DomainRandCfg(
+        friction_scale=(0.5, 1.5), mass_scale=(0.6, 1.4), actuator_gain_scale=(0.5, 1.5), action_delay_steps=2
+    )
+    root = tmp_path / "rand"
+    record_reach(root, episodes=2, overrides={**SHORT, "randomization": rand})
+    ds = LeRobotDataset(root)
+    gains = [ds.episode(e)["sim.actuator_gain"][0] for e in range(2)]
+    assert not np.allclose(gains[0], gains[1])  # each episode drew its own physics
+    for ep in range(2):
+        assert replay(root, ep).max_abs.max() < 1e-5
+    # Negative control: without restoring the draws, the replay drifts.
+    monkeypatch.setattr(replay_module, "restore_randomized", lambda env, values: None)
+    assert max(replay(root, ep).max_abs.max() for ep in range(2)) > 1e-3
 
 
 def test_record_and_replay_commands(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -95,7 +95,7 @@ def record(
         with LeRobotWriter.create(
             root, fps=fps, features=dataset_features(env, camera), robot_type=env.robot.name, overwrite=overwrite
         ) as writer:
-            write_sidecar(root, task, source, seed, overrides)
+            write_sidecar(root, env, task, source, seed, overrides)
             while saved < num_episodes:
                 if steps >= limit:
                     raise RuntimeError(

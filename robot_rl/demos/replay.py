@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from robot_rl.data.lerobot import LeRobotDataset
+from robot_rl.demos.randomized import cfg_from_json, keys_in, restore_randomized
 from robot_rl.demos.sim_io import CAMERA_KEY, SimCamera, read_sidecar, restore
 
 
@@ -33,6 +34,8 @@ class ReplayReport:
     steps: int
     recorded_success: bool | None
     replayed_success: bool
+    note: str = ""
+    """Why the replay cannot be exact, when it cannot (e.g. per-step action noise)."""
 
     def table(self) -> str:
         """The report as text."""
@@ -44,6 +47,8 @@ class ReplayReport:
         for name, rms, mx in zip(self.joint_names, self.rms, self.max_abs, strict=True):
             lines.append(f"{name.ljust(width)}  {rms:11.3e}  {mx:11.3e}  {np.degrees(mx):9.4f}")
         lines.append(f"success: recorded {self.recorded_success}, replayed {self.replayed_success}")
+        if self.note:
+            lines.append(f"note: {self.note}")
         return "\n".join(lines)
 
 
@@ -64,7 +69,10 @@ def replay(
     task = task or sidecar.get("sim_task")
     if task is None:
         raise ValueError(f"{root} does not name its sim task (no meta/robot_rl.json); pass task=, e.g. so101_reach")
-    env = sim.make_env(task, num_envs=1, **(sidecar.get("overrides") or {}))
+    overrides = dict(sidecar.get("overrides") or {})
+    if "randomization" in sidecar:
+        overrides["randomization"] = cfg_from_json(sidecar["randomization"])
+    env = sim.make_env(task, num_envs=1, **overrides)
     joints = env.robot.joint_names
     state_names = ds.features["observation.state"].names
     if state_names is not None and [n.split(".")[0] for n in state_names] != joints:
@@ -73,6 +81,7 @@ def replay(
     recorded_q = data["observation.state"].astype(np.float64)
     if "sim.qpos" in data:
         restore(env, data["sim.qpos"][0], data["sim.qvel"][0], data["sim.target"][0] if "sim.target" in data else None)
+        restore_randomized(env, keys_in(data))
     else:
         qpos = np.array(env.backend._qpos[0], dtype=np.float64)
         qpos[env.backend._joint_qadr.cpu().numpy()] = recorded_q[0]
@@ -112,8 +121,22 @@ def replay(
             left = _resize(left, right.shape[1], right.shape[2])
         write_mp4(np.concatenate([left, right], axis=2), video, fps=ds.fps)
     recorded = bool(data["next.success"].any()) if "next.success" in data else None
+    note = ""
+    if env.cfg.randomization.action_noise_std:
+        note = (
+            f"the task adds action noise (std {env.cfg.randomization.action_noise_std}) at every step; "
+            "it is random, so the replay cannot match exactly"
+        )
     return ReplayReport(
-        episode, task, joints, np.sqrt((err**2).mean(axis=0)), np.abs(err).max(axis=0), steps, recorded, success
+        episode,
+        task,
+        joints,
+        np.sqrt((err**2).mean(axis=0)),
+        np.abs(err).max(axis=0),
+        steps,
+        recorded,
+        success,
+        note,
     )
 
 

@@ -13,7 +13,8 @@ Per frame (LeRobot feature names; J joints, D policy-observation size, nq/nv MuJ
 - ``next.observation.policy`` float32 ``[D]`` the policy observation after the action (before the
   env's automatic reset on the last frame), so frames are complete RL transitions
 - ``sim.qpos`` float64 ``[nq]``, ``sim.qvel`` float64 ``[nv]``, ``sim.target`` float32 ``[3]``
-  (tasks with a target): the full sim state, so replay can restore an episode's first frame.
+  (tasks with a target): the full sim state, so replay can restore an episode's first frame;
+  ``sim.geom_friction`` etc. for the physics a task randomises (:mod:`robot_rl.demos.randomized`).
 - optionally ``observation.images.front`` video ``[H, W, 3]`` rendered from the sim.
 
 ``meta/robot_rl.json`` (ignored by LeRobot) names the sim task, so replay can rebuild the env.
@@ -31,6 +32,7 @@ import numpy as np
 import torch
 
 from robot_rl.data.lerobot.meta import write_json_atomic
+from robot_rl.demos.randomized import capture_randomized, cfg_to_json, randomized_features
 
 CAMERA_KEY = "observation.images.front"
 SIDECAR = "meta/robot_rl.json"
@@ -61,6 +63,7 @@ def dataset_features(env, camera: tuple[int, int] | None = None) -> dict[str, di
     }
     if hasattr(env, "target"):
         features["sim.target"] = {"dtype": "float32", "shape": [3], "names": ["x", "y", "z"]}
+    features.update(randomized_features(env))
     if camera is not None:
         features[CAMERA_KEY] = {
             "dtype": "video",
@@ -76,13 +79,15 @@ def actuator_targets(env, action: torch.Tensor) -> torch.Tensor:
 
 
 def capture(env) -> dict[str, np.ndarray]:
-    """Full sim state of every env: ``sim.qpos [N, nq]``, ``sim.qvel [N, nv]``, ``sim.target [N, 3]``."""
+    """Full sim state of every env: ``sim.qpos [N, nq]``, ``sim.qvel [N, nv]``, ``sim.target [N, 3]``,
+    and the randomised physics (:mod:`robot_rl.demos.randomized`)."""
     out = {
         "sim.qpos": np.array(env.backend._qpos, dtype=np.float64),
         "sim.qvel": np.array(env.backend._qvel, dtype=np.float64),
     }
     if hasattr(env, "target"):
         out["sim.target"] = env.target.cpu().numpy().astype(np.float32)
+    out.update(capture_randomized(env))
     return out
 
 
@@ -147,9 +152,19 @@ class SimCamera:
         self.renderer.close()
 
 
-def write_sidecar(root: Path, task: str, source: str, seed: int, overrides: dict[str, Any]) -> None:
-    """``meta/robot_rl.json``: the sim task, its config overrides and how the demos were produced."""
-    write_json_atomic(root / SIDECAR, {"sim_task": task, "overrides": overrides, "source": source, "seed": seed})
+def write_sidecar(root: Path, env, task: str, source: str, seed: int, overrides: dict[str, Any]) -> None:
+    """``meta/robot_rl.json``: the sim task, its config overrides and randomisation, and the demos' source."""
+    plain = {k: v for k, v in overrides.items() if k != "randomization"}
+    write_json_atomic(
+        root / SIDECAR,
+        {
+            "sim_task": task,
+            "overrides": plain,
+            "randomization": cfg_to_json(env.cfg.randomization),
+            "source": source,
+            "seed": seed,
+        },
+    )
 
 
 def read_sidecar(root: Path) -> dict[str, Any]:
