@@ -1,0 +1,121 @@
+"""Per-update wall time of every off-policy agent at batch 256 and 4096, next to stable-baselines3.
+
+Each agent is built from its default config (``configs/agent/<agent>.yaml`` + its critic), on a
+HalfCheetah-sized problem (obs 17, action 6), with a replay buffer of random transitions; one
+"update" is one gradient step of critic (and actor, when due), i.e. ``agent.learn`` on a sampled
+batch plus the sampling. Where stable-baselines3 has the same algorithm (SAC, TD3, DDPG), its
+``model.train(gradient_steps=1, batch_size=B)`` is timed on the same sizes and the ratio printed.
+
+    python benchmarks/agent_update_time.py [--updates 20] [--batches 256 4096] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from robot_rl.agents.base import EnvSpec, make_agent
+from robot_rl.config import compose
+
+OBS_DIM, ACTION_DIM, FILL = 17, 6, 8192
+AGENTS = {
+    "sac": ["agent=sac", "critic=ensemble"],
+    "redq (sac, 10 critics)": ["agent=sac", "critic=redq", "agent.target_reduce=random_min", "agent.actor_reduce=mean"],
+    "td3": ["agent=td3", "critic=ensemble"],
+    "ddpg": ["agent=ddpg", "critic=ensemble", "critic.num_members=1", "critic.subset=1"],
+    "tqc": ["agent=tqc", "critic=quantile"],
+    "fast_td3": ["agent=fast_td3", "critic=c51"],
+}
+SB3_PEERS = {"sac": "SAC", "td3": "TD3", "ddpg": "DDPG"}
+
+
+def _spec() -> EnvSpec:
+    return EnvSpec(num_envs=1, observation_dims={"policy": OBS_DIM}, action_dim=ACTION_DIM,
+                   action_low=-torch.ones(ACTION_DIM), action_high=torch.ones(ACTION_DIM))
+
+
+def _median_ms(fn, updates: int) -> float:
+    """Median wall time of ``fn()`` in ms over ``updates`` calls, after 3 warm-up calls."""
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(updates):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1000 * statistics.median(times)
+
+
+def time_ours(overrides: list[str], batch: int, updates: int) -> float:
+    """Median ms per update of our agent."""
+    cfg = compose([*overrides, f"agent.batch_size={batch}"])
+    agent = make_agent(cfg.agent, cfg.critic, _spec())
+    b = agent.buffer
+    g = torch.Generator().manual_seed(0)
+    b.obs["policy"].copy_(torch.randn(b.obs["policy"].shape, generator=g))
+    b.next_obs["policy"].copy_(torch.randn(b.next_obs["policy"].shape, generator=g))
+    b.action.uniform_(-1, 1, generator=g)
+    b.reward.normal_(generator=g)
+    b.size, b.position = min(FILL, b.capacity), min(FILL, b.capacity) % b.capacity
+
+    def one_update() -> None:
+        batch_ = b.sample(cfg.agent.batch_size, n_step=cfg.agent.n_step, gamma=cfg.agent.gamma)
+        batch_.obs, batch_.next_obs = agent.normalize(batch_.obs), agent.normalize(batch_.next_obs)
+        agent.learn(batch_)
+        agent.updates += 1
+
+    return _median_ms(one_update, updates)
+
+
+def time_sb3(name: str, batch: int, updates: int) -> float | None:
+    """Median ms per ``train(gradient_steps=1)`` of stable-baselines3's ``name``, or None if absent."""
+    try:
+        import gymnasium as gym
+        import stable_baselines3 as sb3
+        from stable_baselines3.common.logger import configure
+    except ImportError:
+        return None
+    env = gym.make("Pendulum-v1")  # only for the spaces; resized below
+    env.observation_space = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+    env.action_space = gym.spaces.Box(-1.0, 1.0, (ACTION_DIM,), np.float32)
+    model = getattr(sb3, SB3_PEERS[name])("MlpPolicy", env, batch_size=batch, buffer_size=FILL, device="cpu",
+                                         policy_kwargs={"net_arch": [256, 256]})
+    model.set_logger(configure(None, []))
+    rng = np.random.default_rng(0)
+    rb = model.replay_buffer
+    rb.observations[:] = rng.standard_normal(rb.observations.shape)
+    rb.next_observations[:] = rng.standard_normal(rb.next_observations.shape)
+    rb.actions[:] = rng.uniform(-1, 1, rb.actions.shape)
+    rb.rewards[:] = rng.standard_normal(rb.rewards.shape)
+    rb.full = True
+    return _median_ms(lambda: model.train(gradient_steps=1, batch_size=batch), updates)
+
+
+def main() -> None:
+    """Print one table row per agent and batch size."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--updates", type=int, default=20, help="timed updates per cell (median reported)")
+    parser.add_argument("--batches", type=int, nargs="+", default=[256, 4096])
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (both libraries)")
+    parser.add_argument("--agents", nargs="+", default=list(AGENTS), help=f"subset of {list(AGENTS)}")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f}, "
+          f"obs {OBS_DIM}, action {ACTION_DIM}, median of {args.updates} updates")
+    print(f"{'agent':24s} {'batch':>6s} {'ours ms':>9s} {'sb3 ms':>9s} {'ours/sb3':>9s}")
+    for name in args.agents:
+        for batch in args.batches:
+            ours = time_ours(AGENTS[name], batch, args.updates)
+            peer = time_sb3(name, batch, args.updates) if name in SB3_PEERS else None
+            peer_s = f"{peer:9.2f}" if peer is not None else f"{'-':>9s}"
+            ratio = f"{ours / peer:9.2f}" if peer is not None else f"{'-':>9s}"
+            print(f"{name:24s} {batch:6d} {ours:9.2f} {peer_s} {ratio}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Our SAC vs stable-baselines3's SAC on HalfCheetah-v5: same hyperparameters, same seeds, side by side.
+
+Both drive gymnasium's HalfCheetah-v5 (ours through ``sim.make_env("gym:HalfCheetah-v5")``, the
+VecEnv adapter over the same gymnasium env) with SB3's SAC defaults: lr 3e-4 (actor, critics,
+temperature), batch 256, buffer 1e6, tau 0.005, gamma 0.99, one gradient step per env step,
+automatic temperature from 1.0 with target entropy -6, two [256, 256] ReLU critics, and
+``--learning-starts`` random steps (rl-zoo uses 10000 for HalfCheetah). Reported per seed: training
+wall-clock (collection + updates, evaluation excluded) and the mean deterministic return over
+``--eval-episodes`` full 1000-step episodes; then the means and the ratios ours/SB3.
+
+The issue's target is 100k steps x 3 seeds (the default; hours on CPU). ``--steps`` shortens it:
+
+    python benchmarks/sac_vs_sb3.py --steps 5000 --seeds 0 --learning-starts 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+
+from robot_rl.agents.base import Agent
+
+SB3_DEFAULTS = {"learning_rate": 3e-4, "batch_size": 256, "buffer_size": 1_000_000, "tau": 0.005, "gamma": 0.99}
+
+
+def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int) -> tuple[float, float]:
+    """Train our SAC; returns (training wall seconds, mean deterministic eval return)."""
+    import sim
+    from robot_rl.agents.base import EnvSpec, make_agent
+    from robot_rl.config import compose
+
+    torch.manual_seed(seed)
+    cfg = compose([
+        "agent=sac", "critic=ensemble", "critic.hidden_dims=[256,256]", "critic.activation=relu",
+        f"agent.learning_starts={learning_starts}", f"agent.batch_size={SB3_DEFAULTS['batch_size']}",
+        f"agent.buffer_size={min(SB3_DEFAULTS['buffer_size'], steps)}", f"agent.tau={SB3_DEFAULTS['tau']}",
+        f"agent.gamma={SB3_DEFAULTS['gamma']}", f"agent.actor_lr={SB3_DEFAULTS['learning_rate']}",
+        f"agent.critic_lr={SB3_DEFAULTS['learning_rate']}", f"agent.alpha_lr={SB3_DEFAULTS['learning_rate']}",
+        "agent.utd_ratio=1.0", "agent.init_alpha=1.0", "agent.actor_hidden_dims=[256,256]",
+        "agent.activation=relu", "agent.normalize_obs=false",
+    ])
+    env = sim.make_env("gym:HalfCheetah-v5", num_envs=1, seed=seed)
+    agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(env))
+    obs = env.reset(seed=seed)
+    start = time.perf_counter()
+    for _ in range(steps):
+        action = agent.act(obs)
+        step = env.step(action)
+        agent.observe(obs, action, step)
+        obs = step.obs
+        if agent.ready():
+            agent.update()
+    wall = time.perf_counter() - start
+    return wall, evaluate_ours(agent, seed + 1000, eval_episodes)
+
+
+def evaluate_ours(agent: Agent, seed: int, episodes: int) -> float:
+    """Mean return of ``episodes`` deterministic episodes run side by side."""
+    import sim
+
+    env = sim.make_env("gym:HalfCheetah-v5", num_envs=episodes, seed=seed)
+    obs = env.reset(seed=seed)
+    total = torch.zeros(episodes)
+    finished = torch.zeros(episodes, dtype=torch.bool)
+    while not bool(finished.all()):
+        step = env.step(agent.act(obs, deterministic=True))
+        total += step.reward * ~finished
+        finished |= step.terminated | step.truncated
+        obs = step.obs
+    return float(total.mean())
+
+
+def run_sb3(steps: int, seed: int, learning_starts: int, eval_episodes: int) -> tuple[float, float]:
+    """Train stable-baselines3's SAC; returns (training wall seconds, mean deterministic eval return)."""
+    import gymnasium as gym
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    env = gym.make("HalfCheetah-v5")
+    model = SAC("MlpPolicy", env, learning_starts=learning_starts, seed=seed, device="cpu",
+                policy_kwargs={"net_arch": [256, 256]}, **{**SB3_DEFAULTS, "buffer_size": min(1_000_000, steps)})
+    start = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    wall = time.perf_counter() - start
+    eval_env = gym.make("HalfCheetah-v5")
+    eval_env.reset(seed=seed + 1000)
+    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
+    return wall, float(mean)
+
+
+def main() -> None:
+    """Run both libraries for every seed and print the comparison."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=100_000, help="env steps per run (target: 100000)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--learning-starts", type=int, default=10_000, help="random steps before learning")
+    parser.add_argument("--eval-episodes", type=int, default=10, help="deterministic 1000-step episodes")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (both libraries)")
+    args = parser.parse_args()
+    if args.learning_starts >= args.steps:
+        parser.error(f"--learning-starts {args.learning_starts} must be < --steps {args.steps}")
+    torch.set_num_threads(args.threads)
+    print(f"HalfCheetah-v5, {args.steps} steps, seeds {args.seeds}, learning_starts {args.learning_starts}, "
+          f"{args.threads} thread(s), load average {os.getloadavg()[0]:.1f}")
+    print(f"{'seed':>4s} {'ours s':>9s} {'sb3 s':>9s} {'ours/sb3':>9s} {'ours return':>12s} {'sb3 return':>11s}")
+    rows = []
+    for seed in args.seeds:
+        ours = run_ours(args.steps, seed, args.learning_starts, args.eval_episodes)
+        peer = run_sb3(args.steps, seed, args.learning_starts, args.eval_episodes)
+        rows.append((ours, peer))
+        print(f"{seed:4d} {ours[0]:9.1f} {peer[0]:9.1f} {ours[0] / peer[0]:9.2f} {ours[1]:12.1f} {peer[1]:11.1f}",
+              flush=True)
+    ours_wall = statistics.mean(r[0][0] for r in rows)
+    sb3_wall = statistics.mean(r[1][0] for r in rows)
+    ours_ret = statistics.mean(r[0][1] for r in rows)
+    sb3_ret = statistics.mean(r[1][1] for r in rows)
+    print(f"mean {ours_wall:9.1f} {sb3_wall:9.1f} {ours_wall / sb3_wall:9.2f} {ours_ret:12.1f} {sb3_ret:11.1f}")
+    print(f"wall-clock ratio ours/sb3 = {ours_wall / sb3_wall:.2f} (target <= 0.5); "
+          f"mean return ours - sb3 = {ours_ret - sb3_ret:+.1f} (target >= 0)")
+
+
+if __name__ == "__main__":
+    main()
