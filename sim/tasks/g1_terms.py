@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from sim.math import projected_gravity, quat_rotate_inverse
+from sim.tasks import terms
 
 FEET = ("left_foot", "right_foot")
 """Foot order of every ``[N, 2]`` foot tensor."""
@@ -91,8 +91,7 @@ def foot_air_time(env) -> torch.Tensor:
 
 def track_lin_vel_xy(env, sigma: float) -> torch.Tensor:
     """Exp kernel of the squared error between commanded and actual base-frame (vx, vy)."""
-    lin_vel = quat_rotate_inverse(env.state.qpos[:, 3:7], env.state.qvel[:, 0:3])
-    error_sq = torch.sum((env.command[:, :2] - lin_vel[:, :2]) ** 2, dim=1)
+    error_sq = torch.sum((env.command[:, :2] - terms.base_lin_vel(env)[:, :2]) ** 2, dim=1)
     return exp_kernel(error_sq, sigma)
 
 
@@ -113,7 +112,7 @@ def feet_air_time(env, threshold: float, min_command: float) -> torch.Tensor:
 
 def tilt_l2(env) -> torch.Tensor:
     """Squared horizontal part of gravity in the base frame: 0 when upright, 1 when lying flat."""
-    return torch.sum(projected_gravity(env.state.qpos[:, 3:7])[:, :2] ** 2, dim=1)
+    return torch.sum(terms.projected_gravity(env)[:, :2] ** 2, dim=1)
 
 
 def base_height_l2(env, target: float) -> torch.Tensor:
