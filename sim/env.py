@@ -142,7 +142,8 @@ class TaskEnv(VecEnv):
         self.last_action = torch.zeros_like(self.action)
         self._episode_sums = {name: torch.zeros(n, device=self.device) for name in cfg.rewards}
         self._episode_return = torch.zeros(n, device=self.device)
-        self.state: SimState = self.backend.read()
+        self._step_cache: dict[str, torch.Tensor] = {}
+        self._read_state()
         self._init_task()
         self._reset_task(torch.arange(num_envs, device=self.device))
         self.observation_layout = {
@@ -152,8 +153,31 @@ class TaskEnv(VecEnv):
         if "policy" not in self.observation_layout:
             raise ValueError("a task needs a 'policy' observation group")
         self.observation_dims = {g: sum(s for _, s, _ in terms) for g, terms in self.observation_layout.items()}
+        # Each distinct term is evaluated once per observation, whichever groups use it.
+        self._obs_terms: dict[str, tuple[TermFn, dict[str, Any]]] = {}
+        self._obs_plan: dict[str, list[tuple[str, float]]] = {}
+        for group, terms in cfg.observations.items():
+            for term in terms.values():
+                key = f"{term.func.__module__}.{term.func.__qualname__}{sorted(term.params.items())!r}"
+                self._obs_terms[key] = (term.func, term.params)
+                self._obs_plan.setdefault(group, []).append((key, term.scale))
+        widths = [torch.full((size,), term.noise) for (_, size, _), term in
+                  zip(self.observation_layout["policy"], cfg.observations["policy"].values(), strict=True)]
+        noise = torch.cat(widths).to(self.device)
+        self._policy_noise = noise if cfg.observation_noise and bool(noise.any()) else None
 
     # ----------------------------------------------------------------------------- helpers
+    def _read_state(self) -> None:
+        self.state: SimState = self.backend.read()
+        self._step_cache.clear()
+
+    def cached(self, name: str, compute: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """``compute()`` once per state read: for quantities several terms derive from the state."""
+        value = self._step_cache.get(name)
+        if value is None:
+            value = self._step_cache[name] = compute()
+        return value
+
     def _site_mjcf_name(self, role: str) -> str:
         return site_name(self.robot, role) if role in self.robot.sites else role
 
@@ -192,7 +216,7 @@ class TaskEnv(VecEnv):
         if seed is not None:
             self.generator.manual_seed(seed)
         self._reset_envs(torch.arange(self.num_envs, device=self.device))
-        self.state = self.backend.read()
+        self._read_state()
         return self._observations()
 
     def step(self, action: torch.Tensor) -> Step:
@@ -205,7 +229,7 @@ class TaskEnv(VecEnv):
         applied = self.randomizer.perturb_action(self.action)
         self.backend.step(self._actuator_command(applied))
         self.episode_step += 1
-        self.state = self.backend.read()
+        self._read_state()
         self._pre_step()
 
         terms = {name: t.weight * t.func(self, **t.params) for name, t in self.cfg.rewards.items()}
@@ -231,7 +255,7 @@ class TaskEnv(VecEnv):
         if len(done_ids):
             log = self._episode_log(done_ids, success)
             self._reset_envs(done_ids)
-            self.state = self.backend.read()
+            self._read_state()
             obs = self._observations()
         else:
             obs = final_obs
@@ -276,15 +300,12 @@ class TaskEnv(VecEnv):
         return log
 
     def _observations(self) -> Obs:
-        out = {}
-        for group, terms in self.cfg.observations.items():
-            parts = []
-            for term in terms.values():
-                value = term.func(self, **term.params) * term.scale
-                if group == "policy" and term.noise and self.cfg.observation_noise:
-                    value = value + self.rand_uniform(-term.noise, term.noise, tuple(value.shape))
-                parts.append(value)
-            out[group] = torch.cat(parts, dim=1)
+        raw = {key: func(self, **params) for key, (func, params) in self._obs_terms.items()}
+        out = {group: torch.cat([raw[key] * scale if scale != 1.0 else raw[key] for key, scale in plan], dim=1)
+               for group, plan in self._obs_plan.items()}
+        if self._policy_noise is not None:
+            u = torch.rand(out["policy"].shape, generator=self.generator, device=self.device)
+            out["policy"] = out["policy"] + (2.0 * u - 1.0) * self._policy_noise
         return out
 
     def render(self, env_index: int = 0, width: int = 320, height: int = 240,

@@ -1,8 +1,8 @@
 """Offscreen rendering of one env to RGB arrays and mp4 files.
 
-On a machine without a GPU, MuJoCo renders through OSMesa: install Debian's ``libosmesa6`` and set
-``MUJOCO_GL=osmesa`` (done here when no backend is chosen and no display is present). With a GPU,
-``MUJOCO_GL=egl`` is faster.
+On a machine without a GPU, MuJoCo renders through OSMesa: install Debian's ``libosmesa6``;
+``import sim`` selects ``MUJOCO_GL=osmesa`` when no GL backend is chosen and no display is present
+(it must happen before mujoco is first imported). With a GPU, ``MUJOCO_GL=egl`` is faster.
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ import atexit
 import os
 from pathlib import Path
 
-if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
-    os.environ["MUJOCO_GL"] = "osmesa"
-    os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
-
 import mujoco
 import numpy as np
 
 _RENDERERS: dict[tuple[int, int, int], mujoco.Renderer] = {}
+
+
+def _software_gl() -> bool:
+    """OSMesa renders on the CPU: shadows and multisampling cost ~8x there, so they are turned off."""
+    return os.environ.get("MUJOCO_GL") == "osmesa"
 
 
 def _renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
@@ -27,6 +28,8 @@ def _renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer
         if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
             model.vis.global_.offwidth = max(width, model.vis.global_.offwidth)
             model.vis.global_.offheight = max(height, model.vis.global_.offheight)
+        if _software_gl():
+            model.vis.quality.offsamples = 0
         try:
             _RENDERERS[key] = mujoco.Renderer(model, height=height, width=width)
         except Exception as exc:  # GL context creation raises several unrelated types
@@ -60,6 +63,8 @@ def render_frame(model: mujoco.MjModel, data: mujoco.MjData, width: int = 320, h
             camera.lookat[:] = data.body(track_body).xpos
             camera.distance = 3.0
     renderer.update_scene(data, camera=camera)
+    if _software_gl():
+        renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
     return renderer.render().copy()
 
 

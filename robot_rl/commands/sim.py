@@ -41,6 +41,7 @@ def main(argv: list[str]) -> int:
 
     import sim
 
+    torch.set_num_threads(1)  # the env's tensors are tiny; intra-op threads only contend with physics
     if args.list:
         print("\n".join(sim.list_tasks()))
         return 0

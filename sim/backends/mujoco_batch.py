@@ -120,8 +120,15 @@ class MujocoBatchBackend:
         self.batch.set_const(ids)
 
     def snapshot(self, env_index: int) -> tuple[mujoco.MjModel, mujoco.MjData]:
-        """Model (with this env's randomised fields) and data of one env, e.g. to render it."""
-        model = self.batch.get_model(env_index)
-        data = self.batch.get_data(env_index)
+        """Model (with this env's randomised fields) and data of one env, e.g. to render it.
+
+        The same MjModel/MjData pair is refilled on every call (so a renderer built for it is reused);
+        copy them to keep a snapshot.
+        """
+        if not hasattr(self, "_snapshot"):
+            self._snapshot = (self.batch.get_model(env_index), self.batch.get_data(env_index))
+        model, data = self._snapshot
+        self.batch.get_model(env_index, model)
+        self.batch.get_data(env_index, data)
         mujoco.mj_forward(model, data)
         return model, data

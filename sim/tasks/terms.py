@@ -37,7 +37,7 @@ def base_ang_vel(env) -> torch.Tensor:
 
 def projected_gravity(env) -> torch.Tensor:
     """``[N, 3]`` gravity direction in the base frame (from the IMU orientation quaternion)."""
-    return _projected_gravity(env.state.qpos[:, 3:7])
+    return env.cached("projected_gravity", lambda: _projected_gravity(env.state.qpos[:, 3:7]))
 
 
 # ------------------------------------------------------------------ privileged (critic) terms
@@ -99,4 +99,4 @@ def base_below(env, height: float) -> torch.Tensor:
 
 def base_tilted(env, max_cos: float = 0.0) -> torch.Tensor:
     """The base's up axis tilted so that gravity's z in the base frame exceeds ``-max_cos``."""
-    return _projected_gravity(env.state.qpos[:, 3:7])[:, 2] > -max_cos
+    return projected_gravity(env)[:, 2] > -max_cos
