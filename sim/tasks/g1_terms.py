@@ -72,8 +72,11 @@ def velocity_command(env) -> torch.Tensor:
 
 def foot_heights(env) -> torch.Tensor:
     """``[N, 2]`` height of the lowest point of the left and right foot above the floor (privileged)."""
-    z = env.state.site_pos[:, env.foot_site_index, 2].view(env.num_envs, len(FEET), -1)
-    return z.amin(dim=2) - env.foot_radius  # not .min(dim): with indices it stalls ms on a busy CPU
+    def compute() -> torch.Tensor:
+        z = env.state.site_pos[:, env.foot_site_index, 2].view(env.num_envs, len(FEET), -1)
+        return z.amin(dim=2) - env.foot_radius  # not .min(dim): with indices it stalls ms on a busy CPU
+
+    return env.cached("foot_heights", compute)
 
 
 def foot_contacts(env) -> torch.Tensor:
