@@ -114,19 +114,12 @@ class PPO(Agent):
 
     @torch.no_grad()
     def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
-        """``[N, A]`` sampled actions (or the mean when ``deterministic``); sampling caches what
-        :meth:`observe` stores (log-prob, value, distribution)."""
+        """``[N, A]`` sampled actions (or the mean when ``deterministic``); sampling caches the
+        critic's value for :meth:`observe`."""
         if deterministic:
             return self.actor(obs["policy"])
-        dist = self.actor.distribution(obs["policy"])
-        action = dist.sample()
-        self._pending = {
-            "log_prob": dist.log_prob(action).sum(-1),
-            "mean": dist.mean,
-            "std": dist.stddev,
-            "value": self.critic(obs[self.critic_group]),
-            "action": action,
-        }
+        action = self.actor.distribution(obs["policy"]).sample()
+        self._pending = {"value": self.critic(obs[self.critic_group]), "action": action}
         return action
 
     @torch.no_grad()
@@ -169,7 +162,13 @@ class PPO(Agent):
                 s.rewards, s.values, next_values, s.terminated, s.done, cfg.gamma, cfg.lam
             )
             flat_adv = normalize_per_group(advantages.flatten(0, 1), self.group_weights)
-        batch = s.flat(returns, flat_adv)
+            batch = s.flat(returns, flat_adv)
+            # The "old" policy is the actor as the update starts. Recomputing it here (rather than
+            # storing what act() saw) removes the shift the per-step normaliser updates cause
+            # during the rollout (it would otherwise count as policy change in the KL and ratio).
+            old = self.actor.distribution(batch["obs"])
+            batch["log_prob"] = old.log_prob(batch["actions"]).sum(-1)
+            batch["mean"], batch["std"] = old.mean, old.stddev
         sums: dict[str, float] = {}
         n = 0
         for _ in range(cfg.num_learning_epochs):
@@ -279,7 +278,6 @@ class RolloutStorage:
         z = lambda *shape, dtype=torch.float32: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
         self.obs, self.critic_obs, self.actions = z(T, N, D), z(T, N, Dc), z(T, N, A)
         self.rewards, self.values, self.final_values = z(T, N, G), z(T, N, G), z(T, N, G)
-        self.log_prob, self.mean, self.std = z(T, N), z(T, N, A), z(T, N, A)
         self.terminated, self.done = z(T, N, dtype=torch.bool), z(T, N, dtype=torch.bool)
         self.last_critic_obs = z(N, Dc)
 
@@ -290,14 +288,13 @@ class RolloutStorage:
 
     def add(self, obs, critic_obs, action, rewards, terminated, done, pending, final_values) -> None:
         """Write step ``t``: obs ``[N, D]``, critic obs ``[N, Dc]``, action ``[N, A]``, rewards ``[N, G]``,
-        flags ``[N]``, the cached act() outputs and ``V(final_obs)`` ``[N, G]`` (0 where not truncated)."""
+        flags ``[N]``, the cached act() value and ``V(final_obs)`` ``[N, G]`` (0 where not truncated)."""
         if self.full:
             raise RuntimeError(f"rollout storage is full ({self.T} steps); call PPO.update() first")
         t = self.step
         self.obs[t], self.critic_obs[t], self.actions[t] = obs, critic_obs, action
         self.rewards[t], self.terminated[t], self.done[t] = rewards, terminated, done
-        self.values[t], self.log_prob[t] = pending["value"], pending["log_prob"]
-        self.mean[t], self.std[t], self.final_values[t] = pending["mean"], pending["std"], final_values
+        self.values[t], self.final_values[t] = pending["value"], final_values
         self.step += 1
 
     def flat(self, returns: torch.Tensor, advantages: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -309,9 +306,6 @@ class RolloutStorage:
             "actions": self.actions.flatten(0, 1),
             "values": self.values.flatten(0, 1),
             "returns": returns.flatten(0, 1),
-            "log_prob": self.log_prob.flatten(0, 1),
-            "mean": self.mean.flatten(0, 1),
-            "std": self.std.flatten(0, 1),
             "advantages": advantages,
         }
 
