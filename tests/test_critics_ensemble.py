@@ -1,4 +1,4 @@
-"""Stacked (vmapped) Q ensembles: per-member equivalence, Polyak target update, REDQ subsets."""
+"""Stacked-parameter Q ensembles: per-member equivalence, Polyak target update, REDQ subsets."""
 
 import pytest
 import torch
@@ -23,8 +23,12 @@ def test_vmapped_members_equal_plain_mlps_with_the_same_weights():
     x = torch.cat([obs, action], dim=-1)
     for e in range(3):
         plain = mlp(5, [16, 16], 1, "relu")
-        params = dict(zip(critic.members._names, critic.members.stacked, strict=True))
-        plain.load_state_dict({k: v[e] for k, v in params.items()})
+        members = critic.members
+        plain.load_state_dict({
+            f"{2 * i}.{name}": (w[e].T if name == "weight" else w[e, 0])
+            for i in range(3)
+            for name, w in (("weight", members.weights[i]), ("bias", members.biases[i]))
+        })
         torch.testing.assert_close(out[e], plain(x))
     assert not torch.allclose(out[0], out[1])  # members initialised independently
 
