@@ -69,16 +69,18 @@ def _launch_args(policy: Path, robot: str, namespace: str) -> dict[str, str]:
 
 
 def _sim_params(latency_ms: float, noise: float, seed: int) -> dict[str, object]:
-    return {"command_latency_s": latency_ms / 1e3, "position_noise": noise, "velocity_noise": 10 * noise,
-            "seed": seed}
+    return {"command_latency_s": float(latency_ms) / 1e3, "position_noise": float(noise),
+            "velocity_noise": 10.0 * float(noise), "seed": int(seed)}
 
 
 def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 4.0, latency_ms: float = 0.0,
                  noise: float = 0.0, domain_id: int = 0, seed: int = 0, namespace: str = "",
-                 launch: str = "sim2sim.launch.yaml", warmup: int = 1) -> list[tuple[float, float]]:
+                 launch: str = "sim2sim.launch.yaml", warmup: int = 1,
+                 policy_params: dict[str, object] | None = None) -> list[tuple[float, float]]:
     """Play reach episodes of the artifact's task through ROS 2; ``[(success 0/1, final distance m)]``.
 
     The first ``warmup`` episodes (they include the policy node's soft start) are not returned.
+    ``policy_params`` override policy node parameters (e.g. ``{"max_step_change": "[1.0, ...]"}``).
     """
     from robot_rl.deploy.artifact import load_meta
     from robot_rl.deploy.node_procs import NodeProcesses
@@ -87,7 +89,8 @@ def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 4.0
     if not task:
         raise RuntimeError(f"{policy}/policy.yaml has no task: episodes need the training task's targets")
     sim = _sim_params(latency_ms, noise, seed) | {"task": task, "episode_s": episode_s}
-    nodes = NodeProcesses(launch, _launch_args(policy, robot, namespace), domain_id, extra={"sim_robot": sim})
+    extra = {"sim_robot": sim, "policy_node": dict(policy_params or {})}
+    nodes = NodeProcesses(launch, _launch_args(policy, robot, namespace), domain_id, extra=extra)
     os.environ.update({k: nodes.env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
     import rclpy
     from std_msgs.msg import Float64MultiArray

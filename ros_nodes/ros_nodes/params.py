@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rclpy.exceptions import ParameterUninitializedException
+from rclpy.exceptions import InvalidParameterTypeException, ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -26,10 +26,16 @@ def declare(node: Node, spec: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
     """
     values = {}
     for name, (kind, default) in spec.items():
-        if default is None:
-            node.declare_parameter(name, _TYPES[kind])
-        else:
-            node.declare_parameter(name, default)
+        try:
+            if default is None:
+                node.declare_parameter(name, _TYPES[kind])
+            else:
+                node.declare_parameter(name, default)
+        except InvalidParameterTypeException as exc:
+            raise ValueError(
+                f"parameter {name!r} of node {node.get_name()!r} has the wrong type ({exc}); write floats "
+                f"with a decimal point (-p {name}:=0.0) and lists as [a, b]."
+            ) from exc
         try:
             value = node.get_parameter(name).value
         except ParameterUninitializedException:
