@@ -94,7 +94,6 @@ class PolicyNode(Node):
         self.period = 1.0 / (p["control_hz"] or self.meta.control_hz)
         self.chunks = ChunkExecutor(self.meta.chunk_length, p["chunk_mode"], p["chunk_decay"])
         self.command_type = p["command_type"]
-        command_class(self.command_type)
         terms = {t.name for t in self.meta.observation}
 
         self.state = RobotState(joint_pos=np.zeros(A), joint_vel=np.zeros(A))

@@ -79,7 +79,6 @@ class SimRobotNode(Node):
         self.rng = np.random.default_rng(p["seed"])
         self.pending: deque[tuple[float, np.ndarray]] = deque()
 
-        command_class(p["command_type"])
         self.js_pub = self.create_publisher(JointState, p["joint_states_topic"], 10)
         self.imu_pub = self.create_publisher(Imu, p["imu_topic"], 10) if self.floating else None
         self.create_subscription(command_class(p["command_type"]), p["command_topic"], self._on_command, 10)
