@@ -27,8 +27,8 @@ from robot_rl.agents.base import Agent
 SB3_DEFAULTS = {"learning_rate": 3e-4, "batch_size": 256, "buffer_size": 1_000_000, "tau": 0.005, "gamma": 0.99}
 
 
-def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int) -> tuple[float, float]:
-    """Train our SAC; returns (training wall seconds, mean deterministic eval return)."""
+def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int) -> tuple[float, float, float]:
+    """Train our SAC; returns (training wall seconds, training CPU seconds, mean deterministic eval return)."""
     import sim
     from robot_rl.agents.base import EnvSpec, make_agent
     from robot_rl.config import compose
@@ -46,7 +46,7 @@ def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int) ->
     env = sim.make_env("gym:HalfCheetah-v5", num_envs=1, seed=seed)
     agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(env))
     obs = env.reset(seed=seed)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(steps):
         action = agent.act(obs)
         step = env.step(action)
@@ -54,8 +54,8 @@ def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int) ->
         obs = step.obs
         if agent.ready():
             agent.update()
-    wall = time.perf_counter() - start
-    return wall, evaluate_ours(agent, seed + 1000, eval_episodes)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return wall, cpu, evaluate_ours(agent, seed + 1000, eval_episodes)
 
 
 def evaluate_ours(agent: Agent, seed: int, episodes: int) -> float:
@@ -74,8 +74,8 @@ def evaluate_ours(agent: Agent, seed: int, episodes: int) -> float:
     return float(total.mean())
 
 
-def run_sb3(steps: int, seed: int, learning_starts: int, eval_episodes: int) -> tuple[float, float]:
-    """Train stable-baselines3's SAC; returns (training wall seconds, mean deterministic eval return)."""
+def run_sb3(steps: int, seed: int, learning_starts: int, eval_episodes: int) -> tuple[float, float, float]:
+    """Train stable-baselines3's SAC; returns (training wall s, training CPU s, mean deterministic eval return)."""
     import gymnasium as gym
     from stable_baselines3 import SAC
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -83,13 +83,13 @@ def run_sb3(steps: int, seed: int, learning_starts: int, eval_episodes: int) -> 
     env = gym.make("HalfCheetah-v5")
     model = SAC("MlpPolicy", env, learning_starts=learning_starts, seed=seed, device="cpu",
                 policy_kwargs={"net_arch": [256, 256]}, **{**SB3_DEFAULTS, "buffer_size": min(1_000_000, steps)})
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=steps)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     eval_env = gym.make("HalfCheetah-v5")
     eval_env.reset(seed=seed + 1000)
     mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
-    return wall, float(mean)
+    return wall, cpu, float(mean)
 
 
 def main() -> None:
@@ -106,22 +106,27 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(f"HalfCheetah-v5, {args.steps} steps, seeds {args.seeds}, learning_starts {args.learning_starts}, "
           f"{args.threads} thread(s), load average {os.getloadavg()[0]:.1f}")
-    print(f"{'seed':>4s} {'ours s':>9s} {'sb3 s':>9s} {'ours/sb3':>9s} {'ours return':>12s} {'sb3 return':>11s}")
+    print("wall and CPU seconds of training (evaluation excluded); CPU time is less sensitive to other load")
+    header = ["seed", "ours wall", "sb3 wall", "ratio", "ours cpu", "sb3 cpu", "ratio", "ours ret", "sb3 ret"]
+    print(" ".join(f"{h:>9s}" for h in header))
     rows = []
     for seed in args.seeds:
         ours = run_ours(args.steps, seed, args.learning_starts, args.eval_episodes)
         peer = run_sb3(args.steps, seed, args.learning_starts, args.eval_episodes)
         rows.append((ours, peer))
-        print(f"{seed:4d} {ours[0]:9.1f} {peer[0]:9.1f} {ours[0] / peer[0]:9.2f} {ours[1]:12.1f} {peer[1]:11.1f}",
-              flush=True)
-    ours_wall = statistics.mean(r[0][0] for r in rows)
-    sb3_wall = statistics.mean(r[1][0] for r in rows)
-    ours_ret = statistics.mean(r[0][1] for r in rows)
-    sb3_ret = statistics.mean(r[1][1] for r in rows)
-    print(f"mean {ours_wall:9.1f} {sb3_wall:9.1f} {ours_wall / sb3_wall:9.2f} {ours_ret:12.1f} {sb3_ret:11.1f}")
-    print(f"wall-clock ratio ours/sb3 = {ours_wall / sb3_wall:.2f} (target <= 0.5); "
-          f"mean return ours - sb3 = {ours_ret - sb3_ret:+.1f} (target >= 0)")
+        print(_row(str(seed), ours, peer), flush=True)
+    mean_ours = tuple(statistics.mean(r[0][i] for r in rows) for i in range(3))
+    mean_peer = tuple(statistics.mean(r[1][i] for r in rows) for i in range(3))
+    print(_row("mean", mean_ours, mean_peer))
+    print(f"wall-clock ratio ours/sb3 = {mean_ours[0] / mean_peer[0]:.2f} (target <= 0.5); CPU-time ratio "
+          f"{mean_ours[1] / mean_peer[1]:.2f}; mean return ours - sb3 = {mean_ours[2] - mean_peer[2]:+.1f} "
+          "(target >= 0)")
 
+
+def _row(label: str, ours: tuple[float, float, float], peer: tuple[float, float, float]) -> str:
+    """One table row: wall, CPU (each with the ours/sb3 ratio) and returns."""
+    cells = [ours[0], peer[0], ours[0] / peer[0], ours[1], peer[1], ours[1] / peer[1], ours[2], peer[2]]
+    return f"{label:>9s} " + " ".join(f"{c:9.2f}" for c in cells)
 
 if __name__ == "__main__":
     main()

@@ -33,7 +33,9 @@ def _agent(env, drop=1, **kw) -> TQC:
 def test_tqc_learns_pendulum():
     torch.manual_seed(0)
     env = PendulumVecEnv(8, seed=0)
-    agent = _agent(env)
+    # The quantile Huber loss has bounded gradients, so critics reach Pendulum's returns (hundreds)
+    # slowly at lr 1e-3 (3.5k updates: -450 measured); lr 3e-3 gets there in the same budget.
+    agent = _agent(env, critic_lr=3e-3)
     ret = train_and_evaluate(agent, env, 1000, PendulumVecEnv(16, seed=1))
     assert ret > THRESHOLD, f"TQC mean return {ret:.0f} <= {THRESHOLD} after 8k transitions"
 

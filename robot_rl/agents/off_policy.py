@@ -15,7 +15,7 @@ import abc
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -142,6 +142,9 @@ class ExportedPolicy(nn.Module):
 
 class OffPolicyAgent(Agent, abc.ABC):
     """Replay-based agent; subclasses build ``self.actor`` and implement :meth:`learn`, :meth:`explore`."""
+
+    runner: ClassVar[str] = "off_policy"
+    """The loop that drives it: ``robot_rl.train.off_policy_runner.OffPolicyRunner``."""
 
     def __init__(self, cfg: OffPolicyConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
         super().__init__(cfg, critic_cfg, env, device)
