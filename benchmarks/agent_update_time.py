@@ -1,4 +1,4 @@
-"""Per-update wall time of every off-policy agent at batch 256 and 4096, next to stable-baselines3.
+"""Per-update CPU time of every off-policy agent at batch 256 and 4096, next to stable-baselines3.
 
 Each agent is built from its default config (``configs/agent/<agent>.yaml`` + its critic), on a
 HalfCheetah-sized problem (obs 17, action 6), with a replay buffer of random transitions; one
@@ -40,19 +40,22 @@ def _spec() -> EnvSpec:
 
 
 def _median_ms(fn, updates: int) -> float:
-    """Median wall time of ``fn()`` in ms over ``updates`` calls, after 3 warm-up calls."""
+    """Median CPU time (``time.process_time``) of ``fn()`` in ms over ``updates`` calls, after 3 warm-up calls.
+
+    CPU time rather than wall time: on a shared machine the wall time mostly measures the other load.
+    """
     for _ in range(3):
         fn()
     times = []
     for _ in range(updates):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     return 1000 * statistics.median(times)
 
 
 def time_ours(overrides: list[str], batch: int, updates: int) -> float:
-    """Median ms per update of our agent."""
+    """Median CPU ms per update of our agent."""
     cfg = compose([*overrides, f"agent.batch_size={batch}"])
     agent = make_agent(cfg.agent, cfg.critic, _spec())
     b = agent.buffer
@@ -73,7 +76,7 @@ def time_ours(overrides: list[str], batch: int, updates: int) -> float:
 
 
 def time_sb3(name: str, batch: int, updates: int) -> float | None:
-    """Median ms per ``train(gradient_steps=1)`` of stable-baselines3's ``name``, or None if absent."""
+    """Median CPU ms per ``train(gradient_steps=1)`` of stable-baselines3's ``name``, or None if absent."""
     try:
         import gymnasium as gym
         import stable_baselines3 as sb3
@@ -107,6 +110,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f}, "
           f"obs {OBS_DIM}, action {ACTION_DIM}, median of {args.updates} updates")
+    print("CPU ms per update (time.process_time, median)")
     print(f"{'agent':24s} {'batch':>6s} {'ours ms':>9s} {'sb3 ms':>9s} {'ours/sb3':>9s}")
     for name in args.agents:
         for batch in args.batches:
