@@ -134,8 +134,10 @@ class TaskEnv(VecEnv):
         self.generator.manual_seed(seed)
         self.randomizer = DomainRandomizer(cfg.randomization, self.backend, self.generator)
         self.reward_groups = tuple(dict.fromkeys(t.group for t in cfg.rewards.values()))
-        self._group_index = torch.tensor([self.reward_groups.index(t.group) for t in cfg.rewards.values()],
-                                         device=self.device)
+        # [T, G] one-hot: reward_by_group = stacked reward terms [N, T] @ this, one matmul per step
+        groups = [self.reward_groups.index(t.group) for t in cfg.rewards.values()]
+        self._term_groups = torch.nn.functional.one_hot(torch.tensor(groups), len(self.reward_groups)).float()
+        self._term_groups = self._term_groups.to(self.device)
         n = num_envs
         self.episode_step = torch.zeros(n, dtype=torch.long, device=self.device)
         self.action = torch.zeros(n, self.action_dim, device=self.device)
@@ -234,8 +236,7 @@ class TaskEnv(VecEnv):
 
         terms = {name: t.weight * t.func(self, **t.params) for name, t in self.cfg.rewards.items()}
         stacked = torch.stack(list(terms.values()), dim=1)
-        by_group = torch.zeros(self.num_envs, len(self.reward_groups), device=self.device)
-        by_group.index_add_(1, self._group_index, stacked)
+        by_group = stacked @ self._term_groups
         reward = stacked.sum(dim=1)
         success = self.cfg.success(self) if self.cfg.success else torch.zeros_like(reward, dtype=torch.bool)
         terminated = torch.zeros_like(success)

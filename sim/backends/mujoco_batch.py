@@ -60,6 +60,8 @@ class MujocoBatchBackend:
         self._site_ids = [self._id(mujoco.mjtObj.mjOBJ_SITE, n) for n in sites.values()]
         self.body_index = {name: i for i, name in enumerate(bodies)}
         self._body_ids = [self._id(mujoco.mjtObj.mjOBJ_BODY, n) for n in bodies]
+        self._no_bodies = (torch.zeros(num_envs, 0, 3, device=self.device),
+                           torch.zeros(num_envs, 0, 4, device=self.device))
         self.batch.reset()
 
     def _id(self, kind: mujoco.mjtObj, name: str) -> int:
@@ -81,8 +83,8 @@ class MujocoBatchBackend:
             joint_pos=qpos[:, self._joint_qadr],
             joint_vel=qvel[:, self._joint_vadr],
             site_pos=self._tensor(self._site_xpos[:, self._site_ids]),
-            body_pos=self._tensor(self._xpos[:, self._body_ids]),
-            body_quat=self._tensor(self._xquat[:, self._body_ids]),
+            body_pos=self._tensor(self._xpos[:, self._body_ids]) if self._body_ids else self._no_bodies[0],
+            body_quat=self._tensor(self._xquat[:, self._body_ids]) if self._body_ids else self._no_bodies[1],
             actuator_force=self._tensor(self._actuator_force),
             site_index=self.site_index,
             body_index=self.body_index,
