@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from diagnostic_msgs.msg import DiagnosticArray
 from ros_support import Nodes, Probe, fresh_domain_id, max_step
 from std_msgs.msg import Bool
 
@@ -108,6 +109,7 @@ def test_watchdog_holds_within_one_period_and_resumes(setup, tmp_path):
 
 def test_estop_latches_until_reenabled(setup, tmp_path):
     probe, start = setup
+    diagnostics = probe.record(DiagnosticArray, "diagnostics")
     nodes = start(export(tmp_path, oscillating_net()), soft_start_s=0.3)
     wait_started(probe, nodes)
     probe.state_fn = lambda t: DEFAULT
@@ -116,11 +118,13 @@ def test_estop_latches_until_reenabled(setup, tmp_path):
     probe.estop_pub.publish(Bool(data=True))
     time.sleep(0.8)
     probe.estop_pub.publish(Bool(data=False))  # does not unlatch
-    time.sleep(0.6)
+    time.sleep(1.0)  # the e-stop lasts > 1.5 s: at least one 1 Hz diagnostics message reports it
     latched = probe.received(t_estop + SLACK)
     assert len(latched) >= 15
     for _, cmd in latched:
         np.testing.assert_array_equal(cmd, latched[0][1])
+    reported = [st for d in diagnostics for st in d.status if st.message == "e-stop"]
+    assert reported and any(kv.key == "estop" and float(kv.value) >= 1 for kv in reported[-1].values)
     assert "soft start" in probe.call_enable(True)
     t_enable = time.monotonic()
     time.sleep(1.0)
