@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from sim.backends.mujoco_batch import MujocoBatchBackend
-from sim.randomization import DomainRandCfg, DomainRandomizer
+from sim.randomization import DomainRandCfg, DomainRandomizer, actuator_history_edit
 from sim.robots import RobotConfig, build_model, load_robot, site_name
 from sim.robots.config import ACTION_TYPES
 from sim.robots.model import SpecEdit
@@ -96,6 +96,15 @@ def override_control(robot: RobotConfig, changes: dict[str, Any]) -> RobotConfig
     return dataclasses.replace(robot, control=dataclasses.replace(robot.control, **changes))
 
 
+def _compose(*edits: SpecEdit | None) -> SpecEdit:
+    def edit(spec) -> None:
+        for one in edits:
+            if one is not None:
+                one(spec)
+
+    return edit
+
+
 class TaskEnv(VecEnv):
     """A batched MuJoCo task on the CPU ``Batch`` backend.
 
@@ -115,7 +124,8 @@ class TaskEnv(VecEnv):
         self.robot: RobotConfig = override_control(load_robot(cfg.robot), cfg.control)
         self.num_envs = num_envs
         self.device = torch.device(device)
-        self.model = build_model(self.robot, cfg.scene)
+        history = actuator_history_edit(cfg.randomization, self.robot.control.physics_dt)
+        self.model = build_model(self.robot, _compose(cfg.scene, history))
         control = self.robot.control
         self.dt = control.dt
         self.max_episode_steps = max(1, round(cfg.episode_s / self.dt))

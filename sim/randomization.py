@@ -1,12 +1,16 @@
 """Per-env domain randomisation: physics fields through ``Batch.expand``, action noise and latency.
 
-Physics fields (friction, link masses, PD gains) are resampled for an env each time it resets,
-from the env's seeded generator, so a run is reproducible under its seed. Action latency is a
-per-env delay of whole control steps, kept in a small ring of past actions; it is backend-neutral.
+Physics fields (friction, link masses, PD gains, actuator delay) are resampled for an env each time
+it resets, from the env's seeded generator, so a run is reproducible under its seed. Two kinds of
+latency: ``actuator_delay_s`` is MuJoCo's own actuator delay at physics resolution (a command
+reaches the motor that many seconds later, per env — the few-millisecond transport latency of a
+real robot's bus), and ``action_delay_steps`` delays whole control steps, kept in a small ring of
+past actions (backend-neutral).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import mujoco
@@ -25,6 +29,8 @@ class DomainRandCfg:
         mass_scale: multiplies every body's mass.
         actuator_gain_scale: multiplies every position actuator's kp (and kd, so the damping
             ratio is kept).
+        actuator_delay_s: each env's command-to-motor delay in seconds (MuJoCo actuator delay,
+            physics-step resolution), e.g. ``(0.0, 0.01)``.
         action_delay_steps: each env's latency is drawn in ``[0, action_delay_steps]`` control steps.
         action_noise_std: Gaussian noise added to the action the actuators receive.
     """
@@ -32,6 +38,7 @@ class DomainRandCfg:
     friction_scale: Range | None = None
     mass_scale: Range | None = None
     actuator_gain_scale: Range | None = None
+    actuator_delay_s: Range | None = None
     action_delay_steps: int = 0
     action_noise_std: float = 0.0
 
@@ -40,8 +47,25 @@ class DomainRandCfg:
             value = getattr(self, name)
             if value is not None and not (len(value) == 2 and 0 < value[0] <= value[1]):
                 raise ValueError(f"DomainRandCfg.{name}={value!r}: use (low, high) with 0 < low <= high")
+        delay = self.actuator_delay_s
+        if delay is not None and not (len(delay) == 2 and 0 <= delay[0] <= delay[1]):
+            raise ValueError(f"DomainRandCfg.actuator_delay_s={delay!r}: use (low, high) seconds, 0 <= low <= high")
         if self.action_delay_steps < 0 or self.action_noise_std < 0:
             raise ValueError("DomainRandCfg: action_delay_steps and action_noise_std must be >= 0")
+
+
+def actuator_history_edit(cfg: DomainRandCfg, physics_dt: float):
+    """A spec edit giving every actuator a history long enough for ``cfg.actuator_delay_s``, or None."""
+    if cfg.actuator_delay_s is None:
+        return None
+    samples = math.ceil(cfg.actuator_delay_s[1] / physics_dt) + 2
+
+    def edit(spec: mujoco.MjSpec) -> None:
+        for actuator in spec.actuators:
+            actuator.nsample = samples
+            actuator.delay = cfg.actuator_delay_s[1]
+
+    return edit
 
 
 class DomainRandomizer:
@@ -93,6 +117,9 @@ class DomainRandomizer:
             rows = self._gain_rows
             gain[np.ix_(ids_np, rows, [0])] = (self._gain0[rows] * k)[..., None]
             bias[np.ix_(ids_np, rows, [1, 2])] = self._bias0[rows][None, :, 1:3] * k[..., None]
+        if self.cfg.actuator_delay_s:
+            low, high = self.cfg.actuator_delay_s
+            self.backend.expand("actuator_delay")[ids_np] = self._scales(n, (low, high), (1,))
         if self.cfg.action_delay_steps:
             high = self.cfg.action_delay_steps + 1
             self._delay[ids] = torch.randint(0, high, (n,), generator=self.generator, device=self.device)

@@ -47,3 +47,31 @@ def test_action_latency_delays_the_command():
 def test_bad_range_is_refused():
     with pytest.raises(ValueError, match="friction_scale"):
         DomainRandCfg(friction_scale=(1.5, 0.5))
+
+
+def test_actuator_delay_is_per_env_and_delays_the_motor():
+    """MuJoCo's actuator delay: env 1 (8 ms) feels a new target later than env 0 (0 ms)."""
+    env = sim.make_env("so101_reach", num_envs=4, seed=0, init_joint_noise=0.0,
+                       randomization=DomainRandCfg(actuator_delay_s=(0.0, 0.008)))
+    env.reset(seed=0)
+    delay = env.backend.expand("actuator_delay")
+    delay[:, :] = 0.0
+    delay[1, :] = 0.008  # two physics steps of 4 ms
+    batch = env.backend.batch
+    force = batch.bind("actuator_force")
+    batch.bind("ctrl")[:] = env._actuator_command(torch.full((4, env.action_dim), 0.5)).numpy()
+    batch.step(nstep=1)
+    batch.step(nstep=1)  # forces reported are those of the last substep
+    saturated = env.robot.joints[0].effort
+    assert np.abs(force[0, 0]) == pytest.approx(saturated)  # no delay: the new target acts at once
+    # 8 ms delay: still holding the reset target (the history starts at the reset command, not 0)
+    assert np.abs(force[1]).max() < 0.5 * saturated
+    batch.step(nstep=3)
+    assert np.abs(force[1, 0]) == pytest.approx(saturated)
+    cfg = DomainRandCfg(actuator_delay_s=(0.002, 0.006))
+    env = sim.make_env("so101_reach", num_envs=8, seed=0, randomization=cfg)
+    env.reset(seed=1)
+    sampled = env.backend.batch.expanded("actuator_delay")[:, 0]
+    assert sampled.min() >= 0.002 and sampled.max() <= 0.006 and len(set(np.round(sampled, 9))) == 8
+    with pytest.raises(ValueError, match="actuator_delay_s"):
+        DomainRandCfg(actuator_delay_s=(0.01, 0.0))

@@ -60,9 +60,27 @@ class MujocoBatchBackend:
         self._site_ids = [self._id(mujoco.mjtObj.mjOBJ_SITE, n) for n in sites.values()]
         self.body_index = {name: i for i, name in enumerate(bodies)}
         self._body_ids = [self._id(mujoco.mjtObj.mjOBJ_BODY, n) for n in bodies]
+        self._history_values, self._history_nsample = self._control_history_layout(model)
+        if self._history_values is not None:
+            self._history = self.batch.bind("history")
         self._no_bodies = (torch.zeros(num_envs, 0, 3, device=self.device),
                            torch.zeros(num_envs, 0, 4, device=self.device))
         self.batch.reset()
+
+    @staticmethod
+    def _control_history_layout(model: mujoco.MjModel) -> tuple[np.ndarray | None, int]:
+        """Indices ``[nu, nsample]`` of the past-control values in MjData.history, or None.
+
+        An actuator's history block is ``[user, cursor, times[nsample], values[nsample]]``.
+        """
+        nsample = model.actuator_history[:, 0]
+        if model.nu == 0 or not nsample.any():
+            return None, 0
+        if len(set(nsample.tolist())) != 1:
+            raise ValueError("actuators with a delay must all keep the same number of history samples")
+        n = int(nsample[0])
+        start = model.actuator_historyadr[:, None] + 2 + n
+        return start + np.arange(n)[None, :], n
 
     def _id(self, kind: mujoco.mjtObj, name: str) -> int:
         i = mujoco.mj_name2id(self.model, kind, name)
@@ -100,7 +118,11 @@ class MujocoBatchBackend:
         self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
         self._qpos[ids] = qpos.detach().to("cpu", torch.float64).numpy()
         self._qvel[ids] = qvel.detach().to("cpu", torch.float64).numpy()
-        self._ctrl[ids] = ctrl.detach().to("cpu", torch.float64).numpy()
+        ctrl_np = ctrl.detach().to("cpu", torch.float64).numpy()
+        self._ctrl[ids] = ctrl_np
+        if self._history_values is not None:
+            # Delayed actuators read past controls: start them at the reset command, not at zero.
+            self._history[np.ix_(ids, self._history_values.ravel())] = np.repeat(ctrl_np, self._history_nsample, 1)
         self.batch.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
 
     def set_mocap_pos(self, ids: np.ndarray, mocap_index: int, pos: torch.Tensor) -> None:
