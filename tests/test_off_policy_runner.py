@@ -55,3 +55,15 @@ def test_run_logs_checkpoints_and_resumes_where_it_stopped(tmp_path):
     torch.testing.assert_close(a.act({"policy": obs}, True), agent.act({"policy": obs}, True))
     result = resumed.learn(evaluate_and_export=False)
     assert (result.env_steps, result.updates, a.updates) == (2800, 7, 651)
+
+
+def test_sac_run_on_so101_reach_evaluates_and_exports_a_policy_artifact(tmp_path):
+    cfg = compose([
+        "agent=sac", "critic=ensemble", "critic.hidden_dims=[32,32]", "agent.actor_hidden_dims=[32,32]",
+        "agent.learning_starts=400", "agent.utd_ratio=0.02", "agent.batch_size=64", "agent.iteration_steps=400",
+        "task.total_steps=800", "task.num_envs=8", "eval_episodes=2", "logger=none", "logger.progress=false",
+    ])
+    result = OffPolicyRunner(cfg, tmp_path).learn()
+    assert result.env_steps == 800 and result.eval["episodes"] == 2
+    assert (tmp_path / "eval.json").is_file()
+    assert {p.name for p in result.artifact.iterdir()} >= {"policy.onnx", "policy.pt", "policy.yaml"}
