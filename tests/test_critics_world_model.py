@@ -1,0 +1,186 @@
+"""World-model critic: joint losses decrease on a deterministic toy system, values are learnt, MPPI plans,
+the V variant runs inside PPO, and state round-trips through safetensors."""
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from toy_vecenv import ToyReach
+
+from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.ppo import PPOConfig
+from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.critics.world_model import WorldModelCriticConfig
+
+GAMMA, T = 0.9, 3
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _step(s, a):
+    """Deterministic toy: ``s' = clip(s + 0.25 a)``, ``r = -|s'|^2`` (2-D state, 2-D action)."""
+    s = (s + 0.25 * a).clamp(-1, 1)
+    return s, -s.pow(2).sum(-1, keepdim=True)
+
+
+def _pi(s):
+    return -(4 * s).clamp(-1, 1)
+
+
+def _cfg(**kw):
+    return WorldModelCriticConfig(latent_dim=32, simnorm_dim=8, hidden_dims=[64, 64], plan_samples=128,
+                                  plan_elites=16, plan_horizon=2, plan_gamma=GAMMA, **kw)
+
+
+def _batch(n=128):
+    s = torch.rand(n, 2) * 2 - 1
+    obs, actions, rewards = [s], [], []
+    for _ in range(T):
+        a = torch.rand(n, 2) * 2 - 1
+        s, r = _step(s, a)
+        obs.append(s)
+        actions.append(a)
+        rewards.append(r)
+    return torch.stack(obs), torch.stack(actions), torch.stack(rewards)
+
+
+def _train(critic, steps):
+    critic.target_critic()
+    opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    history = []
+    for _ in range(steps):
+        obs, actions, rewards = _batch()
+        targets = critic.td_targets(obs[1:], _pi(obs[1:]), rewards, torch.full(rewards.shape[:2], GAMMA))
+        loss, metrics = critic.rollout_loss(obs, actions, rewards, targets)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(critic.parameters(), 20.0)
+        opt.step()
+        critic.update_target(0.01)
+        history.append(metrics)
+    return history
+
+
+@pytest.fixture(scope="module")
+def trained():
+    torch.manual_seed(0)
+    critic = make_critic(_cfg(), CriticSpec(obs_dim=2, action_dim=2))
+    with torch.enable_grad():
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        history = _train(critic, 2000)
+        torch.set_num_threads(threads)
+    return critic, history
+
+
+def _mean(history, key, part):
+    values = [h[key] for h in history]
+    k = len(values) // 10
+    return sum(values[:k]) / k if part == "first" else sum(values[-k:]) / k
+
+
+@pytest.mark.parametrize("key", ["consistency_loss", "reward_loss"])
+def test_model_losses_decrease_on_a_deterministic_toy_system(trained, key):
+    _, history = trained
+    first, last = _mean(history, key, "first"), _mean(history, key, "last")
+    print(f"{key}: first 10% mean {first:.5f} -> last 10% mean {last:.5f}")
+    assert last < 0.2 * first
+
+
+def _true_value(s, a, steps=60):
+    s, r = _step(s, a)
+    total = r.squeeze(-1)
+    for k in range(1, steps):
+        s, r = _step(s, _pi(s))
+        total += GAMMA**k * r.squeeze(-1)
+    return total
+
+
+def test_q_heads_learn_the_policy_value_through_the_latent_model(trained):
+    critic, history = trained
+    torch.manual_seed(3)
+    s, a = torch.rand(512, 2) * 2 - 1, torch.rand(512, 2) * 2 - 1
+    truth = _true_value(s, a)
+    pred = critic(critic.encode(s), a).squeeze(-1).detach()
+    err = (pred - truth).abs().mean().item()
+    td = _mean(history, "critic_loss", "last")
+    print(f"Q error {err:.3f} vs mean |Q| {truth.abs().mean():.3f}; TD loss {td:.4f}")
+    assert err < 0.25 * truth.abs().mean().item()
+
+
+def test_latent_rollout_predicts_rewards_of_unseen_sequences(trained):
+    critic, _ = trained
+    torch.manual_seed(4)
+    obs, actions, rewards = _batch(256)
+    z = critic.encode(obs[0])
+    errs = []
+    for t in range(T):
+        errs.append((critic.predict_reward(z, actions[t]) - rewards[t]).abs().mean().item())
+        z = critic.next(z, actions[t])
+    print(f"reward error along the latent rollout {errs} (mean |r| {rewards.abs().mean():.3f})")
+    assert max(errs) < 0.1 * rewards.abs().mean().item()
+
+
+def test_mppi_plans_towards_the_origin_better_than_random(trained):
+    critic, _ = trained
+    s = torch.tensor([[0.6, -0.4], [-0.3, 0.5]])
+    action = critic.plan(s, generator=torch.Generator().manual_seed(0))
+    print(f"MPPI actions {action.tolist()} for states {s.tolist()}")
+    assert action.shape == (2, 2) and bool((action.abs() <= 1).all())
+    assert bool((action * s < 0).all()), "planned actions must push every coordinate towards 0"
+    random = torch.rand(1000, 2) * 2 - 1
+    planned_value = _true_value(s, action)
+    random_value = _true_value(s[:1].expand(1000, -1), random).mean()
+    assert planned_value[0] > random_value
+
+
+def test_v_world_model_critic_runs_in_ppo_and_its_latent_loss_decreases():
+    torch.manual_seed(0)
+    env = ToyReach(num_envs=16, seed=0)
+    cfg = PPOConfig(actor_hidden_dims=[32], num_steps_per_env=8, num_mini_batches=2)
+    agent = make_agent(cfg, _cfg(), EnvSpec.from_env(env))
+    obs = env.reset(seed=0)
+    assert agent.critic.encode(obs["critic"]) is obs["critic"]  # V kind: PPO's critic(obs) works unchanged
+    for _ in range(8):
+        action = agent.act(obs)
+        step = env.step(action.clamp(-1, 1))
+        agent.observe(obs, action, step)
+        obs = step.obs
+    metrics = agent.update()
+    assert torch.isfinite(torch.tensor(metrics["loss/value"]))
+    # The auxiliary latent loss on a deterministic toy system: o' = o + 0.1, r = sum(o).
+    critic = make_critic(_cfg(), CriticSpec(obs_dim=3))
+    opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(600):
+        o = torch.rand(128, 3)
+        loss, m = critic.latent_loss(o, o + 0.1, o.sum(-1, keepdim=True))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(20 * m["consistency_loss"] + 0.1 * m["reward_loss"])
+    print(f"V latent loss: first 60 mean {sum(losses[:60]) / 60:.4f} -> last 60 {sum(losses[-60:]) / 60:.4f}")
+    assert sum(losses[-60:]) < 0.2 * sum(losses[:60])
+
+
+def test_world_model_round_trip_and_errors(tmp_path):
+    spec = CriticSpec(obs_dim=2, action_dim=2)
+    a, b = make_critic(_cfg(), spec), make_critic(_cfg(), spec)
+    a.update_target(1.0)
+    save_file(a.state_dict(), tmp_path / "wm.safetensors")
+    save_file(a.target_state_dict(), tmp_path / "wm_target.safetensors")
+    b.load_state_dict(load_file(tmp_path / "wm.safetensors"))
+    b.load_target_state_dict(load_file(tmp_path / "wm_target.safetensors"))
+    s, act = torch.randn(5, 2), torch.rand(5, 2)
+    assert torch.equal(a(a.encode(s), act, reduce="none"), b(b.encode(s), act, reduce="none"))
+    assert torch.equal(a.next(a.encode(s), act), b.next(b.encode(s), act))
+    assert torch.equal(a(a.encode(s), act, target=True), b(b.encode(s), act, target=True))
+    with pytest.raises(ValueError, match="multiple of simnorm_dim"):
+        WorldModelCriticConfig(latent_dim=30, simnorm_dim=8)
+    with pytest.raises(ValueError, match=r"obs \[T\+1, B, D\]"):
+        a.rollout_loss(torch.zeros(2, 4, 2), torch.zeros(2, 4, 2), torch.zeros(2, 4, 1), torch.zeros(2, 4, 1))
