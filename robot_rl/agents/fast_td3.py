@@ -35,7 +35,7 @@ class FastTD3Config(TD3Config):
     """
 
     batch_size: int = 32768
-    learning_starts: int = 10
+    learning_starts: int = 10_240
     utd_ratio: float = 0.002
     n_step: int = 3
     tau: float = 0.1
