@@ -6,6 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from robot_rl.config import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.chunked import ChunkedCriticConfig, expectile_loss
 from robot_rl.math.chunk_targets import chunk_return
@@ -195,3 +196,8 @@ def test_chunked_actor_shapes_and_bounds():
     actor = ChunkedActor(obs_dim=4, action_dim=2, chunk_len=5, hidden_dims=[16])
     out = actor(torch.randn(3, 4) * 100)
     assert out.shape == (3, 5, 2) and bool((out.abs() <= 1).all())
+
+
+def test_config_file_composes_to_the_typed_schema():
+    cfg = compose(['critic=chunked', 'critic.partial_len=2'])
+    assert isinstance(cfg.critic, ChunkedCriticConfig) and cfg.critic.chunk_len == 5 and cfg.critic.partial_len == 2

@@ -8,6 +8,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.sac import SACConfig
+from robot_rl.config import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.flow import FlowCriticConfig, euler_integrate, time_features
 
@@ -110,3 +111,8 @@ def test_flow_critic_round_trip_via_safetensors(tmp_path):
     assert a(obs, act, reduce="none").shape == (2, 4, 2)
     assert torch.equal(a(obs, act, reduce="none"), b(obs, act, reduce="none"))
     assert torch.equal(a(obs, act, target=True), b(obs, act, target=True))
+
+
+def test_config_file_composes_to_the_typed_schema():
+    cfg = compose(['critic=flow'])
+    assert isinstance(cfg.critic, FlowCriticConfig) and cfg.critic.num_steps == 8

@@ -8,6 +8,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.ppo import PPOConfig
+from robot_rl.config import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.multi import MultiCriticConfig
 from robot_rl.export import PolicyHead, export_policy, make_meta
@@ -123,3 +124,8 @@ def test_multi_critic_round_trip_and_policy_artifact_holds_no_critic(tmp_path):
     exported = sum(int(torch.tensor(list(t.dims)).prod()) for t in model.graph.initializer)
     print(f"artifact weights {exported}, actor {actor_numel}, critic {critic_numel}")
     assert exported < actor_numel + 64 < critic_numel
+
+
+def test_config_file_composes_to_the_typed_schema():
+    cfg = compose(['critic=multi', 'agent.per_group_values=true'])
+    assert isinstance(cfg.critic, MultiCriticConfig) and cfg.agent.per_group_values

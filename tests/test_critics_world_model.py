@@ -8,6 +8,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.ppo import PPOConfig
+from robot_rl.config import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.world_model import WorldModelCriticConfig
 
@@ -184,3 +185,8 @@ def test_world_model_round_trip_and_errors(tmp_path):
         WorldModelCriticConfig(latent_dim=30, simnorm_dim=8)
     with pytest.raises(ValueError, match=r"obs \[T\+1, B, D\]"):
         a.rollout_loss(torch.zeros(2, 4, 2), torch.zeros(2, 4, 2), torch.zeros(2, 4, 1), torch.zeros(2, 4, 1))
+
+
+def test_config_file_composes_to_the_typed_schema():
+    cfg = compose(['critic=world_model'])
+    assert isinstance(cfg.critic, WorldModelCriticConfig) and cfg.critic.num_q == 5
