@@ -1,0 +1,49 @@
+"""Evaluation statistics against hand-computed values, and episode accounting on the toy env."""
+
+import math
+
+import pytest
+import torch
+from toy_vecenv import ToyReach
+
+from robot_rl.train.evaluation import evaluate, mean_ci, wilson_interval
+from robot_rl.train.progress import eta_seconds, format_duration
+
+
+def test_wilson_interval_matches_hand_computation():
+    # p = .9, n = 10, z = 1.96: centre (.9 + z^2/20) / (1 + z^2/10), half z sqrt(.009 + z^2/400) / (1 + z^2/10)
+    lo, hi = wilson_interval(9, 10)
+    assert lo == pytest.approx(0.5958, abs=1e-3) and hi == pytest.approx(0.9821, abs=1e-3)
+    lo, hi = wilson_interval(0, 20)
+    assert lo == 0.0 and hi == pytest.approx(0.1611, abs=1e-3)  # z^2 / (n + z^2)
+    with pytest.raises(ValueError, match="successes"):
+        wilson_interval(3, 2)
+
+
+def test_mean_ci_is_normal_approximation():
+    mean, half = mean_ci([1.0, 2.0, 3.0])  # s = 1
+    assert mean == 2.0 and half == pytest.approx(1.959964 / math.sqrt(3))
+    assert mean_ci([5.0]) == (5.0, float("inf"))
+
+
+def test_progress_formatting():
+    assert format_duration(3725) == "1:02:05" and format_duration(65) == "1:05"
+    assert eta_seconds(25, 100, 10.0) == 30.0 and eta_seconds(0, 100, 1.0) == float("inf")
+
+
+def test_evaluate_runs_exact_quotas_of_complete_episodes():
+    env = ToyReach(num_envs=4, seed=0)
+
+    def still(obs: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(obs.shape[0], 2)
+
+    result = evaluate(still, env, episodes=6, seed=1)
+    assert len(result.returns) == 6 and result.lengths == [20] * 6  # truncated at 20 steps
+    assert not any(result.successes)  # never moves: the target is >= 0.1 away unless sampled at 0
+    s = result.summary()
+    assert s["episodes"] == 6 and s["success_rate"] == 0.0 and s["success_ci95"][0] == pytest.approx(0.0)
+
+    def expert(obs: torch.Tensor) -> torch.Tensor:  # obs = target - pos; 0.2 * a closes the gap
+        return (obs / 0.2).clamp(-1, 1)
+
+    assert evaluate(expert, env, episodes=8, seed=2).summary()["success_rate"] == 1.0
