@@ -1,0 +1,199 @@
+"""What a critic predicted along evaluation episodes, next to the discounted return that was realised.
+
+For every step ``t`` of a deterministic evaluation episode we keep the critic's member estimates
+``[E, G]`` of the state (V critics) or of the state and the action actually taken (Q critics), and
+the realised discounted return ``sum_k gamma^k r_{t+k}`` per reward group. Their difference is the
+critic's bias (positive = overestimation); the spread of the members is the ensemble disagreement.
+
+Episodes cut by the time limit have no realised tail. With ``tail="bootstrap"`` (default) the
+realised return of such an episode is completed by ``gamma^(T - t) V(s_T)``, the critic's own value of
+the final observation (the comparison then judges the realised part only); with ``tail="exclude"`` a
+step counts in the statistics only while the missing tail weighs ``gamma^(T - t) <= tail_weight``.
+Terminated episodes are complete and count everywhere.
+
+Shapes: ``T`` steps of one episode, ``E`` critic members, ``G`` value groups, ``N`` envs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
+    """``R_t = r_t + gamma R_{t+1}`` along one episode: ``[T, G] -> [T, G]`` (``R_T = 0``)."""
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    out = np.zeros_like(rewards, dtype=np.float64)
+    running = np.zeros(rewards.shape[1:], dtype=np.float64)
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        running = rewards[t] + gamma * running
+        out[t] = running
+    return out
+
+
+def counted_steps(length: int, truncated: bool, gamma: float, tail_weight: float) -> np.ndarray:
+    """``[T]`` bool: steps whose realised return is complete enough to judge the critic by."""
+    if not truncated:
+        return np.ones(length, dtype=bool)
+    remaining = length - np.arange(length)  # steps from t to the cut
+    return gamma**remaining <= tail_weight
+
+
+@dataclass
+class EpisodeTrace:
+    """One evaluation episode.
+
+    Attributes:
+        values: ``[T, E, G]`` critic member estimates at every step.
+        rewards: ``[T, G]`` rewards per value group (the total reward when ``G = 1``).
+        returns: ``[T, G]`` realised discounted returns (+ the bootstrapped tail after a time-limit cut).
+        counted: ``[T]`` bool, steps used in the statistics (see :func:`counted_steps`).
+        success: the task's success flag at the last step (False when the task has none).
+        truncated: the episode ended by the time limit.
+    """
+
+    values: np.ndarray
+    rewards: np.ndarray
+    returns: np.ndarray
+    counted: np.ndarray
+    success: bool
+    truncated: bool
+
+
+def critic_estimates(agent: Any, obs: dict[str, torch.Tensor], action: torch.Tensor) -> torch.Tensor:
+    """The agent's critic members ``[E, N, G]`` for observation groups ``obs`` and env actions ``[N, A]``.
+
+    Follows the agents' own conventions: the critic reads ``agent.critic_group``; off-policy agents
+    feed it normalised observations (``agent.normalize``) and actions in ``[-1, 1]``
+    (``agent.from_env_action``); world-model critics go through ``critic.encode``.
+    """
+    critic = agent.critic
+    normalize = getattr(agent, "normalize", None)
+    x = (normalize(obs) if normalize is not None else obs)[agent.critic_group]
+    x = critic.encode(x)
+    if not critic.takes_action:
+        return critic(x, reduce="none")
+    to_unit = getattr(agent, "from_env_action", None)
+    a = to_unit(action) if to_unit is not None else action
+    if critic.spec.chunk_len > 1:
+        raise ValueError(
+            "critic-report scores single-step actions; a chunked critic needs the agent's chunks "
+            f"(chunk_len={critic.spec.chunk_len}), which no agent executes yet"
+        )
+    return critic(x, a, reduce="none")
+
+
+TAILS = ("bootstrap", "exclude")
+
+
+@torch.no_grad()
+def collect_traces(
+    agent: Any, env: Any, episodes: int, gamma: float, seed: int = 0, tail: str = "bootstrap",
+    tail_weight: float = 0.05,
+) -> list[EpisodeTrace]:
+    """Run ``episodes`` deterministic episodes of ``agent`` on ``env`` (a ``sim.VecEnv``), recording values.
+
+    Every env contributes a fixed quota of episodes (as :func:`robot_rl.train.evaluation.evaluate`);
+    ``tail`` handles time-limit cuts (see the module docstring).
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if tail not in TAILS:
+        raise ValueError(f"tail must be one of {TAILS}, got {tail!r}")
+    N = env.num_envs
+    quota = [episodes // N + (i < episodes % N) for i in range(N)]
+    done_count = [0] * N
+    open_steps: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(N)]
+    traces: list[EpisodeTrace] = []
+    obs = env.reset(seed=seed)
+    agent.train_mode(False)
+    for _ in range((max(quota) + 1) * env.max_episode_steps + 1):
+        if all(c >= q for c, q in zip(done_count, quota, strict=True)):
+            break
+        action = agent.act(obs, deterministic=True).clamp(env.action_low, env.action_high)
+        values = critic_estimates(agent, obs, action).permute(1, 0, 2).cpu().numpy()  # [N, E, G]
+        step = env.step(action)
+        G = values.shape[-1]
+        if G > 1:
+            rewards = step.info["reward_by_group"].cpu().numpy()
+        else:
+            rewards = step.reward.cpu().numpy()[:, None]
+        done = (step.terminated | step.truncated).cpu().numpy()
+        success = step.info.get("success", torch.zeros_like(step.terminated)).cpu().numpy()
+        truncated = (step.truncated & ~step.terminated).cpu().numpy()
+        tail_values = np.zeros((N, G))
+        if tail == "bootstrap" and truncated.any():
+            final = step.info["final_obs"]
+            final_action = agent.act(final, deterministic=True).clamp(env.action_low, env.action_high)
+            tail_values = critic_estimates(agent, final, final_action).mean(0).cpu().numpy()
+        for i in range(N):
+            open_steps[i].append((values[i], rewards[i]))
+            if not done[i]:
+                continue
+            if done_count[i] < quota[i]:
+                v = np.stack([s[0] for s in open_steps[i]])
+                r = np.stack([s[1] for s in open_steps[i]])
+                returns = discounted_returns(r, gamma)
+                cut = bool(truncated[i])
+                if cut and tail == "bootstrap":
+                    returns += gamma ** (len(r) - np.arange(len(r)))[:, None] * tail_values[i][None, :]
+                traces.append(EpisodeTrace(
+                    values=v, rewards=r, returns=returns,
+                    counted=counted_steps(len(r), cut and tail == "exclude", gamma, tail_weight),
+                    success=bool(success[i]), truncated=bool(truncated[i]),
+                ))
+                done_count[i] += 1
+            open_steps[i] = []
+        obs = step.obs
+    if len(traces) != episodes:
+        raise RuntimeError(f"collected {len(traces)}/{episodes} episodes; is the env's time limit set?")
+    return traces
+
+
+@dataclass
+class ValueStats:
+    """Critic accuracy over the counted steps of some episodes (all per value group ``[G]``).
+
+    Attributes:
+        bias: mean of (member-mean prediction - realised return); > 0 is overestimation.
+        abs_error: mean absolute error of the member-mean prediction.
+        correlation: Pearson correlation of prediction and realised return (nan if constant).
+        disagreement: mean standard deviation over members (0 for a single network).
+        steps: counted steps.
+    """
+
+    bias: list[float]
+    abs_error: list[float]
+    correlation: list[float]
+    disagreement: list[float]
+    steps: int
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def value_stats(traces: list[EpisodeTrace]) -> ValueStats:
+    """Summarise :class:`EpisodeTrace` s into :class:`ValueStats`."""
+    values = np.concatenate([t.values[t.counted] for t in traces])  # [S, E, G]
+    returns = np.concatenate([t.returns[t.counted] for t in traces])  # [S, G]
+    if len(values) == 0:
+        raise ValueError(
+            "no counted steps: every episode was cut by the time limit within the discount horizon "
+            "(gamma^(T - t) > tail_weight at every step); evaluate longer episodes or use a smaller gamma"
+        )
+    pred = values.mean(1)
+    err = pred - returns
+    corr = []
+    for g in range(pred.shape[1]):
+        p, r = pred[:, g], returns[:, g]
+        corr.append(float(np.corrcoef(p, r)[0, 1]) if p.std() > 0 and r.std() > 0 else float("nan"))
+    return ValueStats(
+        bias=err.mean(0).tolist(),
+        abs_error=np.abs(err).mean(0).tolist(),
+        correlation=corr,
+        disagreement=values.std(1).mean(0).tolist(),
+        steps=len(values),
+        extra={"success_rate": float(np.mean([t.success for t in traces]))},
+    )
