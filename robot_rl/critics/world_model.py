@@ -1,9 +1,12 @@
 """World-model critics: a latent model trained jointly with its value heads, and MPPI planning over it.
 
 ``critic=world_model`` follows TD-MPC2 (Hansen, Su & Wang, "TD-MPC2: Scalable, Robust World Models
-for Continuous Control", ICLR 2024) and DR.Q's reading of it as a representation learner for a
-model-free critic (DR.Q, "Dreaming-free Representation for Q-learning": the latent is trained by
-consistency, reward and TD losses; the policy is learnt model-free on top of it):
+for Continuous Control", ICLR 2024). Its latent is also what MR.Q / DR.Q call a model-based
+representation for a model-free critic (Fujimoto et al., "Towards General-Purpose Model-Free
+Reinforcement Learning", ICLR 2025; Lyu et al., "Debiased Model-based Representations for
+Sample-efficient Continuous Control" (DR.Q), arXiv:2605.11711, 2026): an agent may learn its policy
+model-free on the latent instead of planning. DR.Q's mutual-information term and faded prioritised
+replay are not implemented here.
 
 - encoder ``z = h(o)`` (MLP, then simplicial normalisation: groups of ``simnorm_dim`` softmaxed),
 - latent dynamics ``z' = d(z, a)``, reward head ``r(z, a)`` ``[B, G]``,
@@ -23,9 +26,10 @@ refit the Gaussian to the softmax-weighted elites, and return the first action o
 
 As a **V critic** (``action_dim = 0``, for PPO) it is World-Critic-Model style: ``V(h(o))`` is
 trained end to end on returns by the agent's value loss, and :meth:`WorldModelCritic.latent_loss`
-adds the prediction of the next latent (and reward) from ``(z_t, a_t)`` so the value's representation
-must also carry the dynamics. For V critics :meth:`encode` is the identity (the encoder is applied
-inside :meth:`estimates`, so PPO's ``critic(obs)`` works unchanged).
+adds the prediction of the next latent (and reward) from ``z_t`` under the acting policy, so the
+value's representation must also carry the dynamics. For V critics :meth:`encode` is the identity
+(the encoder is applied inside :meth:`estimates`, so PPO's ``critic(obs)`` works unchanged). PPO does
+not call :meth:`latent_loss` yet: it needs a hook adding the critic's auxiliary loss to its value loss.
 
 Shapes: ``T`` rollout steps, ``B`` batch, ``D`` obs, ``Z`` latent, ``A`` actions, ``E`` Q heads, ``G`` groups.
 """
