@@ -114,3 +114,16 @@ class ChunkExecutor:
         self.sums = torch.cat([self.sums[:, 1:], torch.zeros_like(self.sums[:, :1])], dim=1)
         self.weights = torch.cat([self.weights[:, 1:], torch.zeros_like(self.weights[:, :1])], dim=1)
         return action
+
+
+class FirstActionOfChunk(nn.Module):
+    """Deployable closed-loop view of a chunked actor: ``[B, D] -> [B, A]``, the chunk's first action
+    (re-planned every step; the open-loop and ensembled executions need :class:`ChunkExecutor`'s state)."""
+
+    def __init__(self, actor: ChunkedActor) -> None:
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """First action ``[B, A]`` of the chunk for ``obs`` ``[B, D]``."""
+        return self.actor(obs)[:, 0]

@@ -1,0 +1,253 @@
+"""TD3 over action chunks: a chunked actor trained against a chunked critic (Q-chunking, TD3-style).
+
+``agent=chunked_td3 critic=chunked``. The actor outputs ``h = critic.chunk_len`` actions at once
+(:class:`robot_rl.models.chunked_actor.ChunkedActor`); the critic ``Q(s_t, a_{t:t+h})`` is trained on
+chunks sampled from replay with the chunk target of :func:`robot_rl.math.chunk_targets.chunk_return`
+(``h`` rewards, one bootstrap ``gamma^h`` ahead, termination/truncation rules of that module; masked
+chunks are left out of the loss); the actor maximises the critic with TD3's clipped double Q, target
+policy smoothing and delayed updates (Fujimoto et al. 2018; the chunked critic follows Li, Zhou &
+Levine 2025 and Seo & Abbeel's CQN-AS, 2024). Collection executes chunks open loop (or with ACT's
+temporal ensembling) through :class:`robot_rl.models.chunked_actor.ChunkExecutor`, warm-up included, so
+the replay data is open-loop consistent (the condition DQC shows chunked critics need).
+
+The exported policy re-plans every step and plays the chunk's first action.
+
+Shapes: ``N`` envs, ``B`` batch, ``h`` chunk, ``A`` actions, ``D`` / ``Dc`` policy / critic obs.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
+from robot_rl.agents.off_policy import ExportedPolicy, OffPolicyConfig
+from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.math.chunk_targets import ChunkBatch, sample_chunks
+from robot_rl.models.chunked_actor import MODES, ChunkedActor, ChunkExecutor, FirstActionOfChunk
+from robot_rl.models.normalizer import EmpiricalNormalizer
+
+
+@dataclass
+class ChunkedTD3Config(OffPolicyConfig):
+    """``agent=chunked_td3`` (the shared off-policy settings; ``n_step`` must stay 1: the chunk is the horizon).
+
+    Attributes:
+        exploration_noise: std of the Gaussian noise on every action of a collected chunk.
+        target_policy_noise, target_noise_clip: TD3's smoothing noise on the target chunk.
+        policy_delay: actor and target updates every this many critic updates.
+        execution: ``open_loop`` or ``temporal_ensemble`` while collecting.
+        execute_len: open loop: actions played per chunk (0 = the whole chunk).
+        ensemble_decay: temporal ensembling's ``m``.
+    """
+
+    learning_starts: int = 5000
+    actor_lr: float = 1e-3
+    critic_lr: float = 1e-3
+    actor_reduce: str = "mean"
+    exploration_noise: float = 0.1
+    target_policy_noise: float = 0.2
+    target_noise_clip: float = 0.5
+    policy_delay: int = 2
+    execution: str = "open_loop"
+    execute_len: int = 0
+    ensemble_decay: float = 0.01
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n_step != 1:
+            raise ValueError(
+                f"agent.n_step must be 1 for chunked_td3 (critic.chunk_len is the horizon), got {self.n_step}"
+            )
+        if self.execution not in MODES:
+            raise ValueError(f"agent.execution must be one of {MODES}, got {self.execution!r}")
+        if self.policy_delay < 1 or self.execute_len < 0:
+            raise ValueError(f"agent.policy_delay must be >= 1 and execute_len >= 0, got {self.policy_delay}, "
+                             f"{self.execute_len}")
+
+
+@register_agent("chunked_td3", ChunkedTD3Config)
+class ChunkedTD3(Agent):
+    """Chunked actor + chunked critic; replay of single steps, sampled as chunks."""
+
+    runner: ClassVar[str] = "off_policy"
+    cfg: ChunkedTD3Config
+
+    def __init__(self, cfg: ChunkedTD3Config, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
+        super().__init__(cfg, critic_cfg, env, device)
+        H = getattr(critic_cfg, "chunk_len", None)
+        if H is None:
+            raise ValueError("agent=chunked_td3 needs a chunked critic: use critic=chunked (critic.chunk_len sets h)")
+        if getattr(critic_cfg, "partial_len", 0):
+            raise ValueError("agent=chunked_td3 trains full chunks; set critic.partial_len=0 (DQC needs a "
+                             "partial-chunk actor, not implemented)")
+        self.chunk_len = H
+        self.critic_group = env.critic_group
+        D, A, N = env.observation_dims["policy"], env.action_dim, env.num_envs
+        self.low = env.action_low.to(self.device).float()
+        self.high = env.action_high.to(self.device).float()
+        if not torch.isfinite(self.low).all() or not torch.isfinite(self.high).all() or (self.high <= self.low).any():
+            raise ValueError(f"chunked_td3 needs finite action bounds with low < high, got {self.low} .. {self.high}")
+        groups = {g: env.observation_dims[g] for g in {"policy", self.critic_group}}
+        self.normalizers = nn.ModuleDict(
+            {g: EmpiricalNormalizer(d) if cfg.normalize_obs else nn.Identity() for g, d in groups.items()}
+        ).to(self.device)
+        spec = CriticSpec(obs_dim=groups[self.critic_group], action_dim=A, chunk_len=H)
+        self.critic = make_critic(critic_cfg, spec).to(self.device)
+        self.critic.target_critic()
+        self.actor = ChunkedActor(D, A, H, list(cfg.actor_hidden_dims), cfg.activation).to(self.device)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        opt = torch.optim.AdamW if cfg.weight_decay > 0 else torch.optim.Adam
+        extra = {"weight_decay": cfg.weight_decay} if cfg.weight_decay > 0 else {}
+        self.critic_optimizer = opt(self.critic.parameters(), lr=cfg.critic_lr, **extra)
+        self.actor_optimizer = opt(self.actor.parameters(), lr=cfg.actor_lr, **extra)
+        self.buffer = ReplayBuffer(max(1, math.ceil(cfg.buffer_size / N)), N, groups, A, self.device)
+        self.executor = ChunkExecutor(N, H, A, cfg.execution, cfg.execute_len or None, cfg.ensemble_decay, self.device)
+        self.env_steps, self.updates, self.update_credit = 0, 0, 0.0
+
+    # --- acting --------------------------------------------------------------------------------
+
+    def to_env_action(self, y: torch.Tensor) -> torch.Tensor:
+        """Normalised ``[-1, 1]`` actions -> env units ``[N, A]``."""
+        return self.low + (y + 1.0) * 0.5 * (self.high - self.low)
+
+    def from_env_action(self, action: torch.Tensor) -> torch.Tensor:
+        """Env-unit actions -> normalised ``[-1, 1]`` ``[N, A]``."""
+        return ((action - self.low) / (self.high - self.low) * 2.0 - 1.0).clamp(-1.0, 1.0)
+
+    def normalize(self, obs: Obs) -> Obs:
+        """Normalise the stored groups of ``obs`` with the current statistics."""
+        return {g: norm(obs[g]) for g, norm in self.normalizers.items()}
+
+    def _explore(self, obs: torch.Tensor) -> torch.Tensor:
+        chunk = self.actor(obs)
+        return (chunk + torch.randn_like(chunk) * self.cfg.exploration_noise).clamp(-1.0, 1.0)
+
+    def _random(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.rand(obs.shape[0], self.chunk_len, self.env.action_dim, device=self.device) * 2 - 1
+
+    @torch.no_grad()
+    def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
+        """Env actions ``[N, A]``: the chunk's first action when deterministic, else the executor's next
+        action of random (warm-up) or noisy actor chunks."""
+        x = self.normalizers["policy"](obs["policy"])
+        if deterministic:
+            return self.to_env_action(self.actor(x)[:, 0])
+        source = self._random if self.env_steps < self.cfg.learning_starts else self._explore
+        return self.to_env_action(self.executor.act(x, source))
+
+    @torch.no_grad()
+    def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
+        """Store the step with its true next observation; done envs drop their plans."""
+        done = step.terminated | step.truncated
+        next_obs = ReplayBuffer.true_next_obs(step.obs, step.info["final_obs"], done)
+        self.buffer.add(obs, self.from_env_action(action), step.reward, next_obs, step.terminated, step.truncated)
+        for g, norm in self.normalizers.items():
+            if isinstance(norm, EmpiricalNormalizer):
+                norm.update(obs[g])
+        self.executor.reset(done)
+        self.env_steps += self.env.num_envs
+        if self.env_steps >= self.cfg.learning_starts:
+            self.update_credit += self.env.num_envs * self.cfg.utd_ratio
+
+    def ready(self) -> bool:
+        """True past warm-up with at least one update owed."""
+        return self.env_steps >= self.cfg.learning_starts and self.update_credit >= 1.0 and len(self.buffer) > 0
+
+    # --- learning ------------------------------------------------------------------------------
+
+    def update(self) -> dict[str, float]:
+        """Run the updates owed by the UTD ratio on sampled chunks; metrics averaged over them."""
+        count = int(self.update_credit)
+        self.update_credit -= count
+        sums: dict[str, float] = {}
+        on_truncation = getattr(self.critic_cfg, "on_truncation", "bootstrap")
+        for _ in range(count):
+            batch = sample_chunks(self.buffer, self.cfg.batch_size, self.chunk_len, self.cfg.gamma, on_truncation)
+            batch.obs, batch.next_obs = self.normalize(batch.obs), self.normalize(batch.next_obs)
+            for k, v in self.learn(batch).items():
+                sums[k] = sums.get(k, 0.0) + v
+            self.updates += 1
+        metrics = {k: v / max(count, 1) for k, v in sums.items()}
+        metrics["train/updates"] = float(self.updates)
+        return metrics
+
+    def learn(self, batch: ChunkBatch) -> dict[str, float]:
+        """Critic regression on valid chunks; every ``policy_delay`` updates the actor and targets."""
+        cfg, valid = self.cfg, batch.target.valid
+        with torch.no_grad():
+            next_chunk = self.actor_target(batch.next_obs["policy"])
+            noise = (torch.randn_like(next_chunk) * cfg.target_policy_noise).clamp(
+                -cfg.target_noise_clip, cfg.target_noise_clip)
+            next_q = self.critic(batch.next_obs[self.critic_group], (next_chunk + noise).clamp(-1.0, 1.0),
+                                 reduce=cfg.target_reduce, target=True, subset=getattr(self.critic, "subset", 2))
+            target = batch.target.returns[:, None] + batch.target.discount[:, None] * next_q
+        critic_obs = batch.obs[self.critic_group]
+        metrics = {"train/valid_chunks": float(valid.float().mean())}
+        if bool(valid.any()):
+            loss, critic_metrics = self.critic.loss(critic_obs[valid], batch.actions[valid], target[valid])
+            self.critic_optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.critic_optimizer.step()
+            metrics.update({f"loss/{k}": v for k, v in critic_metrics.items()})
+        if self.updates % cfg.policy_delay == 0:
+            self.critic.requires_grad_(False)
+            q = self.critic(critic_obs, self.actor(batch.obs["policy"]), reduce=cfg.actor_reduce)
+            actor_loss = -q.mean()
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            self.actor_optimizer.step()
+            self.critic.requires_grad_(True)
+            metrics["loss/actor"] = float(actor_loss.detach())
+            self.critic.update_target(cfg.tau)
+            with torch.no_grad():
+                torch._foreach_lerp_(list(self.actor_target.parameters()), list(self.actor.parameters()), cfg.tau)
+        return metrics
+
+    # --- persistence and export ----------------------------------------------------------------
+
+    def _modules(self) -> dict[str, Any]:
+        return {"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,
+                "normalizers": self.normalizers, "critic_optimizer": self.critic_optimizer,
+                "actor_optimizer": self.actor_optimizer}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, critic target, optimisers, counters and (optionally) the replay buffer."""
+        state: dict[str, Any] = {k: m.state_dict() for k, m in self._modules().items()}
+        state["critic_target"] = self.critic.target_state_dict()
+        state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
+        if self.cfg.checkpoint_buffer:
+            b = self.buffer
+            state["buffer"] = {
+                "obs": dict(b.obs), "next_obs": dict(b.next_obs), "action": b.action, "reward": b.reward,
+                "terminated": b.terminated, "truncated": b.truncated, "position": b.position, "size": b.size,
+            }
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the buffer too, when it was saved); plans in flight are dropped."""
+        for k, m in self._modules().items():
+            m.load_state_dict(state[k])
+        self.critic.load_target_state_dict(state["critic_target"])
+        c = state["counters"]
+        self.env_steps, self.updates, self.update_credit = int(c["env_steps"]), int(c["updates"]), float(c["credit"])
+        if "buffer" in state:
+            saved, b = state["buffer"], self.buffer
+            for name in ("obs", "next_obs"):
+                for g, store in getattr(b, name).items():
+                    store.copy_(saved[name][g])
+            for name in ("action", "reward", "terminated", "truncated"):
+                getattr(b, name).copy_(saved[name])
+            b.position, b.size = int(saved["position"]), int(saved["size"])
+        self.executor.reset(torch.ones(self.env.num_envs, dtype=torch.bool, device=self.device))
+
+    def policy(self) -> nn.Module:
+        """A detached copy: raw policy obs ``[B, D]`` -> the chunk's first action in env units ``[B, A]``."""
+        return ExportedPolicy(copy.deepcopy(self.normalizers["policy"]), FirstActionOfChunk(copy.deepcopy(self.actor)),
+                              self.low, self.high).eval()
