@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from robot_rl.agents.base import Agent
 from sim.vecenv import Obs, Step, VecEnv
 
 
@@ -83,8 +84,9 @@ class PendulumVecEnv(VecEnv):
         return Step(self._obs(), reward, terminated, truncated, info)
 
 
-def train_and_evaluate(agent, env: PendulumVecEnv, env_steps: int, eval_episodes_env: PendulumVecEnv) -> float:
-    """Train ``agent`` for ``env_steps`` vector steps, then return the mean deterministic episode return."""
+def train_and_evaluate(agent: Agent, env: PendulumVecEnv, env_steps: int, eval_env: PendulumVecEnv) -> float:
+    """Train ``agent`` for ``env_steps`` vector steps, then return its mean deterministic return on
+    one episode of each of ``eval_env``'s envs."""
     obs = env.reset(seed=0)
     for _ in range(env_steps):
         action = agent.act(obs)
@@ -93,10 +95,10 @@ def train_and_evaluate(agent, env: PendulumVecEnv, env_steps: int, eval_episodes
         obs = step.obs
         if agent.ready():
             agent.update()
-    obs = eval_episodes_env.reset(seed=123)
-    total = torch.zeros(eval_episodes_env.num_envs)
-    for _ in range(eval_episodes_env.max_episode_steps):
-        step = eval_episodes_env.step(agent.act(obs, deterministic=True))
+    obs = eval_env.reset(seed=123)
+    total = torch.zeros(eval_env.num_envs)
+    for _ in range(eval_env.max_episode_steps):
+        step = eval_env.step(agent.act(obs, deterministic=True))
         total += step.reward
         obs = step.obs
     return float(total.mean())
