@@ -92,3 +92,27 @@ def test_cli_on_a_real_so101_reach_run(tmp_path, capsys):
     assert out.endswith("report.md") and "| total |" in (tmp_path / "critic_report" / "report.md").read_text()
     assert critic_report.main([str(tmp_path / "nope")]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_report_of_a_chunked_run_compares_execute_and_replan(tmp_path):
+    from robot_rl.train.off_policy_runner import OffPolicyRunner
+
+    def factory(num_envs, seed):
+        return ToyReach(num_envs=num_envs, seed=seed, max_episode_steps=60)
+
+    cfg = compose([
+        "agent=chunked_td3", "critic=chunked", "critic.chunk_len=3", "critic.hidden_dims=[32,32]",
+        "agent.actor_hidden_dims=[32,32]", "agent.gamma=0.9", "agent.learning_starts=256", "agent.utd_ratio=0.1",
+        "agent.batch_size=64", "agent.iteration_steps=512", "task.num_envs=8", "task.total_steps=1024",
+        "logger=none", "logger.progress=false", "eval_episodes=0", "export_formats=[]",
+    ])
+    runner = OffPolicyRunner(cfg, tmp_path, env_factory=factory)
+    runner.learn(evaluate_and_export=False)
+    agent = runner.agent
+    path = list_checkpoints(tmp_path)[-1]
+    checkpoints = [(1024, lambda: agent.load_state_dict(load_checkpoint(path)[1]["agent"]))]
+    text = build_report(agent, factory, checkpoints, tmp_path / "critic_report", episodes=4, num_envs=4, seed=1,
+                        title="chunked").read_text()
+    print(text)
+    assert "ChunkedCritic" in text and "disagreement.png" in text
+    assert "re-plan every step: predicted Q" in text and "execute whole chunks: predicted Q" in text

@@ -9,8 +9,9 @@ Figures (matplotlib, Agg backend):
 - ``disagreement.png`` — ensemble standard deviation along the episodes (critics with ``E > 1``).
 
 Per-group values appear as separate panels and rows when the critic has ``G > 1`` (``critic=multi``
-with ``agent.per_group_values=true``). The chunked *execute vs re-plan* comparison needs an agent
-that executes chunks; until one exists the report says so instead of drawing it.
+with ``agent.per_group_values=true``). For chunked critics the report adds *execute vs re-plan*: the
+critic's value of the planned chunk and the realised return at episode start, when the policy re-plans
+every step and when it executes whole chunks open loop.
 """
 
 from __future__ import annotations
@@ -128,6 +129,20 @@ def plot_disagreement(traces: list[EpisodeTrace], path: Path, max_episodes: int 
     return _save(fig, path)
 
 
+def execute_vs_replan_lines(replan: list[EpisodeTrace], open_loop: list[EpisodeTrace], chunk_len: int) -> list[str]:
+    """Report lines comparing chunked execution modes: predicted and realised return at episode start."""
+    def start(traces: list[EpisodeTrace]) -> tuple[float, float, float]:
+        predicted = float(np.mean([t.values[0].mean(0).sum() for t in traces]))
+        realised = float(np.mean([t.returns[0].sum() for t in traces]))
+        return predicted, realised, float(np.mean([t.success for t in traces]))
+
+    lines = [f"execute vs re-plan (chunks of {chunk_len}; values at the first step of each episode):"]
+    for name, traces in (("re-plan every step", replan), ("execute whole chunks", open_loop)):
+        predicted, realised, success = start(traces)
+        lines.append(f"{name}: predicted Q {predicted:.4g}, realised return {realised:.4g}, success {success:.3f}")
+    return lines
+
+
 def _fmt(x: float) -> str:
     return "nan" if math.isnan(x) else f"{x:.4g}"
 
@@ -211,6 +226,9 @@ def build_report(
         notes.append("single-network critic: no ensemble disagreement to show")
     if agent.critic.spec.chunk_len == 1:
         notes.append("execute vs re-plan: not applicable, the critic scores single actions (chunk_len = 1)")
+    else:
+        open_loop = collect_traces(agent, env, episodes, gamma, seed, tail, execution="open_loop")
+        notes += execute_vs_replan_lines(traces, open_loop, agent.critic.spec.chunk_len)
     notes.append(f"{len(points)} checkpoint(s) kept in the run (the runner keeps the newest 3)")
     info = {"critic": type(agent.critic).__name__, "members": E, "value groups": ", ".join(groups),
             "gamma": gamma, "episodes": episodes, "seed": seed,

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.models.chunked_actor import ChunkExecutor
+
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
     """``R_t = r_t + gamma R_{t+1}`` along one episode: ``[T, G] -> [T, G]`` (``R_T = 0``)."""
@@ -69,37 +71,44 @@ def critic_estimates(agent: Any, obs: dict[str, torch.Tensor], action: torch.Ten
 
     Follows the agents' own conventions: the critic reads ``agent.critic_group``; off-policy agents
     feed it normalised observations (``agent.normalize``) and actions in ``[-1, 1]``
-    (``agent.from_env_action``); world-model critics go through ``critic.encode``.
+    (``agent.from_env_action``); world-model critics go through ``critic.encode``. A chunked critic
+    scores the chunk the agent's actor plans at ``obs`` (``agent.actor``), whose first action is ``action``.
     """
     critic = agent.critic
     normalize = getattr(agent, "normalize", None)
-    x = (normalize(obs) if normalize is not None else obs)[agent.critic_group]
-    x = critic.encode(x)
+    groups = normalize(obs) if normalize is not None else obs
+    x = critic.encode(groups[agent.critic_group])
     if not critic.takes_action:
         return critic(x, reduce="none")
-    to_unit = getattr(agent, "from_env_action", None)
-    a = to_unit(action) if to_unit is not None else action
     if critic.spec.chunk_len > 1:
-        raise ValueError(
-            "critic-report scores single-step actions; a chunked critic needs the agent's chunks "
-            f"(chunk_len={critic.spec.chunk_len}), which no agent executes yet"
-        )
-    return critic(x, a, reduce="none")
+        return critic(x, agent.actor(groups["policy"]), reduce="none")
+    to_unit = getattr(agent, "from_env_action", None)
+    return critic(x, to_unit(action) if to_unit is not None else action, reduce="none")
 
 
+EXECUTIONS = ("replan", "open_loop")
 TAILS = ("bootstrap", "exclude")
 
 
 @torch.no_grad()
 def collect_traces(
     agent: Any, env: Any, episodes: int, gamma: float, seed: int = 0, tail: str = "bootstrap",
-    tail_weight: float = 0.05,
+    tail_weight: float = 0.05, execution: str = "replan",
 ) -> list[EpisodeTrace]:
     """Run ``episodes`` deterministic episodes of ``agent`` on ``env`` (a ``sim.VecEnv``), recording values.
 
     Every env contributes a fixed quota of episodes (as :func:`robot_rl.train.evaluation.evaluate`);
-    ``tail`` handles time-limit cuts (see the module docstring).
+    ``tail`` handles time-limit cuts (see the module docstring). ``execution="open_loop"`` (chunked
+    agents) plays every planned chunk to its end instead of re-planning at every step.
     """
+    if execution not in EXECUTIONS:
+        raise ValueError(f"execution must be one of {EXECUTIONS}, got {execution!r}")
+    executor = None
+    if execution == "open_loop":
+        H = agent.critic.spec.chunk_len
+        if H == 1:
+            raise ValueError("open-loop execution needs a chunked agent (critic.chunk_len > 1)")
+        executor = ChunkExecutor(env.num_envs, H, env.action_dim, "open_loop", device=env.device)
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if tail not in TAILS:
@@ -114,7 +123,11 @@ def collect_traces(
     for _ in range((max(quota) + 1) * env.max_episode_steps + 1):
         if all(c >= q for c, q in zip(done_count, quota, strict=True)):
             break
-        action = agent.act(obs, deterministic=True).clamp(env.action_low, env.action_high)
+        if executor is None:
+            action = agent.act(obs, deterministic=True)
+        else:
+            action = agent.to_env_action(executor.act(agent.normalize(obs)["policy"], agent.actor))
+        action = action.clamp(env.action_low, env.action_high)
         values = critic_estimates(agent, obs, action).permute(1, 0, 2).cpu().numpy()  # [N, E, G]
         step = env.step(action)
         G = values.shape[-1]
@@ -130,6 +143,8 @@ def collect_traces(
             final = step.info["final_obs"]
             final_action = agent.act(final, deterministic=True).clamp(env.action_low, env.action_high)
             tail_values = critic_estimates(agent, final, final_action).mean(0).cpu().numpy()
+        if executor is not None:
+            executor.reset(step.terminated | step.truncated)
         for i in range(N):
             open_steps[i].append((values[i], rewards[i]))
             if not done[i]:
