@@ -105,3 +105,13 @@ def test_eval_writes_a_video(run_dir, tmp_path):
     out = cli(["eval", str(run_dir), "--episodes", "1", "--video", str(tmp_path / "e.mp4")], tmp_path, 900)
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / "e.mp4").stat().st_size > 1000
+
+
+def test_multirun_sweeps_seeds_into_numbered_run_dirs(tmp_path):
+    tiny = [a for a in TINY if not a.startswith("eval_episodes")]
+    out = cli(["train", "-m", "seed=3,4", *tiny, "eval_episodes=0", "export_formats=[]", "logger=none"], tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    configs = sorted((tmp_path / "outputs").glob("*/*/*/config.yaml"))
+    assert [p.parent.name for p in configs] == ["0", "1"]
+    assert ["seed: 3" in p.read_text() and "seed: 4" not in p.read_text() for p in configs] == [True, False]
+    assert "seed: 4" in configs[1].read_text()
