@@ -154,6 +154,9 @@ def test_v_world_model_critic_runs_in_ppo_and_its_latent_loss_decreases():
         obs = step.obs
     metrics = agent.update()
     assert torch.isfinite(torch.tensor(metrics["loss/value"]))
+    exported = agent.policy().state_dict()  # the deployable policy carries no world model
+    assert not any(k.startswith(("encoder", "dynamics", "v_head")) for k in exported)
+    assert sum(t.numel() for t in exported.values()) < sum(p.numel() for p in agent.critic.parameters())
     # The auxiliary latent loss on a deterministic toy system: o' = o + 0.1, r = sum(o).
     critic = make_critic(_cfg(), CriticSpec(obs_dim=3))
     opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
