@@ -17,6 +17,7 @@ Machine load matters: both runs share the CPU with whatever else runs; the load 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -150,6 +151,44 @@ def run_rsl(cfg: Any, seed: int) -> tuple[Recorder, Any, float]:
     return rec, act, time.monotonic() - start
 
 
+def update_times(cfg: Any, batch: int, repeats: int = 5) -> tuple[float, float]:
+    """Median CPU seconds of one PPO update on a ``batch``-sample rollout (8 steps x batch/8 envs):
+    ours vs rsl_rl's (``compute_returns`` + ``update``), same networks and hyperparameters."""
+    from rsl_rl.runners import OnPolicyRunner as RslRunner
+
+    from robot_rl.agents import EnvSpec, make_agent
+
+    n = max(1, batch // 8)
+    ours_t, rsl_t = [], []
+    env = sim.make_env(cfg.task.name, num_envs=n, seed=0)
+    acfg = dataclasses.replace(cfg.agent, num_steps_per_env=8)
+    agent = make_agent(acfg, cfg.critic, EnvSpec.from_env(env))
+    rcfg = rsl_train_cfg(cfg)
+    rcfg["num_steps_per_env"] = 8
+    rsl_env = make_rsl_env(Recorder(env))
+    alg = RslRunner(rsl_env, rcfg, log_dir=None, device="cpu").alg
+    obs = env.reset(seed=0)
+    td = rsl_env.get_observations()
+    for _ in range(repeats):
+        for _ in range(8):
+            action = agent.act(obs)
+            step = env.step(action.clamp(-1, 1))
+            agent.observe(obs, action, step)
+            obs = step.obs
+        t = time.process_time()
+        agent.update()
+        ours_t.append(time.process_time() - t)
+        with torch.inference_mode():
+            for _ in range(8):
+                td, rew, done, extras = rsl_env.step(alg.act(td))
+                alg.process_env_step(td, rew, done, extras)
+            t = time.process_time()
+            alg.compute_returns(td)
+        alg.update()
+        rsl_t.append(time.process_time() - t)
+    return sorted(ours_t)[repeats // 2], sorted(rsl_t)[repeats // 2]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=None, help="env steps per run (default: task.total_steps)")
@@ -158,6 +197,8 @@ def main() -> int:
     p.add_argument("--eval-episodes", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as sim=cpu)")
+    p.add_argument("--update-time", action="store_true",
+                   help="only report the CPU time of one update at batch 256 and 4096, ours vs rsl_rl")
     p.add_argument("overrides", nargs="*", help="Hydra overrides shared by both, e.g. agent.entropy_coef=0")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -170,6 +211,12 @@ def main() -> int:
     cfg = compose(over)
     print(f"so101_reach, {cfg.task.num_envs} envs x {cfg.agent.num_steps_per_env} steps, "
           f"{cfg.task.total_steps:,} steps per run, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    if args.update_time:
+        for batch in (256, 4096):
+            ours, theirs = update_times(cfg, batch)
+            print(f"PPO update, batch {batch}: robot_rl {1000 * ours:.1f} ms, rsl_rl {1000 * theirs:.1f} ms "
+                  f"CPU time (ratio {ours / theirs:.2f}x)")
+        return 0
     rows = {}
     for name, fn in (("robot_rl", run_ours), ("rsl_rl", run_rsl)):
         rec, policy, wall = fn(cfg, args.seed)
