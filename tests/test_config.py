@@ -61,11 +61,19 @@ def test_dataclass_validation_names_the_key():
 
 
 @pytest.mark.parametrize("group", ["agent", "critic"])
-def test_every_option_file_has_a_schema_registered_under_its_own_name(group):
+def test_every_option_file_extends_a_registered_schema_and_keys_match(group):
+    """``<group>=<key>`` for a registered key extends that key's own schema; other files are presets
+    of a registered schema (``critic=redq`` = the ``ensemble`` schema with REDQ values)."""
+    for key in registered(group):
+        assert (CONFIG_DIR / group / f"{key}.yaml").is_file(), f"registered {group} {key!r} has no option file"
     for path in sorted((CONFIG_DIR / group).glob("*.yaml")):
-        assert path.stem in registered(group), f"{path} has no registered {group} schema {path.stem!r}"
         defaults = yaml.safe_load(path.read_text())["defaults"]
-        assert f"/schema/{group}/{path.stem}@_here_" in defaults, f"{path} must extend its own schema"
+        schemas = [d for d in defaults if isinstance(d, str) and d.startswith(f"/schema/{group}/")]
+        assert len(schemas) == 1, f"{path} must extend exactly one /schema/{group}/<key>@_here_"
+        key = schemas[0].removeprefix(f"/schema/{group}/").removesuffix("@_here_")
+        assert key in registered(group), f"{path} extends unregistered {group} schema {key!r}"
+        if path.stem in registered(group):
+            assert key == path.stem, f"{path} must extend its own schema /schema/{group}/{path.stem}"
 
 
 def test_saved_config_reloads_identically_and_is_validated(tmp_path: Path):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch import nn
@@ -72,6 +72,9 @@ class EnvSpec:
 
 class Agent(abc.ABC):
     """Base class of all agents. Shapes: ``N`` envs, ``A`` action size, ``D`` policy obs size."""
+
+    runner: ClassVar[str] = "on_policy"
+    """The loop that drives it: ``robot_rl.train.<runner>_runner`` (see ``robot_rl.train.runner_for``)."""
 
     def __init__(self, cfg: Any, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu") -> None:
         self.cfg = cfg
@@ -137,6 +140,11 @@ def register_agent(key: str, config_cls: type) -> Callable[[A], A]:
 def agent_keys() -> list[str]:
     """Registered agent keys, sorted."""
     return sorted(_AGENTS)
+
+
+def agent_class(cfg: object) -> type[Agent]:
+    """The agent class registered for the config instance ``cfg``."""
+    return _AGENTS[key_of("agent", cfg)]
 
 
 def make_agent(cfg: object, critic_cfg: object, env: EnvSpec, device: str | torch.device = "cpu") -> Agent:
