@@ -73,19 +73,31 @@ def reached(env) -> torch.Tensor:
     return ee_distance(env) < env.cfg.params["success_radius"]
 
 
-class So101ReachEnv(TaskEnv):
-    """SO-101 reaching with targets resampled at every reset."""
+class ReachEnv(TaskEnv):
+    """A reaching task: one target per env, drawn at every reset from a table of end-effector
+    positions the policy's action range can command (shared by so101_reach and panda_reach).
+
+    Params read: ``target_action_fraction`` (fraction of ``action_scale`` around the default pose
+    the table's joint configurations span), ``target_table_size``, ``target_z_range``,
+    ``target_min_radius``.
+    """
+
+    target_joints = slice(None)
+    """The joints that move the end-effector site (a gripper's jaw is left at its default)."""
+
+    def _target_candidates(self) -> np.ndarray:
+        """``[M, 3]`` candidate targets; subclasses may filter them further."""
+        p = self.cfg.params
+        reach = p["target_action_fraction"] * self.robot.control.action_scale
+        joints = self.target_joints
+        lo = torch.maximum(self.joint_lower, self.default_joint_pos - reach)[joints].cpu().numpy()
+        hi = torch.minimum(self.joint_upper, self.default_joint_pos + reach)[joints].cpu().numpy()
+        return reachable_points(self.model, self.robot.joint_names[joints], lo, hi,
+                                self._site_mjcf_name("end_effector"), p["target_table_size"],
+                                p["target_z_range"], p["target_min_radius"])
 
     def _init_task(self) -> None:
-        p = self.cfg.params
-        # Targets come from joint configurations the policy's action range can command.
-        reach = p["target_action_fraction"] * self.robot.control.action_scale
-        arm = slice(0, 5)
-        lo = torch.maximum(self.joint_lower, self.default_joint_pos - reach)[arm].cpu().numpy()
-        hi = torch.minimum(self.joint_upper, self.default_joint_pos + reach)[arm].cpu().numpy()
-        table = reachable_points(self.model, self.robot.joint_names[arm], lo, hi,
-                                 self._site_mjcf_name("end_effector"), p["target_table_size"],
-                                 p["target_z_range"], p["target_min_radius"])
+        table = self._target_candidates()
         self.target_table = torch.as_tensor(table, dtype=torch.float32, device=self.device)
         self.target = torch.zeros(self.num_envs, 3, device=self.device)
         self._mocap = int(self.model.body(TARGET_BODY).mocapid[0])
@@ -96,8 +108,14 @@ class So101ReachEnv(TaskEnv):
         self.backend.set_mocap_pos(ids.cpu().numpy(), self._mocap, self.target[ids])
 
 
-def so101_reach_cfg() -> TaskCfg:
-    """Default configuration of so101_reach."""
+class So101ReachEnv(ReachEnv):
+    """SO-101 reaching; the gripper jaw (joint 6) does not move the gripper site."""
+
+    target_joints = slice(0, 5)
+
+
+def reach_observations() -> dict[str, dict[str, ObsTerm]]:
+    """Policy (joints, target in the base frame, last action) and critic (+ gripper-to-target) groups."""
     policy = {
         "joint_pos": ObsTerm(terms.joint_pos, noise=0.01),
         "joint_vel": ObsTerm(terms.joint_vel, scale=0.1, noise=0.05),
@@ -106,16 +124,26 @@ def so101_reach_cfg() -> TaskCfg:
     }
     critic = {**policy, "ee_to_target": ObsTerm(ee_to_target)}
     critic = {k: ObsTerm(v.func, v.scale, 0.0, v.params) for k, v in critic.items()}
+    return {"policy": policy, "critic": critic}
+
+
+def reach_rewards() -> dict[str, RewardTerm]:
+    """Distance, a fine tanh kernel near the target, action-rate and joint-velocity penalties."""
+    return {
+        "distance": RewardTerm(ee_distance, weight=-1.0),
+        "reach_fine": RewardTerm(reach_kernel, weight=1.0, params={"std": 0.05}),
+        "action_rate": RewardTerm(terms.action_rate_l2, weight=-0.01),
+        "joint_vel": RewardTerm(terms.joint_vel_l2, weight=-0.001),
+    }
+
+
+def so101_reach_cfg() -> TaskCfg:
+    """Default configuration of so101_reach."""
     return TaskCfg(
         robot="so101",
         episode_s=4.0,
-        observations={"policy": policy, "critic": critic},
-        rewards={
-            "distance": RewardTerm(ee_distance, weight=-1.0),
-            "reach_fine": RewardTerm(reach_kernel, weight=1.0, params={"std": 0.05}),
-            "action_rate": RewardTerm(terms.action_rate_l2, weight=-0.01),
-            "joint_vel": RewardTerm(terms.joint_vel_l2, weight=-0.001),
-        },
+        observations=reach_observations(),
+        rewards=reach_rewards(),
         success=reached,
         scene=add_target_marker,
         sites=("end_effector", "base"),
