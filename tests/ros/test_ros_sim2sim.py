@@ -3,7 +3,8 @@
 The policy is made in the test: a joint-space servo towards a configuration q* (target =
 (q + q*) / 2 each step, fixed point q*), exported like a trained policy. The simulated robot
 plays reach episodes whose target is the gripper position at q*, with 5 ms command latency and
-sensor noise; success is the training task's criterion (gripper within 2 cm at episode end).
+sensor noise; success is the training task's criterion (gripper within 2 cm at episode end),
+required of every episode after the first (which overlaps the policy node's start-up).
 """
 
 from __future__ import annotations
@@ -52,12 +53,15 @@ def test_closed_loop_reaches_target_in_sim2sim(tmp_path):
     nodes = Nodes("sim2sim.launch.yaml", {"policy": servo_policy(tmp_path)}, domain, tmp_path,
                   extra={"sim_robot": sim_params})
     try:
-        ok = probe.wait_for(lambda: len(episodes) >= 2, 60)
+        ok = probe.wait_for(lambda: len(episodes) >= 3, 60)
         assert ok, nodes.log("sim_robot") + nodes.log("policy_node")
         assert len(probe.received()) > 50, "the policy node did not command the simulated robot"
     finally:
         codes = nodes.stop()
         probe.close()
-    results = [list(m.data) for m in episodes]
+    # The simulated robot starts its first episode before the policy node is up and ramping
+    # (soft start), so that episode is not a closed-loop trial; every later one must succeed.
+    results = [list(m.data) for m in episodes][1:]
+    assert len(results) >= 2
     assert all(success == 1.0 and distance < 0.02 for _, success, distance in results), results
     assert codes == {"sim_robot": 0, "policy_node": 0}
