@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-SUMMARY = "check a policy artifact against a robot, or run it sim-to-sim over ROS 2 (sim2sim | check)"
+SUMMARY = "Check a policy artifact against a robot, or run it sim-to-sim over ROS 2 (sim2sim | check)"
 
 EPILOG = """examples:
   robot-rl deploy check outputs/run/policy --robot so101

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-SUMMARY = "step a simulated task with random/zero actions; print env-steps/s (and write a video)"
+SUMMARY = "Step a simulated task with random/zero actions; print env-steps/s (and write a video)"
 
 
 def _parser() -> argparse.ArgumentParser:
