@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sim.vecenv import VecEnv
@@ -54,6 +54,15 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any], task: str) -> Any:
     """A copy of a TaskCfg with ``overrides`` applied to its fields or its ``params``."""
     fields = {f.name for f in dataclasses.fields(cfg)} - {"params"}
     top = {k: v for k, v in overrides.items() if k in fields}
+    for key, value in top.items():  # a mapping for a dataclass field (from YAML/Hydra) builds it
+        default = getattr(cfg, key)
+        if dataclasses.is_dataclass(default) and isinstance(value, Mapping):
+            valid = {f.name for f in dataclasses.fields(default) if f.init}
+            unknown = sorted(set(value) - valid)
+            if unknown:
+                raise ValueError(f"task {task!r}: {key} has no setting {unknown[0]!r}; valid: {sorted(valid)}")
+            top[key] = dataclasses.replace(default, **{k: tuple(v) if isinstance(v, list) else v
+                                                       for k, v in value.items()})
     params = {k: v for k, v in overrides.items() if k not in fields}
     unknown = sorted(set(params) - set(cfg.params))
     if unknown:

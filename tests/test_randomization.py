@@ -75,3 +75,10 @@ def test_actuator_delay_is_per_env_and_delays_the_motor():
     assert sampled.min() >= 0.002 and sampled.max() <= 0.006 and len(set(np.round(sampled, 9))) == 8
     with pytest.raises(ValueError, match="actuator_delay_s"):
         DomainRandCfg(actuator_delay_s=(0.01, 0.0))
+
+
+def test_randomization_from_a_mapping_as_configs_give_it():
+    env = sim.make_env("so101_reach", num_envs=2, randomization={"actuator_delay_s": [0.0, 0.01]})
+    assert env.cfg.randomization == DomainRandCfg(actuator_delay_s=(0.0, 0.01))
+    with pytest.raises(ValueError, match="randomization has no setting 'actuator_delay'"):
+        sim.make_env("so101_reach", num_envs=2, randomization={"actuator_delay": [0.0, 0.01]})
