@@ -223,11 +223,7 @@ class ChunkedTD3(Agent):
         state["critic_target"] = self.critic.target_state_dict()
         state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
         if self.cfg.checkpoint_buffer:
-            b = self.buffer
-            state["buffer"] = {
-                "obs": dict(b.obs), "next_obs": dict(b.next_obs), "action": b.action, "reward": b.reward,
-                "terminated": b.terminated, "truncated": b.truncated, "position": b.position, "size": b.size,
-            }
+            state["buffer"] = self.buffer.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -238,13 +234,7 @@ class ChunkedTD3(Agent):
         c = state["counters"]
         self.env_steps, self.updates, self.update_credit = int(c["env_steps"]), int(c["updates"]), float(c["credit"])
         if "buffer" in state:
-            saved, b = state["buffer"], self.buffer
-            for name in ("obs", "next_obs"):
-                for g, store in getattr(b, name).items():
-                    store.copy_(saved[name][g])
-            for name in ("action", "reward", "terminated", "truncated"):
-                getattr(b, name).copy_(saved[name])
-            b.position, b.size = int(saved["position"]), int(saved["size"])
+            self.buffer.load_state_dict(state["buffer"])
         self.executor.reset(torch.ones(self.env.num_envs, dtype=torch.bool, device=self.device))
 
     def policy(self) -> nn.Module:

@@ -286,11 +286,7 @@ class OffPolicyAgent(Agent, abc.ABC):
         state["critic_target"] = self.critic.target_state_dict()
         state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
         if self.cfg.checkpoint_buffer:
-            b = self.buffer
-            state["buffer"] = {
-                "obs": dict(b.obs), "next_obs": dict(b.next_obs), "action": b.action, "reward": b.reward,
-                "terminated": b.terminated, "truncated": b.truncated, "position": b.position, "size": b.size,
-            }
+            state["buffer"] = self.buffer.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -304,13 +300,7 @@ class OffPolicyAgent(Agent, abc.ABC):
         self.env_steps, self.updates = int(counters["env_steps"]), int(counters["updates"])
         self.update_credit = float(counters["credit"])
         if "buffer" in state:
-            saved, b = state["buffer"], self.buffer
-            for name in ("obs", "next_obs"):
-                for g, store in getattr(b, name).items():
-                    store.copy_(saved[name][g])
-            for name in ("action", "reward", "terminated", "truncated"):
-                getattr(b, name).copy_(saved[name])
-            b.position, b.size = int(saved["position"]), int(saved["size"])
+            self.buffer.load_state_dict(state["buffer"])
 
     def policy(self) -> nn.Module:
         """A detached copy: raw policy obs ``[B, D]`` -> env action ``[B, A]`` (deterministic)."""

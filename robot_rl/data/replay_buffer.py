@@ -78,6 +78,22 @@ class ReplayBuffer:
         """Number of stored transitions (all envs)."""
         return self.size * self.num_envs
 
+    def state_dict(self) -> dict:
+        """Every stored tensor and the write position, for a checkpoint."""
+        return {
+            "obs": dict(self.obs), "next_obs": dict(self.next_obs), "action": self.action, "reward": self.reward,
+            "terminated": self.terminated, "truncated": self.truncated, "position": self.position, "size": self.size,
+        }
+
+    def load_state_dict(self, saved: dict) -> None:
+        """Restore :meth:`state_dict` into this buffer's (same-shaped) storage."""
+        for name in ("obs", "next_obs"):
+            for group, store in getattr(self, name).items():
+                store.copy_(saved[name][group])
+        for name in ("action", "reward", "terminated", "truncated"):
+            getattr(self, name).copy_(saved[name])
+        self.position, self.size = int(saved["position"]), int(saved["size"])
+
     def add(
         self,
         obs: Obs,
