@@ -28,6 +28,8 @@ from typing import Literal
 
 import torch
 
+from robot_rl.math.td_targets import check_window
+
 OnTruncation = Literal["bootstrap", "mask"]
 ON_TRUNCATION = ("bootstrap", "mask")
 
@@ -49,18 +51,6 @@ class ChunkReturn:
     last: torch.Tensor
     length: torch.Tensor
     valid: torch.Tensor
-
-
-def _check(rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, gamma: float) -> None:
-    if rewards.ndim != 2:
-        raise ValueError(f"rewards must be [B, h], got shape {tuple(rewards.shape)}")
-    if terminated.shape != rewards.shape or truncated.shape != rewards.shape:
-        raise ValueError(
-            f"terminated {tuple(terminated.shape)} and truncated {tuple(truncated.shape)} must match "
-            f"rewards {tuple(rewards.shape)}"
-        )
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
 
 
 def alive_mask(terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
@@ -88,7 +78,7 @@ def chunk_return(
     Returns:
         :class:`ChunkReturn`; rewards after the first end belong to another episode and are ignored.
     """
-    _check(rewards, terminated, truncated, gamma)
+    check_window(rewards, terminated, truncated, gamma, "[B, h]")
     if on_truncation not in ON_TRUNCATION:
         raise ValueError(f"on_truncation must be one of {ON_TRUNCATION}, got {on_truncation!r}")
     h = rewards.shape[1]
@@ -127,7 +117,7 @@ def intra_chunk_returns(
         ``(targets [B, h], executed [B, h] bool)``: ``executed[:, k-1]`` is False where the prefix
         of length ``k`` reaches past the episode end (its target repeats the last executed one).
     """
-    _check(rewards, terminated, truncated, gamma)
+    check_window(rewards, terminated, truncated, gamma, "[B, h]")
     if bootstrap.shape != rewards.shape:
         raise ValueError(f"bootstrap must be [B, h] = {tuple(rewards.shape)}, got {tuple(bootstrap.shape)}")
     h = rewards.shape[1]

@@ -33,6 +33,20 @@ class NStepReturn:
     last: torch.Tensor
 
 
+def check_window(rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, gamma: float,
+                 shape: str = "[B, n]") -> None:
+    """Refuse rewards that are not ``shape`` (2-D), flags of another shape, or gamma outside [0, 1]."""
+    if rewards.ndim != 2:
+        raise ValueError(f"rewards must be {shape}, got shape {tuple(rewards.shape)}")
+    if terminated.shape != rewards.shape or truncated.shape != rewards.shape:
+        raise ValueError(
+            f"terminated {tuple(terminated.shape)} and truncated {tuple(truncated.shape)} must match "
+            f"rewards {tuple(rewards.shape)}"
+        )
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+
+
 def nstep_return(
     rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor, gamma: float
 ) -> NStepReturn:
@@ -48,15 +62,7 @@ def nstep_return(
     Returns:
         :class:`NStepReturn`. Steps after the first boundary in a window are ignored.
     """
-    if rewards.ndim != 2:
-        raise ValueError(f"rewards must be [B, n], got shape {tuple(rewards.shape)}")
-    if terminated.shape != rewards.shape or truncated.shape != rewards.shape:
-        raise ValueError(
-            f"terminated {tuple(terminated.shape)} and truncated {tuple(truncated.shape)} must match "
-            f"rewards {tuple(rewards.shape)}"
-        )
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    check_window(rewards, terminated, truncated, gamma, "[B, n]")
     n = rewards.shape[1]
     ended = (terminated | truncated).to(rewards.dtype)
     # alive[:, k] = 1 while no boundary happened strictly before step k.
