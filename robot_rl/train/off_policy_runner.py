@@ -44,14 +44,7 @@ class OffPolicyRunner(OnPolicyRunner):
         agent.train_mode(True)
         try:
             while self.env_steps < total:
-                action = agent.act(obs)
-                step = env.step(action.clamp(env.action_low, env.action_high))
-                agent.observe(obs, action, step)
-                stats.add(step)
-                for k, v in step.info.get("log", {}).items():
-                    env_logs.setdefault(k, []).append(float(v))
-                obs = step.obs
-                self.env_steps += env.num_envs
+                obs = self._collect(obs, stats, env_logs)
                 if agent.ready():
                     t0 = time.monotonic()
                     for k, v in agent.update().items():

@@ -147,6 +147,18 @@ class OnPolicyRunner:
         """Save a checkpoint at the current step."""
         return save_checkpoint(self.run_dir, self.env_steps, self.state_dict())
 
+    def _collect(self, obs: Any, stats: EpisodeStats, env_logs: dict[str, list[float]]) -> Any:
+        """One vector step: act, step the env, let the agent observe it, count it; returns the next obs."""
+        env, agent = self.env, self.agent
+        action = agent.act(obs)
+        step = env.step(action.clamp(env.action_low, env.action_high))
+        agent.observe(obs, action, step)
+        stats.add(step)
+        for k, v in step.info.get("log", {}).items():
+            env_logs.setdefault(k, []).append(float(v))
+        self.env_steps += env.num_envs
+        return step.obs
+
     def learn(self, evaluate_and_export: bool = True) -> RunResult:
         """Train up to ``task.total_steps``, then evaluate and export (unless disabled)."""
         cfg, env, agent = self.cfg, self.env, self.agent
@@ -162,14 +174,7 @@ class OnPolicyRunner:
         agent.train_mode(True)
         try:
             while self.env_steps < total:
-                action = agent.act(obs)
-                step = env.step(action.clamp(env.action_low, env.action_high))
-                agent.observe(obs, action, step)
-                stats.add(step)
-                for k, v in step.info.get("log", {}).items():
-                    env_logs.setdefault(k, []).append(float(v))
-                obs = step.obs
-                self.env_steps += env.num_envs
+                obs = self._collect(obs, stats, env_logs)
                 if not agent.ready():
                     continue
                 learn_start = time.monotonic()
