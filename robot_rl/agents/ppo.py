@@ -163,6 +163,8 @@ class PPO(Agent):
             )
             flat_adv = normalize_per_group(advantages.flatten(0, 1), self.group_weights)
             batch = s.flat(returns, flat_adv)
+            if hasattr(self.critic, "aux_loss"):  # critics with an auxiliary loss see each step's successor
+                batch.update(s.successors())
             # The "old" policy is the actor as the update starts. Recomputing it here (rather than
             # storing what act() saw) removes the shift the per-step normaliser updates cause
             # during the rollout (it would otherwise count as policy change in the KL and ratio).
@@ -204,6 +206,10 @@ class PPO(Agent):
             value_loss = torch.max(value_loss, (clipped - mb["returns"]).pow(2))
         value_loss = value_loss.mean()
         loss = surrogate + cfg.value_loss_coef * value_loss - cfg.entropy_coef * entropy
+        aux_metrics: dict[str, float] = {}
+        if "next_critic_obs" in mb:
+            aux_loss, aux_metrics = self.critic.aux_loss(mb)
+            loss = loss + cfg.value_loss_coef * aux_loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
@@ -215,6 +221,7 @@ class PPO(Agent):
             "loss/entropy": float(entropy.detach()),
             "train/kl": float(kl),
             "train/clip_fraction": float(((ratio - 1).abs() > cfg.clip_param).float().mean()),
+            **{f"loss/{k}": v for k, v in aux_metrics.items()},
         }
 
     # --- persistence and export --------------------------------------------------------------
@@ -308,6 +315,14 @@ class RolloutStorage:
             "returns": returns.flatten(0, 1),
             "advantages": advantages,
         }
+
+    def successors(self) -> dict[str, torch.Tensor]:
+        """For critics with ``aux_loss(batch)``: each step's next critic obs ``[T * N, Dc]``, reward
+        ``[T * N, G]`` and ``next_valid`` ``[T * N]`` (False where the episode ended: the stored next
+        obs is then a reset one)."""
+        next_obs = torch.cat([self.critic_obs[1:], self.last_critic_obs.unsqueeze(0)])
+        return {"next_critic_obs": next_obs.flatten(0, 1), "rewards": self.rewards.flatten(0, 1),
+                "next_valid": (~self.done).flatten(0, 1)}
 
     def clear(self) -> None:
         """Start a new rollout."""
