@@ -219,7 +219,7 @@ class TaskEnv(VecEnv):
         qpos = self.backend.default_qpos().repeat(n, 1)
         noise = self.cfg.init_joint_noise
         joint_pos = self.default_joint_pos + self.rand_uniform(-noise, noise, (n, self.action_dim))
-        qpos[:, self.backend._joint_qadr] = torch.clamp(joint_pos, self.joint_lower, self.joint_upper)
+        qpos[:, self.backend.joint_qpos_adr] = torch.clamp(joint_pos, self.joint_lower, self.joint_upper)
         return qpos, torch.zeros(n, self.model.nv, device=self.device)
 
     # ----------------------------------------------------------------------------- contract
@@ -239,7 +239,7 @@ class TaskEnv(VecEnv):
         self.last_action = self.action
         self.action = torch.clamp(action.to(self.device, torch.float32), self.action_low, self.action_high)
         applied = self.randomizer.perturb_action(self.action)
-        self.backend.step(self._actuator_command(applied))
+        self.backend.step(self.actuator_command(applied))
         self.episode_step += 1
         self._read_state()
         self._pre_step()
@@ -274,8 +274,8 @@ class TaskEnv(VecEnv):
                 "success": success, "log": log}
         return Step(obs, reward, terminated, truncated, info)
 
-    # ----------------------------------------------------------------------------- internals
-    def _actuator_command(self, action: torch.Tensor) -> torch.Tensor:
+    def actuator_command(self, action: torch.Tensor) -> torch.Tensor:
+        """MuJoCo ``ctrl`` ``[N, nu]`` for a policy action ``[N, A]`` in ``[-1, 1]`` (joint targets or torques)."""
         control = self.robot.control
         if control.action_type == "joint_torque":
             return action * self.joint_effort
@@ -285,11 +285,12 @@ class TaskEnv(VecEnv):
             target = self.default_joint_pos + control.action_scale * action
         return torch.clamp(target, self.joint_lower, self.joint_upper)
 
+    # ----------------------------------------------------------------------------- internals
     def _reset_envs(self, ids: torch.Tensor) -> None:
         self.randomizer.reset(ids)
         qpos, qvel = self._initial_state(ids)
         zero = torch.zeros(len(ids), self.action_dim, device=self.device)
-        ctrl = self._actuator_command(zero) if self.robot.control.action_type != "joint_torque" else zero
+        ctrl = self.actuator_command(zero) if self.robot.control.action_type != "joint_torque" else zero
         self.backend.reset(ids.cpu().numpy(), qpos, qvel, ctrl)
         self._reset_task(ids)
         self.episode_step[ids] = 0

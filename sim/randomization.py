@@ -125,6 +125,11 @@ class DomainRandomizer:
             self._delay[ids] = torch.randint(0, high, (n,), generator=self.generator, device=self.device)
         self._history[:, ids] = 0.0
 
+    @property
+    def action_delay(self) -> torch.Tensor:
+        """``[N]`` int64 latency of each env in control steps (``action_delay_steps``); writable per index."""
+        return self._delay
+
     def perturb_action(self, action: torch.Tensor) -> torch.Tensor:
         """The action the actuators receive: delayed by each env's latency, plus noise."""
         if self.cfg.action_noise_std:

@@ -41,7 +41,7 @@ def _backend(robot: RobotConfig) -> tuple[MujocoBatchBackend, mujoco.MjModel]:
     backend = MujocoBatchBackend(model, 2, robot.joint_names, {}, [], robot.control.decimation, nthread=1)
     default = torch.tensor([j.default for j in robot.joints])
     qpos = backend.default_qpos().repeat(2, 1)
-    qpos[:, backend._joint_qadr] = default
+    qpos[:, backend.joint_qpos_adr] = default
     backend.reset(np.arange(2), qpos, torch.zeros(2, model.nv), default.repeat(2, 1))
     return backend, model
 

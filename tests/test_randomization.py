@@ -35,7 +35,7 @@ def test_physics_fields_differ_per_env_and_repeat_under_seed():
 def test_action_latency_delays_the_command():
     env = _env(action_delay_steps=2)
     env.reset(seed=0)
-    env.randomizer._delay[:] = torch.tensor([0, 1, 2, 2])
+    env.randomizer.action_delay[:] = torch.tensor([0, 1, 2, 2])
     a1 = torch.full((4, env.action_dim), 0.5)
     out1 = env.randomizer.perturb_action(a1)
     out2 = env.randomizer.perturb_action(-a1)
@@ -59,7 +59,7 @@ def test_actuator_delay_is_per_env_and_delays_the_motor():
     delay[1, :] = 0.008  # two physics steps of 4 ms
     batch = env.backend.batch
     force = batch.bind("actuator_force")
-    batch.bind("ctrl")[:] = env._actuator_command(torch.full((4, env.action_dim), 0.5)).numpy()
+    batch.bind("ctrl")[:] = env.actuator_command(torch.full((4, env.action_dim), 0.5)).numpy()
     batch.step(nstep=1)
     batch.step(nstep=1)  # forces reported are those of the last substep
     saturated = env.robot.joints[0].effort

@@ -93,7 +93,7 @@ def test_sparse_reward_is_zero_without_success(env):
 def test_flung_cube_is_not_a_success(env):
     """A cube 6 cm up but away from the gripper is not lifted."""
     env.reset(seed=5)
-    qpos = torch.as_tensor(np.array(env.backend._qpos), dtype=torch.float32)
+    qpos = torch.as_tensor(env.backend.physics_state()[0], dtype=torch.float32)
     qpos[:, env.cube_qpos + 2] += 0.06
     env.backend.reset(np.arange(4), qpos, torch.zeros(4, env.model.nv), env.default_joint_pos.repeat(4, 1))
     env.state = env.backend.read()

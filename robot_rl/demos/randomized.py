@@ -51,7 +51,7 @@ def capture_randomized(env) -> dict[str, np.ndarray]:
         bias = np.array(backend.expand("actuator_biasprm")[:, :, 1:3], dtype=np.float64)
         out["sim.actuator_bias"] = bias.reshape(bias.shape[0], -1)
     if cfg.action_delay_steps:
-        out["sim.action_delay"] = env.randomizer._delay.cpu().numpy().astype(np.int64).reshape(-1, 1)
+        out["sim.action_delay"] = env.randomizer.action_delay.cpu().numpy().astype(np.int64).reshape(-1, 1)
     return out
 
 
@@ -67,7 +67,7 @@ def restore_randomized(env, values: dict[str, np.ndarray]) -> None:
         backend.expand("actuator_gainprm")[0, :, 0] = values["sim.actuator_gain"]
         backend.expand("actuator_biasprm")[0, :, 1:3] = values["sim.actuator_bias"].reshape(-1, 2)
     if "sim.action_delay" in values:
-        env.randomizer._delay[0] = int(np.asarray(values["sim.action_delay"]).reshape(-1)[0])
+        env.randomizer.action_delay[0] = int(np.asarray(values["sim.action_delay"]).reshape(-1)[0])
 
 
 def cfg_to_json(cfg: DomainRandCfg) -> dict[str, Any]:

@@ -83,8 +83,8 @@ def replay(
         restore(env, data["sim.qpos"][0], data["sim.qvel"][0], data["sim.target"][0] if "sim.target" in data else None)
         restore_randomized(env, keys_in(data))
     else:
-        qpos = np.array(env.backend._qpos[0], dtype=np.float64)
-        qpos[env.backend._joint_qadr.cpu().numpy()] = recorded_q[0]
+        qpos = env.backend.physics_state()[0][0]
+        qpos[env.backend.joint_qpos_adr.cpu().numpy()] = recorded_q[0]
         restore(env, qpos, np.zeros(env.model.nv))
     if "action.policy" in data:
         actions = data["action.policy"].astype(np.float32)

@@ -75,16 +75,14 @@ def dataset_features(env, camera: tuple[int, int] | None = None) -> dict[str, di
 
 def actuator_targets(env, action: torch.Tensor) -> torch.Tensor:
     """``[N, J]`` what the actuators receive for policy ``action`` ``[N, J]`` (clamped PD targets or torques)."""
-    return env._actuator_command(torch.clamp(action, env.action_low, env.action_high))
+    return env.actuator_command(torch.clamp(action, env.action_low, env.action_high))
 
 
 def capture(env) -> dict[str, np.ndarray]:
     """Full sim state of every env: ``sim.qpos [N, nq]``, ``sim.qvel [N, nv]``, ``sim.target [N, 3]``,
     and the randomised physics (:mod:`robot_rl.demos.randomized`)."""
-    out = {
-        "sim.qpos": np.array(env.backend._qpos, dtype=np.float64),
-        "sim.qvel": np.array(env.backend._qvel, dtype=np.float64),
-    }
+    qpos, qvel = env.backend.physics_state()
+    out = {"sim.qpos": qpos, "sim.qvel": qvel}
     if hasattr(env, "target"):
         out["sim.target"] = env.target.cpu().numpy().astype(np.float32)
     out.update(capture_randomized(env))

@@ -131,6 +131,15 @@ class MujocoBatchBackend:
             self._mocap_pos = self.batch.bind("mocap_pos")
         self._mocap_pos[ids, mocap_index] = pos.detach().to("cpu", torch.float64).numpy()
 
+    def physics_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """Exact float64 copies of every env's ``qpos`` ``[N, nq]`` and ``qvel`` ``[N, nv]`` (save/restore)."""
+        return np.array(self._qpos, dtype=np.float64), np.array(self._qvel, dtype=np.float64)
+
+    @property
+    def joint_qpos_adr(self) -> torch.Tensor:
+        """``[J]`` qpos addresses of the robot's joints, in robot.yaml order."""
+        return self._joint_qadr
+
     def default_qpos(self) -> torch.Tensor:
         """``[nq]`` the model's reference configuration."""
         return torch.as_tensor(self.model.qpos0, dtype=torch.float32, device=self.device)
