@@ -1,0 +1,136 @@
+"""Start the demo nodes (recorder, replay, optional simulated robot) as processes for the CLI and tests.
+
+Each node runs as ``python -m ros_nodes.<exec> --ros-args -r __node:=<name> --params-file <file> -p ...``
+(the command line ``ros2 run`` / ``ros2 launch`` would build) in the environment of
+:func:`robot_rl.deploy.ros_env.ros_environment` (own ``ROS_DOMAIN_ID``, loopback discovery). The
+parameter file holds a ``/**/demo_recorder``, ``/**/demo_replay`` and ``/**/sim_robot`` section
+generated from ``hardware/<robot>/robot.yaml`` (topics, command type, joint names, limits, safety).
+Standard library + yaml only: no rclpy in the calling process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from robot_rl.deploy.launch_plan import NodeLaunch
+from robot_rl.deploy.node_procs import node_command
+from robot_rl.deploy.ros_env import ros_environment, ros_nodes_path
+from robot_rl.deploy.ros_params import ros_params
+
+RECORDER_KEYS = ("robot", "joint_names", "joint_states_topic", "command_topic", "command_type")
+REPLAY_KEYS = (*RECORDER_KEYS, "lower", "upper", "max_step_change", "stale_state_timeout", "soft_start_s", "estop_mode")
+
+
+def demo_params(robot: dict[str, Any]) -> dict[str, Any]:
+    """``{"/**/demo_recorder": ..., "/**/demo_replay": ..., "/**/sim_robot": ...}`` for a robot dict
+    (``RobotConfig.as_dict()``), taken from the policy node's generated parameters."""
+    base = ros_params(robot)
+    policy = base["/**/policy_node"]["ros__parameters"]
+    return {
+        "/**/demo_recorder": {"ros__parameters": {k: policy[k] for k in RECORDER_KEYS}},
+        "/**/demo_replay": {"ros__parameters": {k: policy[k] for k in REPLAY_KEYS}},
+        "/**/sim_robot": base["/**/sim_robot"],
+    }
+
+
+class _NoAliases(yaml.SafeDumper):
+    """rcl's parameter-file parser refuses YAML anchors/aliases: write shared lists out each time."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def write_demo_params(robot: dict[str, Any], path: Path) -> Path:
+    """Write :func:`demo_params` as a ROS 2 parameter file at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.dump(demo_params(robot), Dumper=_NoAliases, sort_keys=False, default_flow_style=None,
+                              width=110))
+    return path
+
+
+def _ros_value(value: object) -> str:
+    """A ``-p name:=value`` literal: bools lower case, strings quoted when YAML would retype them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value if isinstance(yaml.safe_load(value or "''"), str) and value else f"'{value}'"
+    return str(value)
+
+
+class DemoNodes:
+    """Demo node processes in one ROS domain, each logging to ``log_dir/<name>.log``.
+
+    Args:
+        nodes: ``[(executable, node name, {parameter: value})]``, e.g. ``("recorder_node", "demo_recorder", {...})``.
+        params_file: the file of :func:`write_demo_params`.
+        domain_id: ROS_DOMAIN_ID of every node.
+        namespace: namespace of the nodes and their relative topics.
+    """
+
+    def __init__(self, nodes: list[tuple[str, str, dict[str, object]]], params_file: Path, domain_id: int,
+                 log_dir: Path, namespace: str = "") -> None:
+        self.env = ros_environment(domain_id)
+        src = ros_nodes_path()
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(src), str(src.parent), self.env.get("PYTHONPATH", "")) if p
+        )
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+        self.commands: dict[str, list[str]] = {}
+        for executable, name, params in nodes:
+            launch = NodeLaunch("ros_nodes", executable, name, namespace, (str(params_file),),
+                                {k: _ros_value(v) for k, v in params.items()})
+            self.commands[name] = node_command(launch)
+            self.logs[name] = log_dir / f"{name}.log"
+            with open(self.logs[name], "w") as log:
+                self.procs[name] = subprocess.Popen(self.commands[name], env=self.env, stdout=log,
+                                                    stderr=subprocess.STDOUT)
+
+    def log(self, name: str) -> str:
+        """Everything node ``name`` printed so far."""
+        return self.logs[name].read_text()
+
+    def wait_log(self, name: str, text: str, timeout: float) -> bool:
+        """Poll ``name``'s log every 50 ms until it contains ``text`` or the node exits; True if found."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if text in self.log(name):
+                return True
+            if self.procs[name].poll() is not None:
+                break
+            time.sleep(0.05)
+        return text in self.log(name)
+
+    def wait(self, name: str, timeout: float | None = None) -> int | None:
+        """Exit code of ``name`` once it stops by itself, or None after ``timeout`` s."""
+        try:
+            return self.procs[name].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self, name: str) -> int:
+        """SIGKILL ``name`` (a crash: nothing runs on the way out); its exit code."""
+        self.procs[name].kill()
+        return self.procs[name].wait()
+
+    def stop(self, timeout: float = 10.0) -> dict[str, int]:
+        """SIGINT every running node (as Ctrl-C in ``ros2 launch``), SIGKILL after ``timeout``; exit codes."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        codes = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[name] = proc.wait()
+        return codes
