@@ -1,0 +1,138 @@
+"""RLPD: SAC with demonstrations in a separate replay partition, sampled 50/50 (Ball et al. 2023).
+
+``agent=rlpd critic=ensemble_ln agent.demos=<dataset dir>``. Ball et al., "Efficient Online
+Reinforcement Learning with Offline Data" (ICML 2023): off-policy RL needs three changes to profit from
+offline data: *symmetric sampling* (each batch half demo, half online:
+:class:`~robot_rl.data.demo_buffer.DemoMixReplay`),
+*LayerNorm critics* (``critic=ensemble_ln``, bounds extrapolated Q values) and *sample efficiency
+knobs* (a larger ensemble, ``critic.num_members=10 agent.target_reduce=random_min``, and a high
+``agent.utd_ratio``). Optionally the actor starts from a behaviour-cloning checkpoint
+(``agent.bc_checkpoint=<robot-rl bc out dir>``, a ``gaussian`` BC actor of the same widths).
+
+Demos are read from the dataset every time the agent is built; checkpoints store the dataset path (in
+the run's config) and the number of demo transitions, never the demo data. The critic reads the
+``critic`` observation group only when the demos recorded it (``observation.critic``); otherwise
+(``robot-rl record`` stores the policy observation) the critic reads ``policy`` (``agent.critic_obs``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from robot_rl.agents.base import EnvSpec, register_agent
+from robot_rl.agents.sac import SAC, SACConfig
+from robot_rl.data.demo_buffer import DemoMixReplay, demo_features, demo_replay
+from robot_rl.models.normalizer import EmpiricalNormalizer
+
+CRITIC_OBS = ("auto", "policy", "critic")
+
+
+@dataclass
+class RLPDConfig(SACConfig):
+    """``agent=rlpd``: SAC's settings plus the demo partition.
+
+    Attributes:
+        demos: a ``robot-rl record`` dataset directory (required).
+        demo_fraction: share of each batch drawn from the demos (RLPD: 0.5).
+        only_success_demos: keep only demo episodes that succeeded.
+        bc_checkpoint: a ``robot-rl bc`` output directory to initialise the actor (and the observation
+            normaliser; needs ``normalize_obs=true``) from.
+        critic_obs: ``auto`` (the ``critic`` group if the demos recorded it, else ``policy``), ``policy``
+            or ``critic``.
+    """
+
+    demos: str | None = None
+    demo_fraction: float = 0.5
+    only_success_demos: bool = False
+    bc_checkpoint: str | None = None
+    critic_obs: str = "auto"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.demo_fraction <= 1.0:
+            raise ValueError(f"agent.demo_fraction must be in [0, 1], got {self.demo_fraction}")
+        if self.critic_obs not in CRITIC_OBS:
+            raise ValueError(f"agent.critic_obs must be one of {CRITIC_OBS}, got {self.critic_obs!r}")
+
+
+@register_agent("rlpd", RLPDConfig)
+class RLPD(SAC):
+    """SAC whose replay is a :class:`DemoMixReplay` (online partition + demo partition)."""
+
+    cfg: RLPDConfig
+    buffer: DemoMixReplay
+
+    def __init__(self, cfg: RLPDConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
+        if not cfg.demos:
+            raise ValueError("agent=rlpd needs demonstrations: agent.demos=<dataset dir> "
+                             "(record one with `robot-rl record --task <task> --out <dir>`)")
+        if not (Path(cfg.demos) / "meta" / "info.json").is_file():
+            raise FileNotFoundError(f"agent.demos={cfg.demos} is not a LeRobot dataset (no meta/info.json)")
+        super().__init__(cfg, critic_cfg, self._critic_view(cfg, env), device)
+        self.env = env
+        groups = {g: self.buffer.obs[g].shape[-1] for g in self.buffer.obs}
+        demos = demo_replay(cfg.demos, groups, env.action_dim, self.device, cfg.only_success_demos)
+        self.buffer = DemoMixReplay(self.buffer.capacity, env.num_envs, groups, env.action_dim, demos,
+                                    cfg.demo_fraction, self.device)
+        self.demo_transitions = len(demos)
+        """Transitions in the demo partition (checked again on resume)."""
+        if cfg.bc_checkpoint:
+            self._load_bc(cfg.bc_checkpoint)
+        else:
+            for g, norm in self.normalizers.items():
+                if isinstance(norm, EmpiricalNormalizer):
+                    norm.update(demos.obs[g][:, 0])
+
+    @staticmethod
+    def _critic_view(cfg: RLPDConfig, env: EnvSpec) -> EnvSpec:
+        """``env`` without its ``critic`` group when the critic must read ``policy``."""
+        if "critic" not in env.observation_dims or cfg.critic_obs == "critic":
+            return env
+        if cfg.critic_obs == "auto" and "observation.critic" in demo_features(str(cfg.demos)):
+            return env
+        if cfg.critic_obs == "auto":
+            print(f"rlpd: {cfg.demos} has no observation.critic; the critic reads the policy observation",
+                  file=sys.stderr)
+        dims = {"policy": env.observation_dims["policy"]}
+        return dataclasses.replace(env, observation_dims=dims)
+
+    def _load_bc(self, path: str) -> None:
+        """Copy a BC checkpoint's actor and normaliser into this agent."""
+        from robot_rl.demos.bc import load_bc
+
+        bc = load_bc(path)
+        cfg = self.cfg
+        if bc.cfg.actor != "gaussian" or list(bc.cfg.hidden_dims) != list(cfg.actor_hidden_dims) \
+                or bc.cfg.activation != cfg.activation:
+            raise ValueError(
+                f"agent.bc_checkpoint={path} holds a {bc.cfg.actor} actor {bc.cfg.hidden_dims}/{bc.cfg.activation}; "
+                f"rlpd needs a gaussian one {list(cfg.actor_hidden_dims)}/{cfg.activation}: "
+                "`robot-rl bc <dataset> --actor gaussian --hidden-dims ...`"
+            )
+        if not cfg.normalize_obs:
+            raise ValueError(f"agent.bc_checkpoint={path} was trained on normalised observations; "
+                             "set agent.normalize_obs=true")
+        self.actor.load_state_dict(bc.actor.state_dict())
+        for norm in self.normalizers.values():
+            if norm.mean.shape == bc.normalizer.mean.shape:
+                norm.load_state_dict(bc.normalizer.state_dict())
+
+    def state_dict(self) -> dict[str, Any]:
+        """SAC's state (online partition only) plus the demo partition's path and size."""
+        return {**super().state_dict(), "demos": {"path": str(self.cfg.demos), "transitions": self.demo_transitions}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the demo partition must still hold the same number of transitions."""
+        saved = state.get("demos", {})
+        if int(saved.get("transitions", self.demo_transitions)) != self.demo_transitions:
+            raise ValueError(
+                f"the checkpoint trained with {saved['transitions']} demo transitions from {saved.get('path')}, "
+                f"agent.demos={self.cfg.demos} now holds {self.demo_transitions}; point agent.demos at the same dataset"
+            )
+        super().load_state_dict(state)
