@@ -26,6 +26,8 @@ setup(
         "console_scripts": [
             "policy_node = ros_nodes.policy_node:main",
             "sim_robot_node = ros_nodes.sim_robot_node:main",
+            "recorder_node = ros_nodes.recorder_node:main",
+            "replay_node = ros_nodes.replay_node:main",
         ],
     },
 )

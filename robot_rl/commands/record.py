@@ -7,7 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-SUMMARY = "Record sim demonstrations (scripted expert or exported policy) to a LeRobot v3.0 dataset."
+SUMMARY = (
+    "Record demonstrations to a LeRobot v3.0 dataset: in sim (scripted expert, exported policy, keyboard "
+    "teleop) or from a robot's ROS 2 topics."
+)
 
 EPILOG = """\
 examples:
@@ -20,6 +23,14 @@ Scripted experts exist for so101_reach, so101_lift and so101_lift_shaped. Each f
 committed to disk before the next one starts: stopping the recorder keeps every saved episode.
 Rendering a camera is slow on CPU (OSMesa, ~0.2-0.4 s per frame); keep --num-envs 1 with --camera.
 Inspect the result with `robot-rl dataset info <out>`, replay it with `robot-rl replay <out>`.
+
+From ROS 2 (--source ros): the recorder node subscribes the robot's JointState and command topics
+(names and message types from hardware/<robot>/robot.yaml), samples both at --fps and saves an
+episode after --episode-s, when either stream pauses longer than --max-gap-s, or on its services
+(`ros2 service call /demo_recorder/stop std_srvs/srv/Trigger`; also start, discard). Ctrl-C saves
+the episode in progress; a crash keeps every episode saved before.
+  robot-rl record --source ros --robot so101 --fps 30 --instruction "stack the cubes" --out outputs/demos/ros
+  robot-rl record --source ros --robot so101 --episode-s 20 --episodes 5 --out outputs/demos/ros5
 """
 
 
@@ -42,7 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="robot-rl record", description=SUMMARY, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--task", required=True, help="sim task, e.g. so101_reach (see `robot-rl sim --help`)")
+    parser.add_argument("--source", choices=("sim", "ros"), default="sim",
+                        help="sim (default): record in sim; ros: record a robot's ROS 2 topics")
+    parser.add_argument("--task", help="sim task, e.g. so101_reach (see `robot-rl sim --help`); needed for sim")
     parser.add_argument("--out", type=Path, required=True, help="dataset folder to create")
     parser.add_argument("--episodes", type=int, default=10, help="episodes to save (default 10)")
     parser.add_argument("--policy", type=Path, help="exported policy artifact dir (default: the scripted expert)")
@@ -59,12 +72,31 @@ def _parser() -> argparse.ArgumentParser:
         help="task config override, e.g. episode_s=2.0 (repeatable)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
+    ros = parser.add_argument_group("from ROS 2 (--source ros); --episodes 0 records until Ctrl-C")
+    ros.add_argument("--robot", help="hardware/<robot>/robot.yaml name, e.g. so101")
+    ros.add_argument("--fps", type=int, default=30, help="dataset frame rate (default 30)")
+    ros.add_argument("--episode-s", type=float, default=0.0, help="episode length in s (default 0: until a pause)")
+    ros.add_argument("--max-gap-s", type=float, default=0.5, help="a pause this long ends the episode (default 0.5)")
+    ros.add_argument("--manual", action="store_true", help="start each episode with the ~/start service")
+    ros.add_argument("--resume", action="store_true", help="append episodes to an existing dataset at --out")
+    ros.add_argument("--no-velocity", action="store_true", help="the JointState carries no velocities")
+    ros.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
+    ros.add_argument("--namespace", default="", help="namespace of the recorder and the robot's topics")
+    ros.add_argument("--log-dir", type=Path, help="node log folder (default: a temporary folder)")
+    ros.add_argument("--print-commands", action="store_true", help="print the node command line")
     return parser
 
 
 def main(argv: list[str]) -> int:
     """Run ``robot-rl record``."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.source == "ros":
+        from robot_rl.demos.ros_launch import record_over_ros
+
+        return record_over_ros(args)
+    if args.task is None:
+        parser.error("--task is required to record in sim (e.g. --task so101_reach)")
     import torch
 
     from robot_rl.demos.experts import expert_for

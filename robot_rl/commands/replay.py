@@ -6,7 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-SUMMARY = "Replay a recorded episode open-loop in sim: per-joint tracking error, success, side-by-side video."
+SUMMARY = (
+    "Replay a recorded episode open-loop in sim (tracking error, success, side-by-side video) or on a robot "
+    "over ROS 2 (--ros)."
+)
 
 EPILOG = """\
 examples:
@@ -16,7 +19,14 @@ examples:
 The env is rebuilt from meta/robot_rl.json (written by `robot-rl record`) or --task, restored to the
 episode's recorded first state, and stepped with the recorded actions. The video shows the recording
 (its camera, or the recorded states re-rendered) on the left and the replay on the right.
-Replay on a real robot goes through ROS 2 (the replay node, not part of this command).
+
+With --ros the replay node publishes the episode's recorded commands at the recorded rate to the robot
+of --robot (topics and safety limits from hardware/<robot>/robot.yaml) through the policy node's safety
+layer: nothing before the first JointState, soft start from the measured pose to the first recorded
+command, joint limits, max step per tick, stale-state hold, e-stop (topic `estop`). --sim also starts
+the MuJoCo simulated robot node (sim-to-sim). It prints the per-joint tracking error at the end:
+  robot-rl replay outputs/demos/ros_teleop --episode 0 --ros --robot so101            # the real robot
+  robot-rl replay outputs/demos/ros_teleop --episode 0 --ros --robot so101 --sim      # sim-to-sim
 """
 
 
@@ -41,7 +51,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--max-error", type=float, help="exit with status 1 if any joint's max tracking error exceeds this (rad)"
     )
+    ros = parser.add_argument_group("replay on a robot over ROS 2 (--ros)")
+    ros.add_argument("--ros", action="store_true", help="publish the recorded commands to a robot via the replay node")
+    ros.add_argument("--robot", help="hardware/<robot>/robot.yaml name (default: the dataset's robot_type)")
+    ros.add_argument("--sim", action="store_true", help="also start the MuJoCo simulated robot node (sim-to-sim)")
+    ros.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
+    ros.add_argument("--namespace", default="", help="namespace of the nodes and their topics")
+    ros.add_argument("--report", type=Path, help="write the tracking report here (JSON)")
+    ros.add_argument("--log-dir", type=Path, help="node logs (default: a temporary folder)")
+    ros.add_argument("--print-commands", action="store_true", help="print the node command lines")
     args = parser.parse_args(argv)
+    if args.ros:
+        from robot_rl.demos.ros_launch import replay_over_ros
+
+        return replay_over_ros(args)
     import torch
 
     from robot_rl.data.lerobot import DatasetFormatError

@@ -134,3 +134,108 @@ class DemoNodes:
                 proc.kill()
                 codes[name] = proc.wait()
         return codes
+
+
+def default_domain_id() -> int:
+    """``$ROS_DOMAIN_ID`` or 0."""
+    return int(os.environ.get("ROS_DOMAIN_ID", "0") or 0)
+
+
+def run_until_exit(nodes: DemoNodes, main: str, print_commands: bool = False) -> int:
+    """Wait for node ``main`` to exit by itself, echoing its log (Ctrl-C stops every node); stop the others.
+
+    Returns ``main``'s exit code.
+    """
+    if print_commands:
+        for name, cmd in nodes.commands.items():
+            print(f"# {name}\n{' '.join(cmd)}")
+    shown = 0
+
+    def echo() -> None:
+        nonlocal shown
+        text = nodes.log(main)
+        print(text[shown:], end="", flush=True)
+        shown = len(text)
+
+    try:
+        while nodes.procs[main].poll() is None:
+            echo()
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    codes = nodes.stop()
+    echo()
+    return codes[main]
+
+
+def _robot(name: str | None, dataset: Path | None = None) -> dict[str, Any]:
+    """``RobotConfig.as_dict()`` of ``name`` (default: the dataset's ``robot_type``); ValueError if unknown."""
+    from sim.robots import load_robot
+
+    if name is None and dataset is not None:
+        from robot_rl.data.lerobot import meta
+
+        name = meta.load_info(dataset).robot_type
+    if not name:
+        raise ValueError("which robot? pass --robot (a hardware/<robot>/robot.yaml name, e.g. so101)")
+    try:
+        return load_robot(name).as_dict()
+    except FileNotFoundError as exc:
+        raise ValueError(f"robot {name!r}: {exc}") from exc
+
+
+def replay_over_ros(args: Any) -> int:
+    """``robot-rl replay <dataset> --ros``: run the replay node (+ the simulated robot with ``--sim``)."""
+    import json
+    import sys
+    import tempfile
+
+    try:
+        robot = _robot(args.robot, args.dataset)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"robot-rl replay: {exc}", file=sys.stderr)
+        return 2
+    log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="robot_rl_replay_"))
+    report = (args.report or log_dir / "report.json").resolve()
+    params = write_demo_params(robot, log_dir / "params.yaml")
+    spec = [("replay_node", "demo_replay", {"dataset": str(args.dataset.resolve()), "episode": args.episode,
+                                             "report_file": str(report)})]
+    if args.sim:
+        spec.insert(0, ("sim_robot_node", "sim_robot", {}))
+    domain = default_domain_id() if args.domain_id is None else args.domain_id
+    nodes = DemoNodes(spec, params, domain, log_dir, args.namespace)
+    code = run_until_exit(nodes, "demo_replay", args.print_commands)
+    print(f"node logs in {log_dir}")
+    if code != 0 or not report.is_file():
+        print(f"robot-rl replay: the replay node stopped with status {code} before the end", file=sys.stderr)
+        return code or 1
+    worst = max(json.loads(report.read_text())["command_max"])
+    if args.max_error is not None and worst > args.max_error:
+        print(f"tracking error {worst:.3e} rad exceeds --max-error {args.max_error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def record_over_ros(args: Any) -> int:
+    """``robot-rl record --source ros``: run the recorder node until ``--episodes`` are saved or Ctrl-C."""
+    import sys
+    import tempfile
+
+    try:
+        robot = _robot(args.robot)
+    except ValueError as exc:
+        print(f"robot-rl record: {exc}", file=sys.stderr)
+        return 2
+    log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="robot_rl_record_"))
+    params = write_demo_params(robot, log_dir / "params.yaml")
+    spec = [("recorder_node", "demo_recorder", {
+        "dataset": str(args.out.resolve()), "fps": args.fps, "task": args.instruction or "teleoperation",
+        "episode_s": float(args.episode_s), "max_gap_s": float(args.max_gap_s), "max_episodes": args.episodes,
+        "overwrite": args.overwrite, "resume": args.resume, "auto_start": not args.manual,
+        "velocity": not args.no_velocity,
+    })]
+    domain = default_domain_id() if args.domain_id is None else args.domain_id
+    nodes = DemoNodes(spec, params, domain, log_dir, args.namespace)
+    code = run_until_exit(nodes, "demo_recorder", args.print_commands)
+    print(f"node log in {log_dir}; inspect the dataset with `robot-rl dataset info {args.out}`")
+    return code
