@@ -2,8 +2,9 @@
 
 Each agent is built from its default config (``configs/agent/<agent>.yaml`` + its critic), on a
 HalfCheetah-sized problem (obs 17, action 6), with a replay buffer of random transitions; one
-"update" is one gradient step of critic (and actor, when due), i.e. ``agent.learn`` on a sampled
-batch plus the sampling. Where stable-baselines3 has the same algorithm (SAC, TD3, DDPG), its
+"update" is one gradient step of critic (and actor, when due): ``agent.update()`` with one update
+owed (sampling + ``agent.learn``, under ``agent.amp``'s autocast). Where stable-baselines3 has the
+same algorithm (SAC, TD3, DDPG), its
 ``model.train(gradient_steps=1, batch_size=B)`` is timed on the same sizes and the ratio printed.
 
     python benchmarks/agent_update_time.py [--updates 20] [--batches 256 4096] [--threads 1]
@@ -25,13 +26,15 @@ from robot_rl.config import compose
 OBS_DIM, ACTION_DIM, FILL = 17, 6, 8192
 AGENTS = {
     "sac": ["agent=sac", "critic=ensemble"],
+    "sac (amp=bf16)": ["agent=sac", "critic=ensemble", "agent.amp=bf16"],
     "redq (sac, 10 critics)": ["agent=sac", "critic=redq", "agent.target_reduce=random_min", "agent.actor_reduce=mean"],
     "td3": ["agent=td3", "critic=ensemble"],
+    "td3 (amp=bf16)": ["agent=td3", "critic=ensemble", "agent.amp=bf16"],
     "ddpg": ["agent=ddpg", "critic=ensemble", "critic.num_members=1", "critic.subset=1"],
     "tqc": ["agent=tqc", "critic=quantile"],
     "fast_td3": ["agent=fast_td3", "critic=c51"],
 }
-SB3_PEERS = {"sac": "SAC", "td3": "TD3", "ddpg": "DDPG"}
+SB3_PEERS = {"sac": "SAC", "sac (amp=bf16)": "SAC", "td3": "TD3", "td3 (amp=bf16)": "TD3", "ddpg": "DDPG"}
 
 
 def _spec() -> EnvSpec:
@@ -66,11 +69,11 @@ def time_ours(overrides: list[str], batch: int, updates: int) -> float:
     b.reward.normal_(generator=g)
     b.size, b.position = min(FILL, b.capacity), min(FILL, b.capacity) % b.capacity
 
+    agent.env_steps = agent.cfg.learning_starts
+
     def one_update() -> None:
-        batch_ = b.sample(cfg.agent.batch_size, n_step=cfg.agent.n_step, gamma=cfg.agent.gamma)
-        batch_.obs, batch_.next_obs = agent.normalize(batch_.obs), agent.normalize(batch_.next_obs)
-        agent.learn(batch_)
-        agent.updates += 1
+        agent.update_credit = 1.0
+        agent.update()
 
     return _median_ms(one_update, updates)
 

@@ -27,7 +27,7 @@ from robot_rl.agents.base import Agent
 SB3_DEFAULTS = {"learning_rate": 3e-4, "batch_size": 256, "buffer_size": 1_000_000, "tau": 0.005, "gamma": 0.99}
 
 
-def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int) -> tuple[float, float, float]:
+def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int, amp: str) -> tuple[float, float, float]:
     """Train our SAC; returns (training wall seconds, training CPU seconds, mean deterministic eval return)."""
     import sim
     from robot_rl.agents.base import EnvSpec, make_agent
@@ -41,7 +41,7 @@ def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int) ->
         f"agent.gamma={SB3_DEFAULTS['gamma']}", f"agent.actor_lr={SB3_DEFAULTS['learning_rate']}",
         f"agent.critic_lr={SB3_DEFAULTS['learning_rate']}", f"agent.alpha_lr={SB3_DEFAULTS['learning_rate']}",
         "agent.utd_ratio=1.0", "agent.init_alpha=1.0", "agent.actor_hidden_dims=[256,256]",
-        "agent.activation=relu", "agent.normalize_obs=false",
+        "agent.activation=relu", "agent.normalize_obs=false", f"agent.amp={amp}",
     ])
     env = sim.make_env("gym:HalfCheetah-v5", num_envs=1, seed=seed)
     agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(env))
@@ -100,19 +100,32 @@ def main() -> None:
     parser.add_argument("--learning-starts", type=int, default=10_000, help="random steps before learning")
     parser.add_argument("--eval-episodes", type=int, default=10, help="deterministic 1000-step episodes")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (both libraries)")
+    parser.add_argument("--amp", choices=["none", "bf16"], default="bf16",
+                        help="our agent.amp (bf16: hidden-layer matmuls in bfloat16, fp32 master weights)")
+    parser.add_argument("--peer-first", action="store_true",
+                        help="run SB3 before ours in each seed (interleave when seeds run as parallel processes)")
     args = parser.parse_args()
     if args.learning_starts >= args.steps:
         parser.error(f"--learning-starts {args.learning_starts} must be < --steps {args.steps}")
     torch.set_num_threads(args.threads)
     print(f"HalfCheetah-v5, {args.steps} steps, seeds {args.seeds}, learning_starts {args.learning_starts}, "
-          f"{args.threads} thread(s), load average {os.getloadavg()[0]:.1f}")
+          f"{args.threads} thread(s), ours agent.amp={args.amp}, load average {os.getloadavg()[0]:.1f}")
     print("wall and CPU seconds of training (evaluation excluded); CPU time is less sensitive to other load")
     header = ["seed", "ours wall", "sb3 wall", "ratio", "ours cpu", "sb3 cpu", "ratio", "ours ret", "sb3 ret"]
     print(" ".join(f"{h:>9s}" for h in header))
     rows = []
     for seed in args.seeds:
-        ours = run_ours(args.steps, seed, args.learning_starts, args.eval_episodes)
-        peer = run_sb3(args.steps, seed, args.learning_starts, args.eval_episodes)
+        runs = {
+            "ours": lambda s=seed: run_ours(args.steps, s, args.learning_starts, args.eval_episodes, args.amp),
+            "sb3": lambda s=seed: run_sb3(args.steps, s, args.learning_starts, args.eval_episodes),
+        }
+        done = {}
+        for name in ["sb3", "ours"] if args.peer_first else ["ours", "sb3"]:
+            done[name] = runs[name]()
+            wall, cpu, ret = done[name]
+            print(f"  seed {seed} {name}: wall {wall:.1f} s, CPU {cpu:.1f} s, return {ret:.1f}, "
+                  f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        ours, peer = done["ours"], done["sb3"]
         rows.append((ours, peer))
         print(_row(str(seed), ours, peer), flush=True)
     mean_ours = tuple(statistics.mean(r[0][i] for r in rows) for i in range(3))

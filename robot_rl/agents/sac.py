@@ -63,7 +63,7 @@ class SAC(OffPolicyAgent):
         super().__init__(cfg, critic_cfg, env, device)
         self.actor_optimizer = self._optimizer(self.actor.parameters(), cfg.actor_lr)
         self.log_alpha = torch.tensor(math.log(cfg.init_alpha), device=self.device, requires_grad=True)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr, fused=True)
         self.target_entropy = float(-env.action_dim if cfg.target_entropy is None else cfg.target_entropy)
 
     def build_actor(self, obs_dim: int, action_dim: int) -> nn.Module:

@@ -68,12 +68,24 @@ class StackedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """All members on the same input: ``x [B, in]`` -> ``[E, B, out]``."""
         h = x.unsqueeze(0).expand(self.num_members, -1, -1)
-        last = len(self.weights) - 1
-        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
-            h = torch.baddbmm(b, h, w)
-            if i < last:
-                h = self.act(h)
-        return h
+        *hidden, (w_out, b_out) = zip(self.weights, self.biases, strict=True)
+        for w, b in hidden:
+            h = self.act(torch.baddbmm(b, h, w))
+        return fp32_baddbmm(b_out, h, w_out)
+
+
+def fp32_baddbmm(bias: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``bias + x @ weight`` in float32 even inside a bf16 ``torch.autocast`` region.
+
+    Output layers (values, logits, quantiles, action means) stay in float32 under ``agent.amp=bf16``:
+    a bf16 Q of 500 is only resolved to 2, coarser than the TD errors being regressed. The layer
+    is tiny (``[in, out]`` with small ``out``), so this costs nothing measurable.
+    ``bias [E, 1, out]``, ``x [E, B, in]``, ``weight [E, in, out]`` -> ``[E, B, out]``.
+    """
+    if torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return torch.baddbmm(bias, x.float(), weight)
+    return torch.baddbmm(bias, x, weight)
 
 
 @dataclass
