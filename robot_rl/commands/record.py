@@ -31,6 +31,12 @@ episode after --episode-s, when either stream pauses longer than --max-gap-s, or
 the episode in progress; a crash keeps every episode saved before.
   robot-rl record --source ros --robot so101 --fps 30 --instruction "stack the cubes" --out outputs/demos/ros
   robot-rl record --source ros --robot so101 --episode-s 20 --episodes 5 --out outputs/demos/ros5
+
+Keyboard teleop in sim (--source teleop, needs an interactive terminal): the sim runs in real time;
+joint mode: q w e r t y raise joints 1-6, a s d f g h lower them; ee mode: arrows move the gripper
+in x/y, w/s in z, q/a open/close the gripper; [ ] halve/double the step; esc stops (saved episodes stay).
+Episodes end at the task's time limit (--override episode_s=20 for longer ones).
+  robot-rl record --source teleop --task so101_reach --teleop-mode ee --override episode_s=20 --out outputs/demos/kb
 """
 
 
@@ -53,8 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="robot-rl record", description=SUMMARY, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--source", choices=("sim", "ros"), default="sim",
-                        help="sim (default): record in sim; ros: record a robot's ROS 2 topics")
+    parser.add_argument("--source", choices=("sim", "teleop", "ros"), default="sim",
+                        help="sim (default): expert/policy in sim; teleop: keyboard in sim; ros: a robot's topics")
+    parser.add_argument("--teleop-mode", choices=("joint", "ee"), default="joint",
+                        help="teleop keys move joints (default) or the end effector (arms)")
     parser.add_argument("--task", help="sim task, e.g. so101_reach (see `robot-rl sim --help`); needed for sim")
     parser.add_argument("--out", type=Path, required=True, help="dataset folder to create")
     parser.add_argument("--episodes", type=int, default=10, help="episodes to save (default 10)")
@@ -87,6 +95,51 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _overrides(items: list[str]) -> dict:
+    """``KEY=JSON`` items as a dict (plain strings when not JSON); ValueError for an item without '='."""
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--override {item!r}: use KEY=VALUE, e.g. episode_s=2.0")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    return overrides
+
+
+def _teleop(args: argparse.Namespace) -> int:
+    """Keyboard teleop in sim, recorded episode by episode until --episodes or esc."""
+    import torch
+
+    from robot_rl.demos.recorder import record
+    from robot_rl.demos.teleop import NoKeyboardError, TeleopQuit, TerminalKeys, teleop_policy
+
+    torch.set_num_threads(1)
+    try:
+        keys = TerminalKeys()
+    except NoKeyboardError as err:
+        print(f"robot-rl record: {err}", file=sys.stderr)
+        return 2
+    text = args.instruction or INSTRUCTIONS.get(args.task, args.task.replace("_", " "))
+    print(f"teleop ({args.teleop_mode} mode) on {args.task}: esc stops, Ctrl-C too; see --help for the keys")
+    try:
+        with keys:
+            policy = teleop_policy(keys, args.teleop_mode, status=lambda line: print("\r" + line, end="", flush=True))
+            summary = record(args.task, policy, args.out, args.episodes, text, num_envs=1, seed=args.seed,
+                             camera=args.camera, source=f"teleop:keyboard:{args.teleop_mode}",
+                             overwrite=args.overwrite, overrides=_overrides(args.override))
+    except (TeleopQuit, KeyboardInterrupt):
+        print(f"\nstopped; every episode finished before is saved in {args.out}")
+        return 0
+    except (KeyError, ValueError, FileExistsError, RuntimeError) as err:
+        print(f"\nrobot-rl record: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
+        return 2
+    print(f"\n{summary}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Run ``robot-rl record``."""
     parser = _parser()
@@ -97,6 +150,8 @@ def main(argv: list[str]) -> int:
         return record_over_ros(args)
     if args.task is None:
         parser.error("--task is required to record in sim (e.g. --task so101_reach)")
+    if args.source == "teleop":
+        return _teleop(args)
     import torch
 
     from robot_rl.demos.experts import expert_for
@@ -106,16 +161,11 @@ def main(argv: list[str]) -> int:
     # costs (a batched 3x3 solve takes 17 ms with 2 threads on a busy machine, 0.06 ms with 1).
     torch.set_num_threads(1)
 
-    overrides = {}
-    for item in args.override:
-        key, sep, value = item.partition("=")
-        if not sep:
-            print(f"robot-rl record: --override {item!r}: use KEY=VALUE, e.g. episode_s=2.0", file=sys.stderr)
-            return 2
-        try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key] = value
+    try:
+        overrides = _overrides(args.override)
+    except ValueError as err:
+        print(f"robot-rl record: {err}", file=sys.stderr)
+        return 2
     try:
         if args.policy is None:
             expert = expert_for(args.task)
