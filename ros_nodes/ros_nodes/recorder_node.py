@@ -186,7 +186,7 @@ class RecorderNode(Node):
         elif n:
             self.get_logger().warning(f"dropped an episode of {n} frames: {why}")
         self.armed = self.p["auto_start"] if rearm is None else rearm
-        if self.p["max_episodes"] and self.saved >= self.p["max_episodes"]:
+        if self.p["max_episodes"] and self.saved >= self.p["max_episodes"] and not self.stop.is_set():
             self.get_logger().info(f"recorded {self.saved} episodes (max_episodes): exiting")
             self.armed = False
             self.stop.set()
