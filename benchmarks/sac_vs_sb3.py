@@ -19,6 +19,7 @@ import argparse
 import os
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -27,7 +28,35 @@ from robot_rl.agents.base import Agent
 SB3_DEFAULTS = {"learning_rate": 3e-4, "batch_size": 256, "buffer_size": 1_000_000, "tau": 0.005, "gamma": 0.99}
 
 
-def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int, amp: str) -> tuple[float, float, float]:
+class Clock:
+    """Training wall/CPU seconds since :meth:`start`, with evaluation time excluded."""
+
+    def start(self) -> None:
+        """Start counting."""
+        self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
+
+    def read(self) -> tuple[float, float]:
+        """(wall, CPU) seconds of training so far."""
+        return time.perf_counter() - self.wall0, time.process_time() - self.cpu0
+
+    def exclude(self, fn: Callable[[], float]) -> float:
+        """Run ``fn`` (an evaluation) without counting its time; returns its result."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = fn()
+        self.wall0 += time.perf_counter() - wall
+        self.cpu0 += time.process_time() - cpu
+        return result
+
+
+def report(name: str, seed: int, step: int, clock: Clock, ret: float) -> None:
+    """One progress line: training time so far and the deterministic return at ``step``."""
+    wall, cpu = clock.read()
+    print(f"  seed {seed} {name} step {step}: train wall {wall:.1f} s, train CPU {cpu:.1f} s, return {ret:.1f}, "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+
+
+def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int, amp: str,
+             eval_every: int) -> tuple[float, float, float]:
     """Train our SAC; returns (training wall seconds, training CPU seconds, mean deterministic eval return)."""
     import sim
     from robot_rl.agents.base import EnvSpec, make_agent
@@ -46,15 +75,19 @@ def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int, am
     env = sim.make_env("gym:HalfCheetah-v5", num_envs=1, seed=seed)
     agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(env))
     obs = env.reset(seed=seed)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for _ in range(steps):
+    clock = Clock()
+    clock.start()
+    for i in range(1, steps + 1):
         action = agent.act(obs)
         step = env.step(action)
         agent.observe(obs, action, step)
         obs = step.obs
         if agent.ready():
             agent.update()
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        if eval_every and i % eval_every == 0 and i < steps:
+            ret = clock.exclude(lambda: evaluate_ours(agent, seed + 1000, eval_episodes))
+            report("ours", seed, i, clock, ret)
+    wall, cpu = clock.read()
     return wall, cpu, evaluate_ours(agent, seed + 1000, eval_episodes)
 
 
@@ -74,22 +107,38 @@ def evaluate_ours(agent: Agent, seed: int, episodes: int) -> float:
     return float(total.mean())
 
 
-def run_sb3(steps: int, seed: int, learning_starts: int, eval_episodes: int) -> tuple[float, float, float]:
+def run_sb3(steps: int, seed: int, learning_starts: int, eval_episodes: int,
+            eval_every: int) -> tuple[float, float, float]:
     """Train stable-baselines3's SAC; returns (training wall s, training CPU s, mean deterministic eval return)."""
     import gymnasium as gym
     from stable_baselines3 import SAC
+    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.evaluation import evaluate_policy
 
     env = gym.make("HalfCheetah-v5")
     model = SAC("MlpPolicy", env, learning_starts=learning_starts, seed=seed, device="cpu",
                 policy_kwargs={"net_arch": [256, 256]}, **{**SB3_DEFAULTS, "buffer_size": min(1_000_000, steps)})
-    start, cpu_start = time.perf_counter(), time.process_time()
-    model.learn(total_timesteps=steps)
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     eval_env = gym.make("HalfCheetah-v5")
-    eval_env.reset(seed=seed + 1000)
-    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
-    return wall, cpu, float(mean)
+
+    def evaluate() -> float:
+        eval_env.reset(seed=seed + 1000)
+        mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True, warn=False)
+        return float(mean)
+
+    clock = Clock()
+
+    class Progress(BaseCallback):
+        """Evaluates every ``eval_every`` steps, outside the training clock."""
+
+        def _on_step(self) -> bool:
+            if eval_every and self.num_timesteps % eval_every == 0 and self.num_timesteps < steps:
+                report("sb3", seed, self.num_timesteps, clock, clock.exclude(evaluate))
+            return True
+
+    clock.start()
+    model.learn(total_timesteps=steps, callback=Progress())
+    wall, cpu = clock.read()
+    return wall, cpu, evaluate()
 
 
 def main() -> None:
@@ -104,6 +153,10 @@ def main() -> None:
                         help="our agent.amp (bf16: hidden-layer matmuls in bfloat16, fp32 master weights)")
     parser.add_argument("--peer-first", action="store_true",
                         help="run SB3 before ours in each seed (interleave when seeds run as parallel processes)")
+    parser.add_argument("--only", choices=["both", "ours", "sb3"], default="both",
+                        help="run one library (e.g. one process per library and seed); the table needs both")
+    parser.add_argument("--eval-every", type=int, default=20_000,
+                        help="also evaluate every this many steps, printing a progress line (0 = only at the end)")
     args = parser.parse_args()
     if args.learning_starts >= args.steps:
         parser.error(f"--learning-starts {args.learning_starts} must be < --steps {args.steps}")
@@ -116,18 +169,24 @@ def main() -> None:
     rows = []
     for seed in args.seeds:
         runs = {
-            "ours": lambda s=seed: run_ours(args.steps, s, args.learning_starts, args.eval_episodes, args.amp),
-            "sb3": lambda s=seed: run_sb3(args.steps, s, args.learning_starts, args.eval_episodes),
+            "ours": lambda s=seed: run_ours(args.steps, s, args.learning_starts, args.eval_episodes, args.amp,
+                                            args.eval_every),
+            "sb3": lambda s=seed: run_sb3(args.steps, s, args.learning_starts, args.eval_episodes, args.eval_every),
         }
+        order = ["sb3", "ours"] if args.peer_first else ["ours", "sb3"]
         done = {}
-        for name in ["sb3", "ours"] if args.peer_first else ["ours", "sb3"]:
+        for name in order if args.only == "both" else [args.only]:
             done[name] = runs[name]()
             wall, cpu, ret = done[name]
-            print(f"  seed {seed} {name}: wall {wall:.1f} s, CPU {cpu:.1f} s, return {ret:.1f}, "
-                  f"load average {os.getloadavg()[0]:.1f}", flush=True)
+            print(f"  seed {seed} {name} step {args.steps} (final): train wall {wall:.1f} s, train CPU {cpu:.1f} s, "
+                  f"return {ret:.1f}, load average {os.getloadavg()[0]:.1f}", flush=True)
+        if args.only != "both":
+            continue
         ours, peer = done["ours"], done["sb3"]
         rows.append((ours, peer))
         print(_row(str(seed), ours, peer), flush=True)
+    if not rows:
+        return
     mean_ours = tuple(statistics.mean(r[0][i] for r in rows) for i in range(3))
     mean_peer = tuple(statistics.mean(r[1][i] for r in rows) for i in range(3))
     print(_row("mean", mean_ours, mean_peer))
