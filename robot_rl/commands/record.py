@@ -31,6 +31,9 @@ episode after --episode-s, when either stream pauses longer than --max-gap-s, or
 the episode in progress; a crash keeps every episode saved before.
   robot-rl record --source ros --robot so101 --fps 30 --instruction "stack the cubes" --out outputs/demos/ros
   robot-rl record --source ros --robot so101 --episode-s 20 --episodes 5 --out outputs/demos/ros5
+  robot-rl record --source ros --robot so101 --teleop --sim --episodes 0 --out outputs/demos/kb_ros
+With --teleop the keyboard of this terminal moves the robot's joints (keys as for --source teleop; space
+ends the episode and starts the next) through the policy node's safety layer while the recorder records.
 
 Keyboard teleop in sim (--source teleop, needs an interactive terminal): the sim runs in real time;
 joint mode: q w e r t y raise joints 1-6, a s d f g h lower them; ee mode: arrows move the gripper
@@ -88,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     ros.add_argument("--manual", action="store_true", help="start each episode with the ~/start service")
     ros.add_argument("--resume", action="store_true", help="append episodes to an existing dataset at --out")
     ros.add_argument("--no-velocity", action="store_true", help="the JointState carries no velocities")
+    ros.add_argument("--teleop", action="store_true", help="drive the robot from this terminal's keyboard (joints)")
+    ros.add_argument("--sim", action="store_true", help="also start the MuJoCo simulated robot node")
     ros.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
     ros.add_argument("--namespace", default="", help="namespace of the recorder and the robot's topics")
     ros.add_argument("--log-dir", type=Path, help="node log folder (default: a temporary folder)")

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from robot_rl.deploy.launch_plan import NodeLaunch
@@ -217,13 +218,22 @@ def replay_over_ros(args: Any) -> int:
 
 
 def record_over_ros(args: Any) -> int:
-    """``robot-rl record --source ros``: run the recorder node until ``--episodes`` are saved or Ctrl-C."""
+    """``robot-rl record --source ros``: run the recorder node until ``--episodes`` are saved or Ctrl-C.
+
+    ``--sim`` also starts the simulated robot node; ``--teleop`` drives the robot from this terminal's
+    keyboard (:class:`robot_rl.demos.ros_teleop.RosTeleop`) while recording.
+    """
     import sys
     import tempfile
 
     try:
         robot = _robot(args.robot)
-    except ValueError as exc:
+        keys = None
+        if args.teleop:
+            from robot_rl.demos.teleop import TerminalKeys
+
+            keys = TerminalKeys()
+    except (ValueError, RuntimeError) as exc:
         print(f"robot-rl record: {exc}", file=sys.stderr)
         return 2
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="robot_rl_record_"))
@@ -234,8 +244,35 @@ def record_over_ros(args: Any) -> int:
         "overwrite": args.overwrite, "resume": args.resume, "auto_start": not args.manual,
         "velocity": not args.no_velocity,
     })]
+    if args.sim:
+        spec.append(("sim_robot_node", "sim_robot", {}))
     domain = default_domain_id() if args.domain_id is None else args.domain_id
     nodes = DemoNodes(spec, params, domain, log_dir, args.namespace)
-    code = run_until_exit(nodes, "demo_recorder", args.print_commands)
-    print(f"node log in {log_dir}; inspect the dataset with `robot-rl dataset info {args.out}`")
+    if keys is None:
+        code = run_until_exit(nodes, "demo_recorder", args.print_commands)
+    else:
+        code = _teleop_while_recording(robot, keys, nodes, domain, args.namespace)
+    print(f"node logs in {log_dir}; inspect the dataset with `robot-rl dataset info {args.out}`")
     return code
+
+
+def _teleop_while_recording(robot: dict[str, Any], keys: Any, nodes: DemoNodes, domain: int, namespace: str) -> int:
+    """Keyboard teleop over ROS until ``esc``/Ctrl-C or the recorder exits; then stop the nodes."""
+    from robot_rl.demos.ros_teleop import RosTeleop
+    from robot_rl.demos.teleop import TeleopQuit
+
+    print("keyboard teleop: q w e r t y raise joints 1-6, a s d f g h lower them, [ ] step, space: next "
+          "episode, esc: stop (the episode in progress is saved)")
+    teleop = RosTeleop(robot, keys, domain, namespace)
+    try:
+        with keys:
+            while nodes.procs["demo_recorder"].poll() is None:
+                command = teleop.step()
+                line = "waiting for JointState" if command is None else np.array2string(command, precision=3)
+                print(f"\r{line}", end="", flush=True)
+    except (TeleopQuit, KeyboardInterrupt):
+        pass
+    finally:
+        teleop.close()
+    print()
+    return nodes.stop()["demo_recorder"]
