@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import pty
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -124,3 +126,27 @@ def test_teleop_ee_mode_moves_the_gripper_along_x():
     env.close()
     assert 0.05 < moved[0] < 0.12, moved  # 20 presses of 5 mm
     assert abs(moved[1]) < 0.3 * moved[0] and abs(moved[2]) < 0.3 * moved[0], moved
+
+
+def test_record_command_reads_keys_from_a_terminal(tmp_path):
+    """`robot-rl record --source teleop` with a pseudo-terminal as its keyboard (a real TTY device)."""
+    master, slave = pty.openpty()
+    out = tmp_path / "kb"
+    cmd = [sys.executable, "-m", "robot_rl.cli", "record", "--source", "teleop", "--task", "so101_reach",
+           "--episodes", "1", "--override", "episode_s=0.4", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        banner = proc.stdout.readline().decode()
+        assert "teleop (joint mode)" in banner, banner
+        os.write(master, b"qqqqq")  # five presses: shoulder_pan +0.1 rad from the first tick on
+        output = proc.communicate(timeout=120)[0].decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+        os.close(slave)
+    assert proc.returncode == 0, banner + output
+    assert "recorded 1 episodes" in output
+    e = LeRobotDataset(out).episode(0)
+    np.testing.assert_allclose(e["action"][:, 0] - e["observation.state"][0, 0], 0.1, atol=1e-5)

@@ -128,9 +128,10 @@ def _teleop(args: argparse.Namespace) -> int:
         print(f"robot-rl record: {err}", file=sys.stderr)
         return 2
     text = args.instruction or INSTRUCTIONS.get(args.task, args.task.replace("_", " "))
-    print(f"teleop ({args.teleop_mode} mode) on {args.task}: esc stops, Ctrl-C too; see --help for the keys")
     try:
         with keys:
+            print(f"teleop ({args.teleop_mode} mode) on {args.task}: esc stops, Ctrl-C too; see --help for the keys",
+                  flush=True)
             policy = teleop_policy(keys, args.teleop_mode, status=lambda line: print("\r" + line, end="", flush=True))
             summary = record(args.task, policy, args.out, args.episodes, text, num_envs=1, seed=args.seed,
                              camera=args.camera, source=f"teleop:keyboard:{args.teleop_mode}",

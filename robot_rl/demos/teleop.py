@@ -153,8 +153,8 @@ class TerminalKeys:
         self.fd = sys.stdin.fileno() if fd is None else fd
         if not os.isatty(self.fd):
             raise NoKeyboardError(
-                "no keyboard: standard input is not a terminal, so there are no key presses to read. Run "
-                "`robot-rl record --source teleop ...` in an interactive terminal (a local shell or `ssh -t`)."
+                "no keyboard: standard input is not a terminal, so there are no key presses to read. Run the "
+                "command in an interactive terminal (a local shell or `ssh -t`), not from a pipe or a job."
             )
         self._saved: list | None = None
 
