@@ -12,7 +12,7 @@ the curves, final success per arm, env steps to reach 50% / 80%, and the issue's
 RLPD arm needs to reach the SAC arm's final success / the SAC arm's). Curves go to ``--out``
 (``curves.json``, ``demos_vs_rl.png``). Seeds run as parallel processes (``--workers``), one torch thread each.
 
-    python benchmarks/demos_vs_rl.py --steps 40000 --seeds 0,1,2 --workers 2
+    python benchmarks/demos_vs_rl.py --steps 16000 --seeds 0,1 --workers 2
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def record_demos(task: str, root: Path, episodes: int) -> None:
 
 
 def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: int, eval_every: int,
-            episodes: int, utd: float, learning_starts: int) -> dict:
+            episodes: int, utd: float, learning_starts: int, init_alpha: float) -> dict:
     """Train one arm; returns its curve ``[(env_steps, success)]`` and CPU/wall seconds."""
     import torch
 
@@ -58,7 +58,7 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
     env = sim.make_env(task, num_envs=num_envs, seed=seed)
     eval_env = sim.make_env(task, num_envs=min(episodes, 16), seed=seed + 1000)
     spec = EnvSpec.from_env(env)
-    common = dict(learning_starts=learning_starts, utd_ratio=utd, buffer_size=max(steps, 10_000))
+    common = dict(learning_starts=learning_starts, utd_ratio=utd, buffer_size=max(steps, 10_000), init_alpha=init_alpha)
     if arm == "rlpd":
         cfg = RLPDConfig(demos=demos, critic_obs="policy", **common)
     else:  # the same critic input as rlpd: the policy observation (demos record no critic group)
@@ -135,12 +135,13 @@ def main() -> None:
     p.add_argument("--task", default="so101_lift")
     p.add_argument("--demos", default=None, help="dataset dir (default outputs/demos/<task>_<N>; recorded if absent)")
     p.add_argument("--demos-episodes", type=int, default=30, help="expert episodes to record (default 30)")
-    p.add_argument("--steps", type=int, default=40_000, help="env steps per arm and seed")
-    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--steps", type=int, default=16_000, help="env steps per arm and seed")
+    p.add_argument("--seeds", default="0,1")
     p.add_argument("--num-envs", type=int, default=16)
-    p.add_argument("--utd", type=float, default=0.5, help="gradient updates per env step (both arms)")
-    p.add_argument("--learning-starts", type=int, default=2000)
-    p.add_argument("--eval-every", type=int, default=5000)
+    p.add_argument("--utd", type=float, default=1.0, help="gradient updates per env step (both arms)")
+    p.add_argument("--learning-starts", type=int, default=1000)
+    p.add_argument("--init-alpha", type=float, default=0.05, help="SAC's initial temperature (both arms)")
+    p.add_argument("--eval-every", type=int, default=2000)
     p.add_argument("--episodes", type=int, default=32, help="eval episodes per point")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (one torch thread each)")
     p.add_argument("--out", type=Path, default=Path("outputs/benchmarks/demos_vs_rl"))
@@ -156,7 +157,7 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         bc_futures = [pool.submit(bc_reference, str(demos), args.task, args.episodes, s) for s in seeds]
         futures = [pool.submit(run_arm, arm, args.task, str(demos), args.steps, seed, args.num_envs,
-                               args.eval_every, args.episodes, args.utd, args.learning_starts)
+                               args.eval_every, args.episodes, args.utd, args.learning_starts, args.init_alpha)
                    for arm, seed in jobs]
         bc = [f.result() for f in bc_futures]
         results = [f.result() for f in futures]

@@ -1,0 +1,173 @@
+"""RLPD: the demo partition, symmetric sampling, the LayerNorm critic, BC initialisation, checkpoints, a tiny run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
+import sim
+from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.rlpd import RLPD, RLPDConfig
+from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.critics.layer_norm import LayerNormEnsembleCriticConfig
+from robot_rl.data.demo_buffer import DemoMixReplay, demo_replay
+from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.demos.bc import BCConfig, save_bc, train_bc
+from robot_rl.demos.experts import expert_for
+from robot_rl.demos.recorder import record
+from robot_rl.demos.transitions import demo_transitions
+from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
+
+SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
+
+
+@pytest.fixture(scope="module")
+def reach_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 scripted-expert so101_reach episodes of 25 frames."""
+    root = tmp_path_factory.mktemp("rlpd") / "reach"
+    expert = expert_for("so101_reach")
+    record("so101_reach", lambda env, obs: expert(env), root, 4, "reach the target", num_envs=2, seed=4,
+           overrides=SHORT)
+    return root
+
+
+def marked_buffers(batch: int = 64) -> DemoMixReplay:
+    """Demo rows hold observation +1..+N, online rows -1..-M: every sampled row says where it came from."""
+    demos = ReplayBuffer(30, 1, {"policy": 1}, 2)
+    demos.obs["policy"][:, 0, 0] = torch.arange(1, 31).float()
+    demos.size = 30
+    mix = DemoMixReplay(50, 2, {"policy": 1}, 2, demos, 0.5)
+    for i in range(40):
+        value = -torch.tensor([[2.0 * i + 1], [2.0 * i + 2]])
+        mix.add({"policy": value}, torch.zeros(2, 2), torch.zeros(2), {"policy": value}, torch.zeros(2, dtype=bool),
+                torch.zeros(2, dtype=bool))
+    return mix
+
+
+def test_symmetric_sampling_is_exactly_half_and_never_mixes() -> None:
+    mix = marked_buffers()
+    torch.manual_seed(0)
+    seen_demo, seen_online = set(), set()
+    for batch_size in (64, 256, 7):
+        b = mix.sample(batch_size)
+        obs = b.obs["policy"][:, 0]
+        n_demo = mix.demo_rows(batch_size)
+        assert n_demo == round(batch_size / 2) and len(obs) == batch_size
+        assert (obs[:n_demo] > 0).all() and (obs[n_demo:] < 0).all()  # demo rows first, online rows after
+        seen_demo |= set(obs[:n_demo].tolist())
+        seen_online |= set(obs[n_demo:].tolist())
+    assert seen_demo <= set(range(1, 31)) and len(seen_demo) > 20  # uniform over the whole demo partition
+    assert seen_online <= {-float(v) for v in range(1, 81)} and len(seen_online) > 40
+    # len() and the checkpoint state are the online partition only
+    assert len(mix) == 80 and mix.state_dict()["obs"]["policy"].shape == (50, 2, 1)
+    only_demo = DemoMixReplay(50, 2, {"policy": 1}, 2, mix.demos, 1.0)
+    assert (only_demo.sample(16).obs["policy"] > 0).all()
+    with pytest.raises(ValueError, match="demo_fraction must be in"):
+        DemoMixReplay(5, 1, {"policy": 1}, 2, mix.demos, 1.5)
+    with pytest.raises(ValueError, match="do not match the online"):
+        DemoMixReplay(5, 1, {"critic": 1}, 2, mix.demos)
+
+
+def test_demo_partition_holds_the_dataset(reach_demos: Path) -> None:
+    t = demo_transitions(reach_demos)
+    buffer = demo_replay(reach_demos, {"policy": 21}, 6)
+    assert len(buffer) == 100
+    np.testing.assert_array_equal(buffer.obs["policy"][:, 0].numpy(), t["obs"])
+    np.testing.assert_array_equal(buffer.next_obs["policy"][:, 0].numpy(), t["next_obs"])
+    np.testing.assert_array_equal(buffer.action[:, 0].numpy(), t["action"])
+    # every episode ends in a done, so n-step windows stop there: no 40-step return sums past an episode end
+    ends = buffer.terminated[:, 0] | buffer.truncated[:, 0]
+    assert torch.nonzero(ends).squeeze(1).tolist() == [24, 49, 74, 99]
+    batch = buffer.sample(512, n_step=40, gamma=1.0)
+    per_episode = torch.tensor(t["reward"]).reshape(4, 25)
+    suffix_max = per_episode.flip(1).cumsum(1).flip(1).max()
+    assert batch.reward.max() <= suffix_max + 1e-4
+    with pytest.raises(KeyError, match=r"agent\.critic_obs=policy"):
+        demo_replay(reach_demos, {"policy": 21, "critic": 30}, 6)
+    with pytest.raises(ValueError, match="has 21 values, the env 20"):
+        demo_replay(reach_demos, {"policy": 20}, 6)
+
+
+def test_layer_norm_critic_is_scale_invariant() -> None:
+    critic = make_critic(LayerNormEnsembleCriticConfig(num_members=3, hidden_dims=[32, 32]),
+                         CriticSpec(obs_dim=5, action_dim=2))
+    obs, act = torch.randn(8, 5), torch.randn(8, 2)
+    before = critic.estimates(obs, act)
+    assert before.shape == (3, 8, 1)
+    with torch.no_grad():  # LayerNorm undoes any scaling of a hidden layer's pre-activations
+        critic.members.weights[0].mul_(50.0)
+        critic.members.biases[0].mul_(50.0)
+    torch.testing.assert_close(critic.estimates(obs, act), before, atol=1e-4, rtol=1e-4)
+
+
+def make_rlpd(demos: Path, env: object, **kwargs: object) -> RLPD:
+    cfg = RLPDConfig(demos=str(demos), learning_starts=16, batch_size=32, buffer_size=2000, **kwargs)
+    return make_agent(cfg, LayerNormEnsembleCriticConfig(hidden_dims=[64, 64]), EnvSpec.from_env(env))
+
+
+def test_tiny_rlpd_run_and_checkpoint_round_trip(reach_demos: Path, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    env = sim.make_env("so101_reach", num_envs=4, seed=0, **SHORT)
+    agent = make_rlpd(reach_demos, env, normalize_obs=True)
+    assert agent.critic_group == "policy" and set(agent.buffer.obs) == {"policy"}  # demos hold no critic obs
+    assert agent.demo_transitions == 100 and int(agent.normalizers["policy"].count) == 100  # demo stats folded in
+    obs, metrics = env.reset(seed=0), {}
+    for _ in range(12):
+        action = agent.act(obs)
+        step = env.step(action)
+        agent.observe(obs, action, step)
+        obs = step.obs
+        if agent.ready():
+            metrics = agent.update()
+    assert metrics["train/updates"] > 0 and all(np.isfinite(v) for v in metrics.values())
+    path = save_checkpoint(tmp_path / "run", agent.env_steps, agent.state_dict())
+    _, state = load_checkpoint(path)
+    assert state["demos"] == {"path": str(reach_demos), "transitions": 100}
+    assert "demos" not in state["buffer"]  # the demo data is not in the checkpoint
+    again = make_rlpd(reach_demos, env, normalize_obs=True)
+    again.load_state_dict(state)
+    probe = torch.randn(5, 21)
+    torch.testing.assert_close(again.policy()(probe), agent.policy()(probe))
+    assert again.env_steps == agent.env_steps and len(again.buffer) == len(agent.buffer)
+    state["demos"]["transitions"] = 99
+    with pytest.raises(ValueError, match="trained with 99 demo transitions"):
+        again.load_state_dict(state)
+
+
+def test_bc_initialised_actor(reach_demos: Path, tmp_path: Path) -> None:
+    env = sim.make_env("so101_reach", num_envs=2, seed=0, **SHORT)
+    result = train_bc(reach_demos, BCConfig(actor="gaussian", hidden_dims=[64, 64], epochs=3), progress=False)
+    save_bc(result, tmp_path / "bc")
+    agent = make_rlpd(reach_demos, env, normalize_obs=True, actor_hidden_dims=[64, 64],
+                      bc_checkpoint=str(tmp_path / "bc"))
+    probe = torch.randn(5, 21)
+    with torch.no_grad():
+        expected = result.actor(result.normalizer(probe))
+    torch.testing.assert_close(agent.policy()(probe), expected)
+    with pytest.raises(ValueError, match=r"set agent\.normalize_obs=true"):
+        make_rlpd(reach_demos, env, actor_hidden_dims=[64, 64], bc_checkpoint=str(tmp_path / "bc"))
+    with pytest.raises(ValueError, match="rlpd needs a gaussian one"):
+        make_rlpd(reach_demos, env, normalize_obs=True, bc_checkpoint=str(tmp_path / "bc"))
+    with pytest.raises(ValueError, match="agent=rlpd needs demonstrations"):
+        make_agent(RLPDConfig(), LayerNormEnsembleCriticConfig(), EnvSpec.from_env(env))
+    with pytest.raises(FileNotFoundError, match="is not a LeRobot dataset"):
+        make_rlpd(tmp_path, env)
+
+
+def test_train_command_with_rlpd(reach_demos: Path, tmp_path: Path) -> None:
+    from robot_rl.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", "task.name=so101_reach", "task.num_envs=4", "task.total_steps=200", "agent=rlpd",
+                 "critic=ensemble_ln", f"agent.demos={reach_demos}", "agent.learning_starts=40",
+                 "agent.batch_size=32", "agent.buffer_size=2000", "agent.iteration_steps=100", "eval_episodes=2",
+                 "export_formats=[]", "logger=none", "logger.progress=false", f"hydra.run.dir={run}",
+                 "+task.env.episode_s=1.0"]) == 0
+    from robot_rl.train.run_loading import open_run
+
+    runner = open_run(run, num_envs=4)  # the saved online buffer is [capacity, 4 envs]
+    assert isinstance(runner.agent, RLPD) and runner.env_steps == 200 and runner.agent.updates > 0
