@@ -111,10 +111,14 @@ def test_checkpoint_round_trip_export_and_eval(reach_demos: Path, tmp_path: Path
 def test_bc_command_and_bad_input(reach_demos: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "cli"
     assert main(["bc", str(reach_demos), "--out", str(out), "--actor", "chunked", "--chunk-len", "3",
-                 "--epochs", "4", "--eval-episodes", "2", "--no-export"]) == 0
+                 "--epochs", "4", "--eval-episodes", "2"]) == 0
     printed = capsys.readouterr().out
     assert "bc (chunked, h=3)" in printed and json.loads(printed[printed.index("{"):])["episodes"] == 2
     assert load_bc(out).cfg.chunk_len == 3
+    import yaml
+
+    assert yaml.safe_load((out / "policy" / "policy.yaml").read_text())["chunk_length"] == 3  # the whole chunk
+    assert main(["eval", str(out / "policy"), "--episodes", "2", "--num-envs", "2"]) == 0
     assert main(["bc", str(tmp_path / "nothing"), "--out", str(out)]) == 2
     assert "not a LeRobot dataset" in capsys.readouterr().err
     with pytest.raises(ValueError, match="actor must be one of"):
