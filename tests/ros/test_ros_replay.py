@@ -46,7 +46,7 @@ def write_episode(root, frames: int = 40, joints: list[str] = JOINTS) -> np.ndar
 
 
 def test_replay_node_goes_through_the_safety_layer(tmp_path):
-    actions = write_episode(tmp_path / "ds")
+    actions = write_episode(tmp_path / "ds", frames=100)  # 4 s: the e-stop lands mid-play even on a loaded machine
     domain = fresh_domain_id()
     probe = Probe(domain, JOINTS)
     enable = probe.node.create_client(SetBool, "demo_replay/enable")
@@ -65,8 +65,8 @@ def test_replay_node_goes_through_the_safety_layer(tmp_path):
             return sent[-1][1] if sent else DEFAULT
 
         probe.state_fn = ideal_robot
-        assert nodes.wait_log("demo_replay", "playing", 20), nodes.log("demo_replay")
-        time.sleep(0.3)
+        assert nodes.wait_log("demo_replay", "first recorded command: playing", 30), nodes.log("demo_replay")
+        time.sleep(0.2)
         t_estop = time.monotonic()
         probe.estop_pub.publish(Bool(data=True))
         time.sleep(0.6)
