@@ -1,6 +1,6 @@
 """Per-update CPU time of every off-policy agent at batch 256 and 4096, next to stable-baselines3.
 
-Each agent is built from its default config (``configs/agent/<agent>.yaml`` + its critic), on a
+Each agent is built from its default config (``configs/agent/<agent>.yaml`` and the critic it selects), on a
 HalfCheetah-sized problem (obs 17, action 6), with a replay buffer of random transitions; one
 "update" is one gradient step of critic (and actor, when due): ``agent.update()`` with one update
 owed (sampling + ``agent.learn``, under ``agent.amp``'s autocast). Where stable-baselines3 has the
@@ -25,14 +25,16 @@ from robot_rl.config import compose
 
 OBS_DIM, ACTION_DIM, FILL = 17, 6, 8192
 AGENTS = {
-    "sac": ["agent=sac", "critic=ensemble"],
-    "sac (amp=bf16)": ["agent=sac", "critic=ensemble", "agent.amp=bf16"],
+    "sac": ["agent=sac"],
+    "sac (amp=bf16)": ["agent=sac", "agent.amp=bf16"],
     "redq (sac, 10 critics)": ["agent=sac", "critic=redq", "agent.target_reduce=random_min", "agent.actor_reduce=mean"],
-    "td3": ["agent=td3", "critic=ensemble"],
-    "td3 (amp=bf16)": ["agent=td3", "critic=ensemble", "agent.amp=bf16"],
-    "ddpg": ["agent=ddpg", "critic=ensemble", "critic.num_members=1", "critic.subset=1"],
-    "tqc": ["agent=tqc", "critic=quantile"],
-    "fast_td3": ["agent=fast_td3", "critic=c51"],
+    "td3": ["agent=td3"],
+    "td3 (amp=bf16)": ["agent=td3", "agent.amp=bf16"],
+    "ddpg": ["agent=ddpg"],
+    "tqc": ["agent=tqc"],
+    "tqc (amp=bf16)": ["agent=tqc", "agent.amp=bf16"],
+    "fast_td3": ["agent=fast_td3"],
+    "fast_td3 (amp=bf16)": ["agent=fast_td3", "agent.amp=bf16"],
 }
 SB3_PEERS = {"sac": "SAC", "sac (amp=bf16)": "SAC", "td3": "TD3", "td3 (amp=bf16)": "TD3", "ddpg": "DDPG"}
 

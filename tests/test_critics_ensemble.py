@@ -76,3 +76,30 @@ def test_action_chunks_are_flattened():
 def test_bad_config_names_the_key():
     with pytest.raises(ValueError, match=r"critic.subset must be in \[1, num_members=2\]"):
         _critic(num_members=2, subset=3)
+
+
+def test_bf16_autocast_keeps_the_output_layer_in_float32_and_matches_float32():
+    """Under ``agent.amp=bf16`` hidden layers run in bfloat16, the output layer in float32."""
+    critic = _critic(num_members=2)
+    obs, action = torch.randn(64, 3), torch.randn(64, 2)
+    exact = critic.estimates(obs, action)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = critic.estimates(obs, action)
+        hidden = critic.members.act(torch.baddbmm(
+            critic.members.biases[0], critic_input_stacked(obs, action), critic.members.weights[0]
+        ))
+    assert hidden.dtype == torch.bfloat16  # the autocast is really active for hidden layers
+    assert mixed.dtype == torch.float32
+    assert not torch.equal(mixed, exact)  # bf16 rounding happened ...
+    torch.testing.assert_close(mixed, exact, atol=2e-2, rtol=2e-2)  # ... within bf16 precision
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = critic.estimates(obs, action).pow(2).mean()
+    loss.backward()
+    for p in critic.parameters():
+        assert p.dtype == torch.float32 and p.grad is not None and p.grad.dtype == torch.float32
+        assert (p.grad.flatten(1).abs().sum(1) > 0).all()
+
+
+def critic_input_stacked(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """``[B, D + A]`` input expanded to ``[2, B, D + A]`` for a two-member first layer."""
+    return torch.cat([obs, action], dim=-1).expand(2, -1, -1)

@@ -38,6 +38,47 @@ def test_sac_learns_pendulum():
     assert 0.0 < agent.alpha.item() < 1.0  # the temperature was tuned down from 1
 
 
+def test_bf16_updates_are_finite_and_move_every_parameter():
+    torch.manual_seed(0)
+    env = PendulumVecEnv(4, seed=0)
+    agent = _agent(env, amp="bf16", learning_starts=64, batch_size=64, utd_ratio=1.0)
+    before = {k: v.clone() for k, v in agent.state_dict()["critic"].items()}
+    actor_before = [p.detach().clone() for p in agent.actor.parameters()]
+    obs, metrics = env.reset(seed=0), {}
+    for _ in range(40):
+        action = agent.act(obs)
+        step = env.step(action)
+        agent.observe(obs, action, step)
+        obs = step.obs
+        if agent.ready():
+            metrics = agent.update()
+    assert agent.updates == 4 * 40 - 64 + 4
+    assert {"loss/critic_loss", "loss/actor", "loss/alpha"} <= metrics.keys()
+    assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values()), metrics
+    for k, v in agent.state_dict()["critic"].items():
+        assert v.dtype == torch.float32 and not torch.equal(v, before[k]), k
+    for p, p0 in zip(agent.actor.parameters(), actor_before, strict=True):
+        assert p.dtype == torch.float32 and not torch.equal(p, p0)
+    assert torch.isfinite(agent.log_alpha) and agent.alpha.item() < 1.0
+
+
+@pytest.mark.slow
+def test_sac_learns_pendulum_with_bf16_autocast():
+    """``agent.amp=bf16``: same budget and threshold as the float32 test (~35 s, so marked slow)."""
+    torch.manual_seed(0)
+    env = PendulumVecEnv(8, seed=0)
+    agent = _agent(env, amp="bf16")
+    ret = train_and_evaluate(agent, env, 1000, PendulumVecEnv(16, seed=1))
+    assert agent.updates == 3504
+    assert ret > THRESHOLD, f"SAC (bf16) mean return {ret:.0f} <= {THRESHOLD} after 8k transitions"
+    assert all(p.dtype == torch.float32 for p in [*agent.actor.parameters(), *agent.critic.parameters()])
+
+
+def test_amp_mode_is_validated():
+    with pytest.raises(ValueError, match=r"agent\.amp must be one of \('none', 'bf16'\), got 'fp16'"):
+        SACConfig(amp="fp16")
+
+
 def test_sac_state_dict_round_trip_restores_actions_counters_and_buffer():
     torch.manual_seed(0)
     env = PendulumVecEnv(4)

@@ -59,7 +59,7 @@ def test_target_keeps_the_smallest_atoms_shifted_by_reward_and_entropy():
 
 def test_tqc_refuses_a_non_quantile_critic():
     env = PendulumVecEnv(2)
-    with pytest.raises(ValueError, match="Use critic=quantile"):
+    with pytest.raises(ValueError, match=r"agent=tqc cannot train critic=ensemble .*needs critic=quantile.*out"):
         TQC(TQCConfig(), EnsembleCriticConfig(hidden_dims=[8]), EnvSpec.from_env(env))
     with pytest.raises(ValueError, match=r"must be < critic\.num_quantiles=10"):
         _agent(env, drop=10)

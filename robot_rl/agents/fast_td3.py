@@ -23,6 +23,7 @@ import torch
 
 from robot_rl.agents.base import EnvSpec, register_agent
 from robot_rl.agents.td3 import TD3, TD3Config
+from robot_rl.critics.distributional import C51Critic
 from robot_rl.data.replay_buffer import ReplayBatch
 
 
@@ -60,13 +61,10 @@ class FastTD3(TD3):
     """TD3 with C51 clipped double critics, n-step targets and per-env noise; needs ``critic=c51``."""
 
     cfg: FastTD3Config
+    critic_family = C51Critic
 
     def __init__(self, cfg: FastTD3Config, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
         super().__init__(cfg, critic_cfg, env, device)
-        if not hasattr(self.critic, "project"):
-            raise ValueError(
-                f"agent=fast_td3 needs a categorical critic; got {type(self.critic).__name__}. Use critic=c51"
-            )
         self.noise_std = self._draw_std(env.num_envs)
 
     def _draw_std(self, num: int) -> torch.Tensor:

@@ -22,7 +22,9 @@ import torch
 from torch import nn
 
 from robot_rl.agents.base import Agent, EnvSpec, Obs
-from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.config.registry import key_of
+from robot_rl.critics import Critic, CriticSpec, make_critic
+from robot_rl.critics.registry import key_of_class
 from robot_rl.data.replay_buffer import ReplayBatch, ReplayBuffer
 from robot_rl.models.mlp import mlp
 from robot_rl.models.normalizer import EmpiricalNormalizer
@@ -171,6 +173,10 @@ class OffPolicyAgent(Agent, abc.ABC):
     runner: ClassVar[str] = "off_policy"
     """The loop that drives it: ``robot_rl.train.off_policy_runner.OffPolicyRunner``."""
 
+    critic_family: ClassVar[type[Critic] | None] = None
+    """The critic class the agent trains (TQC: quantile, FastTD3: C51); ``None`` = any Q critic that
+    regresses scalar targets (``target_shape == ("B", "G")``). Checked by :meth:`check_critic`."""
+
     def __init__(self, cfg: OffPolicyConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
         super().__init__(cfg, critic_cfg, env, device)
         self.critic_group = env.critic_group
@@ -187,13 +193,14 @@ class OffPolicyAgent(Agent, abc.ABC):
              for g in {"policy", self.critic_group}}
         ).to(self.device)
         self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=Dc, action_dim=A)).to(self.device)
+        self.check_critic()
         self.critic.target_critic()
         members = self.critic.estimates(torch.zeros(1, Dc, device=self.device), torch.zeros(1, A, device=self.device))
         if cfg.target_reduce != "mean" and members.shape[0] < 2:
             raise ValueError(
                 f"agent.target_reduce={cfg.target_reduce} needs a critic ensemble (clipped double Q), but the "
-                f"critic has {members.shape[0]} member; use critic=ensemble (or critic=c51 / critic=quantile), "
-                "or agent.target_reduce=mean for a single critic (DDPG)"
+                f"critic has {members.shape[0]} member; use critic=ensemble (or leave critic= out for the "
+                "agent's default), or agent.target_reduce=mean for a single critic (DDPG)"
             )
         self.critic_optimizer = self._optimizer(self.critic.parameters(), cfg.critic_lr)
         groups = {g: env.observation_dims[g] for g in {"policy", self.critic_group}}
@@ -222,6 +229,22 @@ class OffPolicyAgent(Agent, abc.ABC):
         """One gradient update on a normalised batch (obs already normalised); returns metrics."""
 
     # --- shared helpers ----------------------------------------------------------------------
+
+    def check_critic(self) -> None:
+        """Refuse a critic this agent cannot train, naming the fix (the agent's default critic)."""
+        need = self.critic_family
+        if need is not None:
+            ok, what = isinstance(self.critic, need), f"critic={key_of_class(need)} ({need.__name__})"
+        else:
+            ok = self.critic.takes_action and self.critic.target_shape == ("B", "G")
+            what = "a Q critic regressing scalar TD targets such as critic=ensemble (not a V or distributional one)"
+        if not ok:
+            agent, critic = key_of("agent", self.cfg), key_of("critic", self.critic_cfg)
+            raise ValueError(
+                f"agent={agent} cannot train critic={critic} ({type(self.critic).__name__}): it needs {what}. "
+                f"Leave critic= out to get agent={agent}'s default (the `override /critic` line of "
+                f"configs/agent/{agent}.yaml)"
+            )
 
     def _optimizer(self, params: Any, lr: float) -> torch.optim.Optimizer:
         """Adam (AdamW with ``weight_decay``) with the fused multi-tensor kernel (one call per step)."""

@@ -20,6 +20,7 @@ import torch
 
 from robot_rl.agents.base import EnvSpec, register_agent
 from robot_rl.agents.sac import SAC, SACConfig
+from robot_rl.critics.distributional import QuantileCritic
 from robot_rl.data.replay_buffer import ReplayBatch
 from robot_rl.math.td_targets import truncate_quantiles
 
@@ -47,14 +48,11 @@ class TQC(SAC):
     """SAC with truncated mixtures of quantile critics; needs ``critic=quantile``."""
 
     cfg: TQCConfig
+    critic_family = QuantileCritic
 
     def __init__(self, cfg: TQCConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
         super().__init__(cfg, critic_cfg, env, device)
-        num_quantiles = getattr(self.critic, "num_quantiles", None)
-        if num_quantiles is None:
-            raise ValueError(
-                f"agent=tqc needs a quantile critic; got {type(self.critic).__name__}. Use critic=quantile"
-            )
+        num_quantiles = self.critic.num_quantiles
         if cfg.top_quantiles_to_drop_per_net >= num_quantiles:
             raise ValueError(
                 f"agent.top_quantiles_to_drop_per_net={cfg.top_quantiles_to_drop_per_net} must be < "

@@ -41,6 +41,14 @@ def critic_keys() -> list[str]:
     return sorted(_CRITICS)
 
 
+def key_of_class(cls: type[Critic]) -> str:
+    """The key ``cls`` is registered under (``C51Critic`` -> ``"c51"``)."""
+    for key, registered in _CRITICS.items():
+        if registered is cls:
+            return key
+    raise KeyError(f"{cls.__name__} is not a registered critic; known: {critic_keys()}")
+
+
 def make_critic(cfg: object, spec: CriticSpec) -> Critic:
     """Build the critic whose registered config type is ``type(cfg)``, for the shapes in ``spec``."""
     key = key_of("critic", cfg)
