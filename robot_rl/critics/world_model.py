@@ -28,8 +28,9 @@ As a **V critic** (``action_dim = 0``, for PPO) it is World-Critic-Model style: 
 trained end to end on returns by the agent's value loss, and :meth:`WorldModelCritic.latent_loss`
 adds the prediction of the next latent (and reward) from ``z_t`` under the acting policy, so the
 value's representation must also carry the dynamics. For V critics :meth:`encode` is the identity
-(the encoder is applied inside :meth:`estimates`, so PPO's ``critic(obs)`` works unchanged). PPO does
-not call :meth:`latent_loss` yet: it needs a hook adding the critic's auxiliary loss to its value loss.
+(the encoder is applied inside :meth:`estimates`, so PPO's ``critic(obs)`` works unchanged). PPO calls
+:meth:`WorldModelCritic.aux_loss` (its auxiliary-loss hook) on every mini-batch and adds it to the value
+loss; ``aux_coef = 0`` switches it off (value trained on returns only).
 
 Shapes: ``T`` rollout steps, ``B`` batch, ``D`` obs, ``Z`` latent, ``A`` actions, ``E`` Q heads, ``G`` groups.
 """
@@ -88,6 +89,9 @@ class WorldModelCriticConfig:
         plan_temperature: softmax temperature of the elite weights.
         plan_min_std, plan_max_std: bounds of the sampling std (actions live in ``[-1, 1]``).
         plan_gamma: discount of the planned returns.
+        aux_coef: V kind: weight of :meth:`WorldModelCritic.aux_loss` in PPO's loss (0 = returns only).
+        plan_policy_samples: sequences per MPPI round sampled from the latent policy prior when the
+            planner is given one (TD-MPC2: 24), rolled through the latent dynamics.
     """
 
     latent_dim: int = 64
@@ -108,6 +112,8 @@ class WorldModelCriticConfig:
     plan_min_std: float = 0.05
     plan_max_std: float = 2.0
     plan_gamma: float = 0.99
+    plan_policy_samples: int = 24
+    aux_coef: float = 1.0
 
     def __post_init__(self) -> None:
         if self.latent_dim < 1 or (self.simnorm_dim and self.latent_dim % self.simnorm_dim):
@@ -118,6 +124,10 @@ class WorldModelCriticConfig:
             raise ValueError(f"critic.num_q must be >= 2 (targets take the min of two heads), got {self.num_q}")
         if not 0.0 < self.rho <= 1.0:
             raise ValueError(f"critic.rho must be in (0, 1], got {self.rho}")
+        if self.aux_coef < 0:
+            raise ValueError(f"critic.aux_coef must be >= 0, got {self.aux_coef}")
+        if self.plan_policy_samples < 0:
+            raise ValueError(f"critic.plan_policy_samples must be >= 0, got {self.plan_policy_samples}")
         if not 1 <= self.plan_elites <= self.plan_samples:
             raise ValueError(f"critic.plan_elites must be in [1, plan_samples={self.plan_samples}], "
                              f"got {self.plan_elites}")
@@ -195,9 +205,19 @@ class WorldModelCritic(Critic):
         target = self.target_critic()
         # The target heads read the target encoder's latents: both moved together by update_target.
         z = target._encode(next_obs.reshape(-1, next_obs.shape[-1]))
-        q = target.estimates(z, next_action.reshape(-1, next_action.shape[-1]))
-        boot = reduce_members(q, "random_min", self.subset).reshape(*lead, -1)
+        q = target.head_estimates(z, next_action.reshape(-1, next_action.shape[-1]), self.random_heads())
+        boot = reduce_members(q, "min").reshape(*lead, -1)
         return reward + discount.unsqueeze(-1) * boot
+
+    def random_heads(self) -> list[int]:
+        """Indices of ``subset`` (2) distinct Q heads drawn uniformly (TD-MPC2's target and prior heads)."""
+        return torch.randperm(self.cfg.num_q)[: self.subset].tolist()
+
+    def head_estimates(self, z: torch.Tensor, action: torch.Tensor, heads: list[int]) -> torch.Tensor:
+        """``[len(heads), B, G]`` estimates of the chosen Q heads only, for latents ``[B, Z]`` and actions ``[B, A]``
+        (cheaper than :meth:`estimates` when only a subset is reduced)."""
+        x = torch.cat([z, self.check_action(action)], dim=-1)
+        return torch.stack([self.q_heads[i](x) for i in heads])
 
     def rollout_loss(
         self,
@@ -270,28 +290,45 @@ class WorldModelCritic(Critic):
         loss = self.cfg.consistency_coef * latent + self.cfg.reward_coef * rew
         return loss, {"consistency_loss": float(latent.detach()), "reward_loss": float(rew.detach())}
 
+    def aux_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """PPO's auxiliary-loss hook (V kind): :meth:`latent_loss` on a mini-batch with ``critic_obs``,
+        ``next_critic_obs`` ``[B, D]``, ``rewards`` ``[B, G]`` and ``next_valid`` ``[B]`` (PPO's
+        ``RolloutStorage.successors``); PPO adds it to its value loss."""
+        loss, metrics = self.latent_loss(
+            batch["critic_obs"], batch["next_critic_obs"], batch["rewards"], batch["next_valid"])
+        return self.cfg.aux_coef * loss, metrics
+
     # --- planning ------------------------------------------------------------------------------
 
     @torch.no_grad()
     def plan(
         self, obs: torch.Tensor, policy: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | None = None, explore: bool = False,
     ) -> torch.Tensor:
         """MPPI over the latent model: first action ``[B, A]`` in ``[-1, 1]`` for raw ``obs`` ``[B, D]``.
 
         Returns are ``sum_t gamma^t sum_g r_g(z_t, a_t) + gamma^H mean_e sum_g Q_e(z_H, a_H)`` with
-        ``a_H = policy(z_H)`` (a latent policy) or, without one, the sequence's last action.
+        ``a_H = policy(z_H)`` (a latent policy ``[N, Z] -> [N, A]``, may sample) or, without one, the
+        sequence's last action. With a policy, ``plan_policy_samples`` of the candidate sequences in every
+        round are the policy's own rollouts through the latent model (TD-MPC2). ``explore`` adds the final
+        sampling std times Gaussian noise to the returned action (TD-MPC2's exploration while training).
         """
         if not self.takes_action:
             raise ValueError("plan needs a Q world-model critic (action_dim > 0)")
         c = self.cfg
-        B, A, H, S = obs.shape[0], self.spec.action_dim, c.plan_horizon, c.plan_samples
-        z0 = self._encode(obs).repeat_interleave(S, dim=0)  # [B*S, Z]
+        B, A, H = obs.shape[0], self.spec.action_dim, c.plan_horizon
+        P = c.plan_policy_samples if policy is not None else 0
+        S = c.plan_samples + P
+        z = self._encode(obs)
+        prior = self._policy_sequences(z.repeat_interleave(P, dim=0), policy, H).reshape(B, P, H, A) if P else None
+        z0 = z.repeat_interleave(S, dim=0)  # [B*S, Z]
         mean = torch.zeros(B, H, A, device=obs.device)
         std = torch.full((B, H, A), c.plan_max_std, device=obs.device)
         for _ in range(c.plan_iterations):
-            noise = torch.randn(B, S, H, A, device=obs.device, generator=generator)
+            noise = torch.randn(B, c.plan_samples, H, A, device=obs.device, generator=generator)
             actions = (mean[:, None] + std[:, None] * noise).clamp(-1.0, 1.0)  # [B, S, H, A]
+            if prior is not None:
+                actions = torch.cat([prior, actions], dim=1)
             value = self._sequence_value(z0, actions.reshape(B * S, H, A), policy).reshape(B, S)
             elite_value, idx = value.topk(c.plan_elites, dim=1)
             elites = actions.gather(1, idx[:, :, None, None].expand(-1, -1, H, A))  # [B, K, H, A]
@@ -299,7 +336,20 @@ class WorldModelCritic(Critic):
             mean = (score[:, :, None, None] * elites).sum(1)
             var = (score[:, :, None, None] * (elites - mean[:, None]).pow(2)).sum(1)
             std = var.sqrt().clamp(c.plan_min_std, c.plan_max_std)
-        return mean[:, 0]
+        if not explore:
+            return mean[:, 0]
+        noise = torch.randn(B, A, device=obs.device, generator=generator)
+        return (mean[:, 0] + std[:, 0] * noise).clamp(-1.0, 1.0)
+
+    def _policy_sequences(
+        self, z: torch.Tensor, policy: Callable[[torch.Tensor], torch.Tensor], horizon: int
+    ) -> torch.Tensor:
+        """``[N, H, A]`` actions of ``policy`` rolled ``horizon`` steps through the latent model from ``[N, Z]``."""
+        actions = []
+        for _ in range(horizon):
+            actions.append(policy(z))
+            z = self.next(z, actions[-1])
+        return torch.stack(actions, dim=1)
 
     def _sequence_value(
         self, z: torch.Tensor, actions: torch.Tensor, policy: Callable[[torch.Tensor], torch.Tensor] | None

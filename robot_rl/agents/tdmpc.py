@@ -1,0 +1,287 @@
+"""A TD-MPC2-style world-model agent: ``agent=tdmpc critic=world_model``.
+
+Hansen, Su & Wang, "TD-MPC2: Scalable, Robust World Models for Continuous Control" (ICLR 2024). The
+critic (:class:`robot_rl.critics.world_model.WorldModelCritic`, Q kind) *is* the world model: encoder
+``z = h(o)``, latent dynamics, reward head and a Q ensemble. Every update
+
+1. samples windows of ``horizon + 1`` observations and ``horizon`` actions/rewards from replay
+   (:func:`robot_rl.math.chunk_targets.sample_windows`; steps after an episode end are masked),
+2. builds TD targets ``r_t + gamma (1 - term_t) min_2 Q_target(h_target(o_{t+1}), pi(h(o_{t+1})))``,
+3. trains encoder, dynamics, reward and Q heads jointly over the latent rollout
+   (:meth:`~robot_rl.critics.world_model.WorldModelCritic.rollout_loss`: consistency, reward, TD),
+4. trains the policy prior ``pi(z)`` (squashed Gaussian on detached latents of the window's
+   observations) to maximise ``Q / scale`` plus a small entropy bonus; ``scale`` is a running estimate
+   of the 5-95 percentile range of Q (TD-MPC2's return normalisation),
+5. moves the target critic by Polyak averaging.
+
+Acting (``act_with``): ``plan`` runs MPPI over the latent model with the Q ensemble as terminal value and
+policy-prior rollouts among the candidates (``critic.plan_*``; exploration adds the planner's final std
+as noise); ``policy`` acts with the policy prior only (no planning: ~10-100x cheaper per step).
+
+The world model encodes the ``policy`` observation group (not privileged ``critic`` observations): the
+planner and the prior act from it at deployment. The exported policy is the policy prior on the encoder:
+``tanh(mu(h(o)))`` — the encoder is part of the deployed network, the dynamics, reward and Q heads are
+not; planning is not exported (it needs the whole model and sampling at every step).
+
+Not implemented from TD-MPC2: discrete (two-hot, symlog) regression of rewards and values (we regress
+with squared error), warm-starting MPPI from the previous step's plan, multitask embeddings.
+
+Shapes: ``N`` envs, ``B`` batch, ``T`` horizon, ``D`` policy obs, ``Z`` latent, ``A`` actions.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
+from robot_rl.agents.off_policy import ExportedPolicy, OffPolicyConfig, SquashedGaussianActor
+from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.critics.world_model import WorldModelCritic
+from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.math.chunk_targets import WindowBatch, sample_windows
+
+ACT_WITH = ("plan", "policy")
+
+
+@dataclass
+class TDMPCConfig(OffPolicyConfig):
+    """``agent=tdmpc`` (shared off-policy settings; ``critic_lr`` trains the world model, ``actor_lr`` the prior).
+
+    Attributes:
+        horizon: ``T``, steps of the latent rollout each update trains over (TD-MPC2: 3).
+        act_with: ``plan`` (MPPI over the model) or ``policy`` (the policy prior alone).
+        entropy_coef: weight of the prior's entropy bonus (TD-MPC2: 1e-4).
+        scale_tau: rate of the running Q-scale estimate.
+        max_grad_norm: gradient-norm clip of the world model (TD-MPC2: 20).
+    """
+
+    tau: float = 0.01
+    learning_starts: int = 5000
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    horizon: int = 3
+    act_with: str = "plan"
+    entropy_coef: float = 1e-4
+    scale_tau: float = 0.01
+    max_grad_norm: float = 20.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.horizon < 1:
+            raise ValueError(f"agent.horizon must be >= 1, got {self.horizon}")
+        if self.act_with not in ACT_WITH:
+            raise ValueError(f"agent.act_with must be one of {ACT_WITH}, got {self.act_with!r}")
+        if self.n_step != 1:
+            raise ValueError(f"agent.n_step must be 1 for tdmpc (agent.horizon sets the rollout), got {self.n_step}")
+        if not 0.0 < self.scale_tau <= 1.0 or self.max_grad_norm <= 0 or self.entropy_coef < 0:
+            raise ValueError(f"agent.scale_tau must be in (0, 1], max_grad_norm > 0 and entropy_coef >= 0; got "
+                             f"{self.scale_tau}, {self.max_grad_norm}, {self.entropy_coef}")
+
+
+class LatentPolicy(nn.Module):
+    """Deterministic prior on the encoder: raw obs ``[B, D]`` -> ``tanh(mu(h(o)))`` ``[B, A]`` in ``[-1, 1]``."""
+
+    def __init__(self, normalizer: nn.Module, encoder: nn.Module, actor: nn.Module) -> None:
+        super().__init__()
+        self.normalizer, self.encoder, self.actor = normalizer, encoder, actor
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Action ``[B, A]`` in ``[-1, 1]``."""
+        return self.actor(self.encoder(self.normalizer(obs)))
+
+
+class PlanningPolicy(nn.Module):
+    """Evaluation-only policy that plans with MPPI at every call: raw obs ``[B, D]`` -> env action ``[B, A]``.
+
+    Not exportable (sampling, the whole world model); use it with ``robot_rl.train.evaluation.evaluate``.
+    """
+
+    def __init__(self, agent: TDMPC) -> None:
+        super().__init__()
+        self.agent = agent
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Planned env action ``[B, A]``."""
+        return self.agent.to_env_action(self.agent.plan(obs, explore=False))
+
+
+@register_agent("tdmpc", TDMPCConfig)
+class TDMPC(Agent):
+    """World model (the critic) + latent policy prior; acts by MPPI planning or with the prior."""
+
+    runner: ClassVar[str] = "off_policy"
+    cfg: TDMPCConfig
+    critic: WorldModelCritic
+
+    def __init__(self, cfg: TDMPCConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
+        super().__init__(cfg, critic_cfg, env, device)
+        D, A, N = env.observation_dims["policy"], env.action_dim, env.num_envs
+        self.low = env.action_low.to(self.device).float()
+        self.high = env.action_high.to(self.device).float()
+        if not torch.isfinite(self.low).all() or not torch.isfinite(self.high).all() or (self.high <= self.low).any():
+            raise ValueError(f"tdmpc needs finite action bounds with low < high, got {self.low} .. {self.high}")
+        critic = make_critic(critic_cfg, CriticSpec(obs_dim=D, action_dim=A)).to(self.device)
+        if not isinstance(critic, WorldModelCritic):
+            raise ValueError(f"agent=tdmpc needs the world-model critic (critic=world_model), got "
+                             f"{type(critic).__name__}; its encoder, dynamics and reward head are the model it plans "
+                             "with")
+        self.critic = critic
+        self.critic.target_critic()
+        Z = critic.cfg.latent_dim
+        self.actor = SquashedGaussianActor(Z, A, list(cfg.actor_hidden_dims), cfg.activation).to(self.device)
+        opt = torch.optim.AdamW if cfg.weight_decay > 0 else torch.optim.Adam
+        extra = {"weight_decay": cfg.weight_decay} if cfg.weight_decay > 0 else {}
+        self.critic_optimizer = opt(self.critic.parameters(), lr=cfg.critic_lr, **extra)
+        self.actor_optimizer = opt(self.actor.parameters(), lr=cfg.actor_lr, **extra)
+        self.buffer = ReplayBuffer(max(1, -(-cfg.buffer_size // N)), N, {"policy": D}, A, self.device)
+        self.q_scale = torch.ones((), device=self.device)
+        self.env_steps, self.updates, self.update_credit = 0, 0, 0.0
+
+    # --- acting --------------------------------------------------------------------------------
+
+    def to_env_action(self, y: torch.Tensor) -> torch.Tensor:
+        """Normalised ``[-1, 1]`` actions -> env units ``[N, A]``."""
+        return self.low + (y + 1.0) * 0.5 * (self.high - self.low)
+
+    def from_env_action(self, action: torch.Tensor) -> torch.Tensor:
+        """Env-unit actions -> normalised ``[-1, 1]`` ``[N, A]``."""
+        return ((action - self.low) / (self.high - self.low) * 2.0 - 1.0).clamp(-1.0, 1.0)
+
+    def _prior_sample(self, z: torch.Tensor) -> torch.Tensor:
+        return self.actor.sample(z)[0]
+
+    @torch.no_grad()
+    def plan(self, obs: torch.Tensor, explore: bool) -> torch.Tensor:
+        """MPPI action ``[N, A]`` in ``[-1, 1]`` for raw policy obs ``[N, D]`` (prior samples among candidates)."""
+        return self.critic.plan(obs, policy=self._prior_sample, explore=explore)
+
+    @torch.no_grad()
+    def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
+        """Env actions ``[N, A]``: uniform random in warm-up, then MPPI or the prior (sampled unless deterministic)."""
+        x = obs["policy"]
+        if not deterministic and self.env_steps < self.cfg.learning_starts:
+            return self.to_env_action(torch.rand(x.shape[0], self.env.action_dim, device=self.device) * 2 - 1)
+        if self.cfg.act_with == "plan":
+            return self.to_env_action(self.plan(x, explore=not deterministic))
+        z = self.critic.encode(x)
+        return self.to_env_action(self.actor(z) if deterministic else self._prior_sample(z))
+
+    @torch.no_grad()
+    def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
+        """Store the transition with its true next observation (``final_obs`` where done)."""
+        done = step.terminated | step.truncated
+        next_obs = ReplayBuffer.true_next_obs({"policy": step.obs["policy"]}, step.info["final_obs"], done)
+        self.buffer.add({"policy": obs["policy"]}, self.from_env_action(action), step.reward, next_obs,
+                        step.terminated, step.truncated)
+        self.critic.update_normalizer(obs["policy"])
+        self.env_steps += self.env.num_envs
+        if self.env_steps >= self.cfg.learning_starts:
+            self.update_credit += self.env.num_envs * self.cfg.utd_ratio
+
+    def ready(self) -> bool:
+        """True past warm-up with at least one update owed."""
+        return self.env_steps >= self.cfg.learning_starts and self.update_credit >= 1.0 and len(self.buffer) > 0
+
+    # --- learning ------------------------------------------------------------------------------
+
+    def update(self) -> dict[str, float]:
+        """Run the updates owed by the UTD ratio on sampled windows; metrics averaged over them."""
+        count = int(self.update_credit)
+        self.update_credit -= count
+        sums: dict[str, float] = {}
+        for _ in range(count):
+            for k, v in self.learn(sample_windows(self.buffer, self.cfg.batch_size, self.cfg.horizon)).items():
+                sums[k] = sums.get(k, 0.0) + v
+            self.updates += 1
+        metrics = {k: v / max(count, 1) for k, v in sums.items()}
+        metrics["train/updates"] = float(self.updates)
+        return metrics
+
+    def learn(self, batch: WindowBatch) -> dict[str, float]:
+        """One joint world-model step over the latent rollout, one policy-prior step, one target step."""
+        cfg, critic = self.cfg, self.critic
+        obs, T = batch.obs["policy"], batch.actions.shape[0]
+        rewards = batch.rewards.unsqueeze(-1)  # [T, B, 1]
+        with torch.no_grad():
+            next_obs = obs[1:].flatten(0, 1)
+            next_action = self._prior_sample(critic.encode(next_obs)).reshape(T, -1, self.env.action_dim)
+            discount = cfg.gamma * (~batch.terminated).float()
+            td = critic.td_targets(obs[1:], next_action, rewards, discount)
+        loss, metrics = critic.rollout_loss(obs, batch.actions, rewards, td, batch.alive)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(critic.parameters(), cfg.max_grad_norm)
+        self.critic_optimizer.step()
+        out = {f"loss/{k}": v for k, v in metrics.items()}
+        out["train/grad_norm"] = float(grad_norm)
+        out.update(self._learn_prior(obs[:-1], batch.alive))
+        critic.update_target(cfg.tau)
+        return out
+
+    def _learn_prior(self, obs: torch.Tensor, alive: torch.Tensor) -> dict[str, float]:
+        """Prior step on detached latents of ``obs`` ``[T, B, D]``: maximise ``Q / scale`` + entropy,
+        weighted ``rho^t``."""
+        cfg, critic = self.cfg, self.critic
+        with torch.no_grad():
+            z = critic.encode(obs.flatten(0, 1))
+        action, log_prob = self.actor.sample(z)
+        critic.requires_grad_(False)
+        q = critic.head_estimates(z, action, critic.random_heads()).mean(0).squeeze(-1)  # [TB]
+        critic.requires_grad_(True)
+        with torch.no_grad():
+            spread = torch.quantile(q, 0.95) - torch.quantile(q, 0.05)
+            self.q_scale.lerp_(spread.clamp(min=1.0), cfg.scale_tau)
+        T = obs.shape[0]
+        weight = (critic.cfg.rho ** torch.arange(T, device=obs.device, dtype=q.dtype))[:, None] * alive.float()
+        per_sample = (cfg.entropy_coef * log_prob - q / self.q_scale).reshape(T, -1)
+        loss = (per_sample * weight).sum() / weight.sum().clamp(min=1.0)
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.actor_optimizer.step()
+        return {"loss/actor": float(loss.detach()), "train/q_scale": float(self.q_scale),
+                "train/entropy": float(-log_prob.detach().mean())}
+
+    # --- persistence and export ----------------------------------------------------------------
+
+    def _modules(self) -> dict[str, Any]:
+        return {"actor": self.actor, "critic": self.critic, "critic_optimizer": self.critic_optimizer,
+                "actor_optimizer": self.actor_optimizer}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, critic target, optimisers, Q scale, counters and (optionally) the replay buffer."""
+        state: dict[str, Any] = {k: m.state_dict() for k, m in self._modules().items()}
+        state["critic_target"] = self.critic.target_state_dict()
+        state["q_scale"] = self.q_scale.clone()
+        state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
+        if self.cfg.checkpoint_buffer:
+            state["buffer"] = self.buffer.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the buffer too, when it was saved)."""
+        for k, m in self._modules().items():
+            m.load_state_dict(state[k])
+        self.critic.load_target_state_dict(state["critic_target"])
+        self.q_scale.copy_(state["q_scale"])
+        c = state["counters"]
+        self.env_steps, self.updates, self.update_credit = int(c["env_steps"]), int(c["updates"]), float(c["credit"])
+        if "buffer" in state:
+            self.buffer.load_state_dict(state["buffer"])
+
+    def policy(self) -> nn.Module:
+        """A detached copy of the policy prior on the encoder: raw obs ``[B, D]`` -> env action ``[B, A]``.
+
+        Holds the critic's observation normaliser and encoder (the prior acts on latents), not its
+        dynamics, reward or Q heads."""
+        prior = LatentPolicy(copy.deepcopy(self.critic.normalizer), copy.deepcopy(self.critic.encoder),
+                             copy.deepcopy(self.actor))
+        return ExportedPolicy(nn.Identity(), prior, self.low, self.high).eval()
+
+    def planning_policy(self) -> nn.Module:
+        """An evaluation-only policy that plans with MPPI (shares the live networks; not exportable)."""
+        return PlanningPolicy(self)
