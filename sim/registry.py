@@ -80,6 +80,7 @@ def make_task_env(env_cls: type, cfg: Any, task: str, num_envs: int, device: str
 
 for _name, _factory in {
     "so101_reach": "sim.tasks.so101_reach:make",
+    "so101_reach_deploy": "sim.tasks.so101_reach:make_deploy",
     "g1_stand": "sim.tasks.g1_locomotion:make_stand",
     "g1_walk": "sim.tasks.g1_locomotion:make_walk",
     "g1_reach_walk": "sim.tasks.g1_reach_walk:make",

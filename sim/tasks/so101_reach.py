@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from sim.env import ObsTerm, RewardTerm, TaskCfg, TaskEnv
+from sim.randomization import DomainRandCfg
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
 from sim.tasks import terms
@@ -158,6 +159,32 @@ def so101_reach_cfg() -> TaskCfg:
     )
 
 
+DEPLOY_ACTUATOR_DELAY_S = (0.0, 0.012)
+"""Command-to-motor delay range of so101_reach_deploy: 0 (an ideal bus) to the ROS loop's worst case
+(``robot-rl deploy sim2sim --latency-ms 5``: about 1 ms state-to-command + 5 ms + one 4 ms physics step)."""
+DEPLOY_SENSOR_NOISE = (0.002, 0.02)
+"""Joint position (rad) and velocity (rad/s) noise std of the simulated robot node in sim2sim."""
+
+
+def so101_reach_deploy_cfg() -> TaskCfg:
+    """so101_reach as the ROS 2 loop sees it: per-env actuator delay in ``DEPLOY_ACTUATOR_DELAY_S`` and
+    joint observation noise with the simulated robot node's std (uniform of the same std, after scaling)."""
+    cfg = so101_reach_cfg()
+    pos_std, vel_std = DEPLOY_SENSOR_NOISE
+    policy = dict(cfg.observations["policy"])
+    policy["joint_pos"] = ObsTerm(terms.joint_pos, noise=3**0.5 * pos_std)
+    scale = policy["joint_vel"].scale
+    policy["joint_vel"] = ObsTerm(terms.joint_vel, scale=scale, noise=3**0.5 * vel_std * scale)
+    observations = {**cfg.observations, "policy": policy}
+    return cfg.replace(observations=observations, randomization=DomainRandCfg(actuator_delay_s=DEPLOY_ACTUATOR_DELAY_S))
+
+
 def make(num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides) -> So101ReachEnv:
     """Registry factory of so101_reach."""
     return make_task_env(So101ReachEnv, so101_reach_cfg(), "so101_reach", num_envs, device, seed, **overrides)
+
+
+def make_deploy(num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides) -> So101ReachEnv:
+    """Registry factory of so101_reach_deploy (see :func:`so101_reach_deploy_cfg`)."""
+    return make_task_env(So101ReachEnv, so101_reach_deploy_cfg(), "so101_reach_deploy", num_envs, device, seed,
+                         **overrides)
