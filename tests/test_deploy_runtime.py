@@ -8,6 +8,7 @@ import torch
 
 from robot_rl.deploy.artifact import ArtifactError
 from robot_rl.deploy.observation import (
+    ObservationBuilder,
     RobotState,
     build_observation,
     projected_gravity,
@@ -49,7 +50,10 @@ def test_runtime_matches_torch_and_refuses_other_robot(tmp_path):
     obs = np.random.default_rng(0).normal(size=18).astype(np.float32)
     with torch.no_grad():
         expected = head(torch.from_numpy(obs)[None]).numpy().reshape(2, 3)
-    np.testing.assert_allclose(runtime.infer(obs), expected, atol=1e-5)
+    got = runtime.infer(obs)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    runtime.infer(-obs)  # preallocated ONNX buffers: a later call must not change an earlier result
+    np.testing.assert_allclose(got, expected, atol=1e-5)
     with pytest.raises(ArtifactError, match="first difference at index 0"):
         PolicyRuntime(tmp_path, robot_joint_names=["knee", "hip", "ankle"])
 
@@ -87,6 +91,14 @@ def test_build_observation_by_hand():
         no_command = RobotState(state.joint_pos, state.joint_vel, state.imu_quat_wxyz, state.imu_gyro)
         build_observation(meta, no_command, np.zeros(3))
     np.testing.assert_allclose(raw_action(meta, np.array([0.35, 0.3, -0.45])), [1.0, 0.0, -1.0])
+    # the control loop's builder: the same values in one reused buffer
+    builder = ObservationBuilder(meta)
+    first = builder.build(state, np.array([1.0, -1.0, 0.5]))
+    np.testing.assert_allclose(first, expected, atol=1e-6)
+    state.joint_vel = state.joint_vel * 2.0
+    second = builder.build(state, np.array([1.0, -1.0, 0.5]))
+    assert second is first and second.dtype == np.float32
+    np.testing.assert_allclose(second[12:15], [-0.4, 0.0, 0.2], atol=1e-6)  # 2 x [-4, 0, 2] x 0.05
 
 
 def test_chunks_open_loop_and_temporal_ensemble_by_hand():

@@ -97,15 +97,38 @@ def build_observation(meta: PolicyMeta, state: RobotState, last_action: np.ndarr
     Args:
         last_action: ``[A]`` the previous raw action in ``[clip_low, clip_high]`` (zeros at start).
     """
-    parts = []
-    for term in meta.observation:
-        values = np.asarray(term_values(term.name, meta, state, last_action), dtype=np.float64).reshape(-1)
-        if values.shape[0] != term.size:
-            raise ValueError(
-                f"observation term {term.name!r} has {values.shape[0]} values, expected {term.size}."
-            )
-        parts.append(values * term.scale)
-    return np.concatenate(parts).astype(np.float32)
+    return ObservationBuilder(meta).build(state, last_action).copy()
+
+
+class ObservationBuilder:
+    """:func:`build_observation` into one preallocated ``[D]`` float32 buffer (a control loop's hot path).
+
+    Term slices, scales and the default pose are resolved once; :meth:`build` writes each term with
+    ``np.multiply(..., out=...)`` and returns the same buffer every call (copy it to keep it).
+    """
+
+    def __init__(self, meta: PolicyMeta) -> None:
+        self.meta = meta
+        self.buffer = np.zeros(meta.observation_dim, dtype=np.float32)
+        self._default = np.asarray(meta.default_joint_pos, dtype=np.float64)
+        self._delta = np.zeros_like(self._default)
+        self._terms: list[tuple[str, np.ndarray, float]] = []
+        start = 0
+        for term in meta.observation:
+            self._terms.append((term.name, self.buffer[start:start + term.size], float(term.scale)))
+            start += term.size
+
+    def build(self, state: RobotState, last_action: np.ndarray) -> np.ndarray:
+        """``[D]`` float32 observation (the internal buffer) from ``state`` and the ``[A]`` last raw action."""
+        for name, view, scale in self._terms:
+            if name == "joint_pos":
+                values = np.subtract(state.joint_pos, self._default, out=self._delta)
+            else:
+                values = np.asarray(term_values(name, self.meta, state, last_action), dtype=np.float64)
+            if values.size != view.size:
+                raise ValueError(f"observation term {name!r} has {values.size} values, expected {view.size}.")
+            np.multiply(values.reshape(-1), scale, out=view, casting="same_kind")
+        return self.buffer
 
 
 def raw_action(meta: PolicyMeta, target: np.ndarray) -> np.ndarray:

@@ -168,18 +168,18 @@ def safety_step(
     base = measured if state.last_command is None else state.last_command
     if state.ramp_start is None:
         state = dataclasses.replace(state, ramp_from=base.copy(), ramp_start=now, stale=False)
-    if policy_target is None or not np.all(np.isfinite(policy_target)):
+    if policy_target is None or not np.isfinite(policy_target).all():
         command = clamp_to_limits(base, cfg.lower, cfg.upper) if state.last_command is None else base
         events.append("nan" if policy_target is not None else "no_policy")
         return SafetyOutput(command, dataclasses.replace(state, last_command=command), tuple(events))
     target = clamp_to_limits(policy_target, cfg.lower, cfg.upper)
-    if not np.array_equal(target, policy_target):
+    if (target != policy_target).any():
         events.append("clamped")
     elapsed = now - state.ramp_start
     if elapsed < cfg.soft_start_s:
         target = soft_start_blend(state.ramp_from, target, elapsed, cfg.soft_start_s)
         events.append("soft_start")
     command = rate_limit(target, base, cfg.max_step_change)
-    if not np.allclose(command, target, rtol=0, atol=1e-12):
+    if np.abs(command - target).max() > 1e-12:
         events.append("rate_limited")
     return SafetyOutput(command, dataclasses.replace(state, last_command=command), tuple(events))

@@ -34,6 +34,26 @@ def make_command(type_name: str, joint_names: list[str], positions: np.ndarray, 
     return JointTrajectory(joint_names=list(joint_names), points=[point])
 
 
+class CommandMessage:
+    """One preallocated command message refilled every control period (the policy node's hot path).
+
+    ``fill(positions [A])`` writes the positions into the same Float64MultiArray or one-point
+    JointTrajectory (joint names and ``time_from_start`` set once) and returns it.
+    """
+
+    def __init__(self, type_name: str, joint_names: list[str], period: float) -> None:
+        self.msg = make_command(type_name, joint_names, np.zeros(len(joint_names)), period)
+        self._point = self.msg.points[0] if type_name == TRAJECTORY else None
+
+    def fill(self, positions: np.ndarray):
+        """The message carrying ``positions [A]`` (float64)."""
+        if self._point is None:
+            self.msg.data = positions
+        else:
+            self._point.positions = positions
+        return self.msg
+
+
 def command_positions(msg, joint_names: list[str]) -> np.ndarray:
     """``[A]`` positions from either command type; trajectories are reordered by joint name."""
     if isinstance(msg, Float64MultiArray):

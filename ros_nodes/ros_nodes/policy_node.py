@@ -31,15 +31,15 @@ from std_msgs.msg import Bool
 from std_srvs.srv import SetBool
 
 from robot_rl.deploy.artifact import ArtifactError
-from robot_rl.deploy.observation import RobotState, build_observation, raw_action, reorder_index
+from robot_rl.deploy.observation import ObservationBuilder, RobotState, reorder_index
 from robot_rl.deploy.runtime import ChunkExecutor, PolicyRuntime
 from robot_rl.deploy.safety import SafetyConfig, SafetyState, latch_estop, safety_step, set_enabled
 from ros_nodes import spin
 from ros_nodes.messages import (
+    CommandMessage,
     command_class,
     imu_arrays,
     joint_state_arrays,
-    make_command,
     pose_position,
     twist_command,
 )
@@ -68,6 +68,8 @@ PARAMS = {
     "chunk_decay": (float, 0.01),
     "start_enabled": (bool, True),
     "stats_file": (str, ""),
+    "stats_samples": (bool, False),  # stats_file also holds every kept tick's timings (benchmarks)
+    "stats_capacity": (int, 4096),  # ticks kept for the statistics (4096: 82 s at 50 Hz)
     "executor": (str, "single"),  # single | events (rclpy's EventsExecutor)
 }
 
@@ -104,7 +106,14 @@ class PolicyNode(Node):
         self._index_cache: tuple[tuple[str, ...], np.ndarray] | None = None
         self._next_tick = 0.0
         self._bad_state_logged = False
-        self.stats = LoopStats()
+        self._receive_ms = float("nan")
+        self._inference_ms = float("nan")
+        self._next_diagnostics = 0.0
+        self.stats = LoopStats(p["stats_capacity"])
+        self.observation = ObservationBuilder(self.meta)
+        self.command = CommandMessage(self.command_type, self.meta.joint_names, self.period)
+        self._action_offset = np.asarray(self.meta.action.offset, dtype=np.float64)
+        self._action_scale = np.asarray(self.meta.action.scale, dtype=np.float64)
 
         self.pub = self.create_publisher(command_class(self.command_type), p["command_topic"], 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "diagnostics", 10)
@@ -119,7 +128,6 @@ class PolicyNode(Node):
         self.create_subscription(Bool, "estop", self._on_estop, 10)
         self.create_service(SetBool, "~/enable", self._on_enable)
         self._watchdog = self.create_timer(self.period, self._on_watchdog_timer)
-        self.create_timer(1.0, self._publish_diagnostics)
         self.get_logger().info(
             f"policy {p['policy']} ({self.meta.task or 'task ?'}) for {self.meta.robot}: {A} joints, "
             f"{1.0 / self.period:g} Hz, chunk {self.meta.chunk_length} ({p['chunk_mode']}), "
@@ -134,7 +142,7 @@ class PolicyNode(Node):
             if self._index_cache is None or self._index_cache[0] != names:
                 self._index_cache = (names, reorder_index(list(names), self.meta.joint_names))
             pos, vel = joint_state_arrays(msg, self._index_cache[1])
-            if not (np.all(np.isfinite(pos)) and np.all(np.isfinite(vel))):
+            if not (np.isfinite(pos).all() and np.isfinite(vel).all()):
                 raise ValueError(f"non-finite JointState position {pos} / velocity {vel}")
         except (ArtifactError, ValueError, IndexError) as exc:
             if not self._bad_state_logged:
@@ -145,7 +153,8 @@ class PolicyNode(Node):
         self.state.joint_pos, self.state.joint_vel = pos, vel
         self.measured, self.state_time = pos, now
         self.state_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-        if now >= self._next_tick:
+        if now >= self._next_tick:  # event-driven: the first state of a period runs the tick right here
+            self._receive_ms = 1e3 * (time.time() - self.state_stamp)
             self._tick(now)
 
     def _on_imu(self, msg: Imu) -> None:
@@ -182,12 +191,13 @@ class PolicyNode(Node):
         """Fires one period after the last tick (reset there): ticks when no JointState did."""
         now = time.monotonic()
         if now >= self._next_tick - 0.002:
+            self._receive_ms = float("nan")
             self._tick(now)
 
     def _policy_target(self) -> np.ndarray | None:
         """``[A]`` policy target for this tick, or None when an input is missing."""
         try:
-            obs = build_observation(self.meta, self.state, self.last_action)
+            obs = self.observation.build(self.state, self.last_action)
         except ValueError as exc:
             self.get_logger().warning(f"no policy step: {exc}", throttle_duration_sec=2.0)
             return None
@@ -195,13 +205,15 @@ class PolicyNode(Node):
         if self.chunks.needs_inference():
             t0 = time.perf_counter()
             chunk = self.runtime.infer(obs)
-            self.stats.sample("inference_ms", 1e3 * (time.perf_counter() - t0))
+            self._inference_ms = 1e3 * (time.perf_counter() - t0)
         return self.chunks.next_target(chunk)
 
     def _tick(self, now: float) -> None:
+        """One control step from the latest state; ``now`` is when its JointState (or the watchdog) arrived."""
         on_time = now - self._next_tick < self.period
         self._next_tick = self._next_tick + self.period if on_time else now + self.period
         self._watchdog.reset()
+        self._inference_ms = float("nan")
         fresh = self.measured is not None and self.safety.enabled and not self.safety.estopped
         stale = self.state_time is None or now - self.state_time > self.safety_cfg.stale_state_timeout
         target = self._policy_target() if fresh and not stale else None
@@ -214,16 +226,20 @@ class PolicyNode(Node):
         self.safety = out.state
         for event in out.events:
             self.stats.count(event)
-        if target is not None and np.all(np.isfinite(target)):
-            self.last_action = np.clip(
-                raw_action(self.meta, target), self.meta.action.clip_low, self.meta.action.clip_high
-            )
-        if out.command is None:
-            return
-        self.pub.publish(make_command(self.command_type, self.meta.joint_names, out.command, self.period))
-        self.stats.tick(now, 1e3 * (time.time() - self.state_stamp) if "stale" not in out.events else None)
+        if target is not None and np.isfinite(target).all():
+            raw = np.subtract(target, self._action_offset, out=self.last_action)
+            np.divide(raw, self._action_scale, out=raw)
+            np.clip(raw, self.meta.action.clip_low, self.meta.action.clip_high, out=raw)
+        if out.command is not None:
+            self.pub.publish(self.command.fill(out.command))
+            latency = float("nan") if "stale" in out.events else 1e3 * (time.time() - self.state_stamp)
+            self.stats.tick(now, latency, self._receive_ms, 1e3 * (time.monotonic() - now), self._inference_ms)
+        if now >= self._next_diagnostics:  # after the command: its cost never delays one
+            self._next_diagnostics = now + 1.0
+            self._publish_diagnostics()
 
     def _publish_diagnostics(self) -> None:
+        """Loop statistics over the kept ticks and the intervention counts, as one DiagnosticStatus."""
         summary = self.stats.summary()
         level = DiagnosticStatus.WARN if (self.safety.estopped or self.safety.stale) else DiagnosticStatus.OK
         status = DiagnosticStatus(
@@ -240,8 +256,11 @@ class PolicyNode(Node):
     def write_stats(self) -> None:
         """Dump the loop statistics to ``stats_file`` (JSON) when set."""
         if self.p["stats_file"]:
+            summary: dict = self.stats.summary()
+            if self.p["stats_samples"]:
+                summary["samples"] = self.stats.raw()
             with open(self.p["stats_file"], "w") as f:
-                json.dump(self.stats.summary(), f, indent=1)
+                json.dump(summary, f, indent=1)
 
 
 def main(args: list[str] | None = None) -> int:
@@ -256,7 +275,9 @@ def main(args: list[str] | None = None) -> int:
     executor = make_executor(node.p["executor"])
     executor.add_node(node)
     try:
-        spin.spin(executor, stop)
+        # SingleThreadedExecutor: no wait slice (the watchdog timer wakes it at least once per period); the
+        # EventsExecutor keeps the 50 ms slice (without one it did not return to Python to see SIGINT)
+        spin.spin(executor, stop, timeout_sec=None if isinstance(executor, SingleThreadedExecutor) else 0.05)
     finally:
         node.write_stats()
         executor.shutdown()

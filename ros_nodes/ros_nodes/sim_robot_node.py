@@ -6,6 +6,12 @@ position actuators that :func:`sim.robots.build_model` rebuilds from ``robot.yam
 (Gaussian, on positions and velocities) and a command latency make it a fair stand-in for
 hardware in sim-to-sim tests and CI.
 
+Timing: physics runs on a fixed grid ``t0 + k * physics_dt`` (``t0`` = the first timer tick), stepped
+up to the current wall time at every timer tick, and the state of the latest grid point is published
+right away. A command received at wall time ``r`` takes effect at the grid step nearest to
+``r + command_latency_s``: physics is stepped to that point with the previous command first, so the
+latency is what the parameter says (plus DDS transport), never shortened by when the timer runs.
+
 With ``task: so101_reach`` it also plays that task's episodes: every ``episode_s`` it samples a
 target from the training env's own target table (or the gripper position at the fixed
 ``target_joint_pos`` configuration), publishes it as a PoseStamped in the base frame, and at the
@@ -15,6 +21,7 @@ end of the episode publishes ``sim/episode`` = Float64MultiArray [index, success
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections import deque
@@ -58,8 +65,8 @@ MAX_CATCH_UP_STEPS = 50
 class SimRobotNode(Node):
     """MuJoCo robot stepped in real time by a wall timer; PD control runs inside MuJoCo."""
 
-    def __init__(self, node_name: str = "sim_robot") -> None:
-        super().__init__(node_name)
+    def __init__(self, node_name: str = "sim_robot", context: rclpy.Context | None = None) -> None:
+        super().__init__(node_name, context=context)
         p = declare(self, {k: v for k, v in PARAMS.items() if k != "target_joint_pos"})
         self.declare_parameter("target_joint_pos", [0.0])
         self.target_joint_pos = list(self.get_parameter("target_joint_pos").value)
@@ -85,8 +92,10 @@ class SimRobotNode(Node):
         self.task = _ReachTask(self) if p["task"] else None
         dt = self.model.opt.timestep
         publish_hz = p["publish_hz"] or 1.0 / dt
-        self.t0 = time.monotonic()
+        self.t0: float | None = None  # wall time of physics step 0, set by the first timer tick
         self.steps = 0
+        self.js_msg = JointState(name=self.names)
+        self._noise = np.zeros(len(self.names))
         self.create_timer(1.0 / publish_hz, self._on_timer)
         self.get_logger().info(
             f"simulated {self.robot.name}: physics {1 / dt:g} Hz, joint states {publish_hz:g} Hz "
@@ -104,25 +113,38 @@ class SimRobotNode(Node):
 
     def _on_timer(self) -> None:
         now = time.monotonic()
-        while self.pending and self.pending[0][0] <= now:
-            self.data.ctrl[:] = self.pending.popleft()[1]
-        due = int((now - self.t0) / self.model.opt.timestep) - self.steps
-        if due > MAX_CATCH_UP_STEPS:  # far behind (CPU starved): drop time rather than burst
-            self.t0 += (due - MAX_CATCH_UP_STEPS) * self.model.opt.timestep
-            due = MAX_CATCH_UP_STEPS
-        if due > 0:
-            mujoco.mj_step(self.model, self.data, nstep=due)
-            self.steps += due
+        dt = self.model.opt.timestep
+        if self.t0 is None:
+            self.t0 = now
+        goal = int((now - self.t0) / dt)
+        if goal - self.steps > MAX_CATCH_UP_STEPS:  # far behind (CPU starved): drop time rather than burst
+            self.t0 += (goal - self.steps - MAX_CATCH_UP_STEPS) * dt
+            goal = self.steps + MAX_CATCH_UP_STEPS
+        # each command due by the goal takes effect at the grid step nearest its due time
+        while self.pending and self.pending[0][0] <= self.t0 + (goal + 0.5) * dt:
+            due, target = self.pending.popleft()
+            self._step_to(min(goal, math.floor((due - self.t0) / dt + 0.5)))
+            self.data.ctrl[:] = target
+        self._step_to(goal)
         self._publish_state()
         if self.task is not None:
             self.task.update(self.steps * self.model.opt.timestep)
 
+    def _step_to(self, step: int) -> None:
+        """Advance physics to grid step ``step`` (no-op if it is already there or past it)."""
+        if step > self.steps:
+            mujoco.mj_step(self.model, self.data, nstep=step - self.steps)
+            self.steps = step
+
     def _publish_state(self) -> None:
         stamp = self.get_clock().now().to_msg()
-        pos = self.data.qpos[self.qadr] + self.rng.normal(0.0, self.p["position_noise"], len(self.names))
-        vel = self.data.qvel[self.vadr] + self.rng.normal(0.0, self.p["velocity_noise"], len(self.names))
-        msg = JointState(name=self.names, position=pos.tolist(), velocity=vel.tolist(),
-                         effort=self.data.actuator_force.tolist())
+        msg = self.js_msg
+        noise = self._noise
+        self.rng.standard_normal(out=noise)
+        msg.position = self.data.qpos[self.qadr] + self.p["position_noise"] * noise
+        self.rng.standard_normal(out=noise)
+        msg.velocity = self.data.qvel[self.vadr] + self.p["velocity_noise"] * noise
+        msg.effort = self.data.actuator_force
         msg.header.stamp = stamp
         self.js_pub.publish(msg)
         if self.imu_pub is not None:
