@@ -12,6 +12,19 @@ the replay data is open-loop consistent (the condition DQC shows chunked critics
 
 The exported policy re-plans every step and plays the chunk's first action.
 
+Options:
+
+- **DQC** (``critic.partial_len = l``, Li et al., "Decoupled Q-Chunking", 2026): the actor outputs only
+  ``l`` actions and is trained to maximise the *partial* critic ``Q_P(s, a_{:l})``; the long critic
+  ``Q(s, a_{:h})`` is trained on data chunks of ``h`` steps with bootstrap value
+  ``V(s') = Q_P_target(s', pi_target(s'))``, and :meth:`ChunkedCritic.loss` distils it optimistically
+  (expectile) into ``Q_P``. Collection plays ``l``-action chunks open loop (closed loop every ``l`` steps).
+- **AC3** (Yang et al., AAAI 2026): ``success_only_actor`` updates the actor only on sampled states of
+  episodes that ended in success (``info["success"]`` at their last step; no actor step when a batch holds
+  none); ``intra_chunk_returns`` trains the critic towards the mean over the chunk's executed prefixes
+  ``k = 1..h`` of the ``k``-step returns ``sum_{j<k} gamma^j r_{t+j} + gamma^k V(s_{t+k})``
+  (:func:`robot_rl.math.chunk_targets.intra_chunk_returns`) instead of the ``h``-step return alone.
+
 Shapes: ``N`` envs, ``B`` batch, ``h`` chunk, ``A`` actions, ``D`` / ``Dc`` policy / critic obs.
 """
 
@@ -28,8 +41,9 @@ from torch import nn
 from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
 from robot_rl.agents.off_policy import ExportedPolicy, OffPolicyConfig
 from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.critics.base import reduce_members
 from robot_rl.data.replay_buffer import ReplayBuffer
-from robot_rl.math.chunk_targets import ChunkBatch, sample_chunks
+from robot_rl.math.chunk_targets import ChunkBatch, intra_chunk_returns, sample_chunks
 from robot_rl.models.chunked_actor import MODES, ChunkedActor, ChunkExecutor, FirstActionOfChunk
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
@@ -45,6 +59,8 @@ class ChunkedTD3Config(OffPolicyConfig):
         execution: ``open_loop`` or ``temporal_ensemble`` while collecting.
         execute_len: open loop: actions played per chunk (0 = the whole chunk).
         ensemble_decay: temporal ensembling's ``m``.
+        success_only_actor: AC3: actor updates only on states of successful episodes (needs ``info["success"]``).
+        intra_chunk_returns: AC3: critic target = mean of the chunk's intra-chunk ``k``-step returns.
     """
 
     learning_starts: int = 5000
@@ -58,6 +74,8 @@ class ChunkedTD3Config(OffPolicyConfig):
     execution: str = "open_loop"
     execute_len: int = 0
     ensemble_decay: float = 0.01
+    success_only_actor: bool = False
+    intra_chunk_returns: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -84,10 +102,12 @@ class ChunkedTD3(Agent):
         H = getattr(critic_cfg, "chunk_len", None)
         if H is None:
             raise ValueError("agent=chunked_td3 needs a chunked critic: use critic=chunked (critic.chunk_len sets h)")
-        if getattr(critic_cfg, "partial_len", 0):
-            raise ValueError("agent=chunked_td3 trains full chunks; set critic.partial_len=0 (DQC needs a "
-                             "partial-chunk actor, not implemented)")
         self.chunk_len = H
+        self.actor_len = getattr(critic_cfg, "partial_len", 0) or H
+        """Actions the actor outputs: ``h``, or DQC's ``l = critic.partial_len``."""
+        if cfg.execute_len > self.actor_len:
+            raise ValueError(f"agent.execute_len={cfg.execute_len} exceeds the actor's chunk of {self.actor_len} "
+                             "actions (critic.partial_len with DQC, else critic.chunk_len)")
         self.critic_group = env.critic_group
         D, A, N = env.observation_dims["policy"], env.action_dim, env.num_envs
         self.low = env.action_low.to(self.device).float()
@@ -101,15 +121,20 @@ class ChunkedTD3(Agent):
         spec = CriticSpec(obs_dim=groups[self.critic_group], action_dim=A, chunk_len=H)
         self.critic = make_critic(critic_cfg, spec).to(self.device)
         self.critic.target_critic()
-        self.actor = ChunkedActor(D, A, H, list(cfg.actor_hidden_dims), cfg.activation).to(self.device)
+        self.actor = ChunkedActor(D, A, self.actor_len, list(cfg.actor_hidden_dims), cfg.activation).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         opt = torch.optim.AdamW if cfg.weight_decay > 0 else torch.optim.Adam
         extra = {"weight_decay": cfg.weight_decay} if cfg.weight_decay > 0 else {}
         self.critic_optimizer = opt(self.critic.parameters(), lr=cfg.critic_lr, **extra)
         self.actor_optimizer = opt(self.actor.parameters(), lr=cfg.actor_lr, **extra)
         self.buffer = ReplayBuffer(max(1, math.ceil(cfg.buffer_size / N)), N, groups, A, self.device)
-        self.executor = ChunkExecutor(N, H, A, cfg.execution, cfg.execute_len or None, cfg.ensemble_decay, self.device)
+        self.executor = ChunkExecutor(N, self.actor_len, A, cfg.execution, cfg.execute_len or None, cfg.ensemble_decay,
+                                      self.device)
         self.env_steps, self.updates, self.update_credit = 0, 0, 0.0
+        # AC3's success-only actor: per buffer row, the episode it belongs to and whether that episode succeeded.
+        self.episode_id = torch.zeros(self.buffer.capacity, N, dtype=torch.long, device=self.device)
+        self.succeeded = torch.zeros(self.buffer.capacity, N, dtype=torch.bool, device=self.device)
+        self.current_episode = torch.zeros(N, dtype=torch.long, device=self.device)
 
     # --- acting --------------------------------------------------------------------------------
 
@@ -130,7 +155,7 @@ class ChunkedTD3(Agent):
         return (chunk + torch.randn_like(chunk) * self.cfg.exploration_noise).clamp(-1.0, 1.0)
 
     def _random(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.rand(obs.shape[0], self.chunk_len, self.env.action_dim, device=self.device) * 2 - 1
+        return torch.rand(obs.shape[0], self.actor_len, self.env.action_dim, device=self.device) * 2 - 1
 
     @torch.no_grad()
     def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
@@ -147,6 +172,8 @@ class ChunkedTD3(Agent):
         """Store the step with its true next observation; done envs drop their plans."""
         done = step.terminated | step.truncated
         next_obs = ReplayBuffer.true_next_obs(step.obs, step.info["final_obs"], done)
+        if self.cfg.success_only_actor:
+            self._track_success(done, step.info)
         self.buffer.add(obs, self.from_env_action(action), step.reward, next_obs, step.terminated, step.truncated)
         for g, norm in self.normalizers.items():
             if isinstance(norm, EmpiricalNormalizer):
@@ -155,6 +182,21 @@ class ChunkedTD3(Agent):
         self.env_steps += self.env.num_envs
         if self.env_steps >= self.cfg.learning_starts:
             self.update_credit += self.env.num_envs * self.cfg.utd_ratio
+
+    def _track_success(self, done: torch.Tensor, info: dict) -> None:
+        """Label the row about to be written with its episode; mark every stored row of episodes that end in
+        success now (``done`` ``[N]``)."""
+        if "success" not in info:
+            raise ValueError("agent.success_only_actor needs a task that reports info['success']; "
+                             "set agent.success_only_actor=false for this task")
+        row = self.buffer.position
+        self.episode_id[row] = self.current_episode
+        self.succeeded[row] = False
+        hit = done & info["success"].to(self.device)
+        if bool(hit.any()):
+            cols = hit.nonzero().squeeze(-1)
+            self.succeeded[:, cols] |= self.episode_id[:, cols] == self.current_episode[cols]
+        self.current_episode += done.long()
 
     def ready(self) -> bool:
         """True past warm-up with at least one update owed."""
@@ -178,16 +220,46 @@ class ChunkedTD3(Agent):
         metrics["train/updates"] = float(self.updates)
         return metrics
 
+    def policy_value(self, obs: Obs, target: bool = False) -> torch.Tensor:
+        """``[B, G]`` value of the actor's chunk at normalised ``obs`` (groups ``[B, dim]``): the long critic's
+        ``Q(s, pi(s))``, or DQC's partial critic ``Q_P(s, pi(s))``. ``target``: target actor with TD3's clipped
+        smoothing noise and target critic reduced by ``target_reduce``; else the online ones by ``actor_reduce``."""
+        cfg = self.cfg
+        chunk = (self.actor_target if target else self.actor)(obs["policy"])
+        if target:
+            noise = (torch.randn_like(chunk) * cfg.target_policy_noise).clamp(-cfg.target_noise_clip,
+                                                                             cfg.target_noise_clip)
+            chunk = (chunk + noise).clamp(-1.0, 1.0)
+        critic = self.critic.target_critic() if target else self.critic
+        reduce = cfg.target_reduce if target else cfg.actor_reduce
+        if self.actor_len < self.chunk_len:
+            values = critic.partial_estimates(obs[self.critic_group], chunk)
+        else:
+            values = critic.estimates(obs[self.critic_group], chunk)
+        return reduce_members(values, reduce, getattr(self.critic, "subset", 2))
+
+    @torch.no_grad()
+    def critic_target(self, batch: ChunkBatch) -> torch.Tensor:
+        """``[B, G]`` TD target of the sampled chunks: the chunk return plus its bootstrap, or with
+        ``intra_chunk_returns`` the mean of the intra-chunk ``k``-step targets over executed prefixes."""
+        if not self.cfg.intra_chunk_returns:
+            next_v = self.policy_value(batch.next_obs, target=True)
+            return batch.target.returns[:, None] + batch.target.discount[:, None] * next_v
+        B, h = batch.rewards.shape
+        step_next = self.normalize({g: v[batch.rows, batch.env[:, None]].flatten(0, 1)
+                                    for g, v in self.buffer.next_obs.items()})
+        boot = self.policy_value(step_next, target=True).reshape(B, h, -1)  # [B, h, G]
+        G = boot.shape[-1]
+        targets, executed = intra_chunk_returns(
+            batch.rewards.repeat_interleave(G, 0), batch.terminated.repeat_interleave(G, 0),
+            batch.truncated.repeat_interleave(G, 0), boot.permute(0, 2, 1).reshape(B * G, h), self.cfg.gamma)
+        weight = executed.float()
+        return ((targets * weight).sum(1) / weight.sum(1)).reshape(B, G)
+
     def learn(self, batch: ChunkBatch) -> dict[str, float]:
         """Critic regression on valid chunks; every ``policy_delay`` updates the actor and targets."""
         cfg, valid = self.cfg, batch.target.valid
-        with torch.no_grad():
-            next_chunk = self.actor_target(batch.next_obs["policy"])
-            noise = (torch.randn_like(next_chunk) * cfg.target_policy_noise).clamp(
-                -cfg.target_noise_clip, cfg.target_noise_clip)
-            next_q = self.critic(batch.next_obs[self.critic_group], (next_chunk + noise).clamp(-1.0, 1.0),
-                                 reduce=cfg.target_reduce, target=True, subset=getattr(self.critic, "subset", 2))
-            target = batch.target.returns[:, None] + batch.target.discount[:, None] * next_q
+        target = self.critic_target(batch)
         critic_obs = batch.obs[self.critic_group]
         metrics = {"train/valid_chunks": float(valid.float().mean())}
         if bool(valid.any()):
@@ -197,14 +269,19 @@ class ChunkedTD3(Agent):
             self.critic_optimizer.step()
             metrics.update({f"loss/{k}": v for k, v in critic_metrics.items()})
         if self.updates % cfg.policy_delay == 0:
-            self.critic.requires_grad_(False)
-            q = self.critic(critic_obs, self.actor(batch.obs["policy"]), reduce=cfg.actor_reduce)
-            actor_loss = -q.mean()
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            self.actor_optimizer.step()
-            self.critic.requires_grad_(True)
-            metrics["loss/actor"] = float(actor_loss.detach())
+            states = batch.obs
+            if cfg.success_only_actor:
+                keep = self.succeeded[batch.rows[:, 0], batch.env]
+                metrics["train/success_states"] = float(keep.float().mean())
+                states = {g: v[keep] for g, v in batch.obs.items()}
+            if states["policy"].shape[0] > 0:
+                self.critic.requires_grad_(False)
+                actor_loss = -self.policy_value(states).mean()
+                self.actor_optimizer.zero_grad(set_to_none=True)
+                actor_loss.backward()
+                self.actor_optimizer.step()
+                self.critic.requires_grad_(True)
+                metrics["loss/actor"] = float(actor_loss.detach())
             self.critic.update_target(cfg.tau)
             with torch.no_grad():
                 torch._foreach_lerp_(list(self.actor_target.parameters()), list(self.actor.parameters()), cfg.tau)
@@ -224,6 +301,7 @@ class ChunkedTD3(Agent):
         state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
         if self.cfg.checkpoint_buffer:
             state["buffer"] = self.buffer.state_dict()
+            state["episodes"] = {"id": self.episode_id, "succeeded": self.succeeded, "current": self.current_episode}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -235,6 +313,9 @@ class ChunkedTD3(Agent):
         self.env_steps, self.updates, self.update_credit = int(c["env_steps"]), int(c["updates"]), float(c["credit"])
         if "buffer" in state:
             self.buffer.load_state_dict(state["buffer"])
+            self.episode_id.copy_(state["episodes"]["id"])
+            self.succeeded.copy_(state["episodes"]["succeeded"])
+            self.current_episode.copy_(state["episodes"]["current"])
         self.executor.reset(torch.ones(self.env.num_envs, dtype=torch.bool, device=self.device))
 
     def policy(self) -> nn.Module:
