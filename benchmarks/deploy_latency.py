@@ -71,7 +71,7 @@ def run(policy: Path, executor: str, duration: float, domain_id: int, work: Path
     stats_file = work / f"stats_{executor}.json"
     extra = {
         "policy_node": {"control_hz": 1e3 / PERIOD_MS, "executor": executor, "stats_file": str(stats_file),
-                        "stats_samples": True},
+                        "stats_samples": True, "stats_capacity": int((duration + 60) * 1e3 / PERIOD_MS)},
         "sim_robot": {"physics_dt": 0.002, "publish_hz": 500.0, "task": "so101_reach", "episode_s": 4.0},
     }
     nodes = NodeProcesses("sim2sim.launch.yaml", {"policy": str(policy)}, domain_id, work, extra=extra)

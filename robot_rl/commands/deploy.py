@@ -39,7 +39,8 @@ def _sim2sim(args: argparse.Namespace) -> int:
     if args.episodes:
         try:
             results = run_episodes(Path(args.policy), args.robot, args.episodes, args.episode_s, args.latency_ms,
-                                   args.noise, args.domain_id, args.seed, args.namespace, args.launch)
+                                   args.noise, args.domain_id, args.seed, args.namespace, args.launch,
+                                   rt_priority=args.rt_priority)
         except RuntimeError as exc:
             print(exc, file=sys.stderr)
             return 1
@@ -76,15 +77,19 @@ def _sim_params(latency_ms: float, noise: float, seed: int) -> dict[str, object]
 def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 4.0, latency_ms: float = 0.0,
                  noise: float = 0.0, domain_id: int = 0, seed: int = 0, namespace: str = "",
                  launch: str = "sim2sim.launch.yaml", warmup: int = 1,
-                 policy_params: dict[str, object] | None = None) -> list[tuple[float, float]]:
+                 policy_params: dict[str, object] | None = None, rt_priority: int = 0) -> list[tuple[float, float]]:
     """Play reach episodes of the artifact's task through ROS 2; ``[(success 0/1, final distance m)]``.
 
     The first ``warmup`` episodes (they include the policy node's soft start) are not returned.
     ``policy_params`` override policy node parameters (e.g. ``{"max_step_change": "[1.0, ...]"}``).
+    ``rt_priority > 0``: both nodes run in SCHED_FIFO at that priority from the end of the first
+    episode (after start-up), as control processes on a robot computer.
     """
     from robot_rl.deploy.artifact import load_meta
     from robot_rl.deploy.node_procs import NodeProcesses
 
+    if rt_priority and warmup < 1:
+        raise ValueError("rt_priority needs warmup >= 1: real-time scheduling starts after the first episode")
     task = load_meta(policy).task
     if not task:
         raise RuntimeError(f"{policy}/policy.yaml has no task: episodes need the training task's targets")
@@ -103,9 +108,13 @@ def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 4.0
     results: list[tuple[float, float]] = []
     node.create_subscription(Float64MultiArray, "sim/episode", lambda m: results.append((m.data[1], m.data[2])), 10)
     deadline = time.monotonic() + 120 + (episodes + warmup) * episode_s * 3
+    realtime = False
     try:
         while len(results) < episodes + warmup and time.monotonic() < deadline and not nodes.exited():
             executor.spin_once(timeout_sec=0.1)
+            if rt_priority and results and not realtime:
+                nodes.set_realtime(rt_priority)
+                realtime = True
     finally:
         codes = nodes.stop()
         executor.shutdown()
@@ -141,5 +150,8 @@ def main(argv: list[str]) -> int:
     sim.add_argument("--seed", type=int, default=0, help="seed of the simulated robot")
     sim.add_argument("--launch", default="sim2sim.launch.yaml", help="launch file (name in ros_nodes/launch or path)")
     sim.add_argument("--print-commands", action="store_true", help="print each node's command line (no --episodes)")
+    sim.add_argument("--rt-priority", type=int, default=0,
+                     help="with --episodes: run both nodes in SCHED_FIFO at this priority after the first episode "
+                          "(needs root or rtprio rights; 0: normal scheduling)")
     args = parser.parse_args(argv)
     return _check(args) if args.action == "check" else _sim2sim(args)

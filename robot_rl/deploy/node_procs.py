@@ -68,6 +68,18 @@ class NodeProcesses:
         """``{node: exit code}`` of the nodes that have stopped."""
         return {name: p.returncode for name, p in self.procs.items() if p.poll() is not None}
 
+    def set_realtime(self, priority: int) -> None:
+        """Every thread of every running node to SCHED_FIFO ``priority`` (as ``chrt -a -f -p``); threads
+        made later inherit it. Raises ``PermissionError`` without the right (root, CAP_SYS_NICE or rtprio)."""
+        for proc in self.procs.values():
+            if proc.poll() is not None:
+                continue
+            for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                try:
+                    os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(priority))
+                except ProcessLookupError:  # the thread ended meanwhile
+                    continue
+
     def stop(self, timeout: float = 10.0) -> dict[str, int]:
         """SIGINT every node (as ``ros2 launch`` does on Ctrl-C), kill after ``timeout``; exit codes."""
         for proc in self.procs.values():

@@ -71,6 +71,7 @@ PARAMS = {
     "stats_samples": (bool, False),  # stats_file also holds every kept tick's timings (benchmarks)
     "stats_capacity": (int, 4096),  # ticks kept for the statistics (4096: 82 s at 50 Hz)
     "executor": (str, "single"),  # single | events (rclpy's EventsExecutor)
+    "rt_priority": (int, 0),  # > 0: SCHED_FIFO at this priority for the whole node (needs rtprio rights)
 }
 
 
@@ -274,6 +275,12 @@ def main(args: list[str] | None = None) -> int:
         return 2
     executor = make_executor(node.p["executor"])
     executor.add_node(node)
+    if node.p["rt_priority"]:
+        try:
+            count = spin.set_realtime(node.p["rt_priority"])
+            node.get_logger().info(f"real-time scheduling: SCHED_FIFO {node.p['rt_priority']} on {count} threads")
+        except (PermissionError, ValueError) as exc:
+            node.get_logger().warning(f"normal scheduling: {exc}")
     try:
         # SingleThreadedExecutor: no wait slice (the watchdog timer wakes it at least once per period); the
         # EventsExecutor keeps the 50 ms slice (without one it did not return to Python to see SIGINT)

@@ -10,6 +10,7 @@ destroy a timeout timer at every wake-up (500 times a second with 500 Hz joint s
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -35,3 +36,23 @@ def spin(executor: Executor, stop: threading.Event, timeout_sec: float | None = 
     """
     while not stop.is_set() and rclpy.ok():
         executor.spin_once(timeout_sec=timeout_sec)
+
+
+def set_realtime(priority: int) -> int:
+    """Put every thread of this process in SCHED_FIFO at ``priority`` (1-99); returns the thread count.
+
+    Threads made later (DDS, onnxruntime) inherit it. Raises ``PermissionError`` naming the fix when the
+    process may not (no CAP_SYS_NICE and no ``rtprio`` limit).
+    """
+    if not 1 <= priority <= 99:
+        raise ValueError(f"real-time priority {priority} must be in 1..99 (0 leaves normal scheduling).")
+    threads = [int(t) for t in os.listdir("/proc/self/task")]
+    try:
+        for tid in threads:
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+    except PermissionError as exc:
+        raise PermissionError(
+            f"SCHED_FIFO {priority} refused ({exc}); allow it with `ulimit -r {priority}` (or a line "
+            f"'<user> - rtprio {priority}' in /etc/security/limits.conf), run as root, or set rt_priority:=0."
+        ) from exc
+    return len(threads)

@@ -7,6 +7,7 @@ so101 parameter file; policies are tiny networks exported in the test.
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import numpy as np
@@ -147,11 +148,17 @@ def test_mismatched_artifact_is_refused_and_nothing_published(setup, tmp_path):
     assert probe.received() == []
 
 
-def test_nan_from_corrupted_policy_is_blocked(setup, tmp_path):
+def test_nan_from_corrupted_policy_is_blocked_at_realtime_priority(setup, tmp_path):
     probe, start = setup
     stats = tmp_path / "stats.json"
-    nodes = start(export(tmp_path, SqrtNet()), soft_start_s=0.0, stats_file=str(stats))
+    nodes = start(export(tmp_path, SqrtNet()), soft_start_s=0.0, stats_file=str(stats), rt_priority=10)
     wait_started(probe, nodes)
+    proc = nodes.procs["policy_node"]
+    assert probe.wait_for(lambda: "scheduling" in nodes.log("policy_node"), 30), nodes.log("policy_node")
+    if "real-time scheduling: SCHED_FIFO 10" in nodes.log("policy_node"):  # root / rtprio rights
+        assert os.sched_getscheduler(proc.pid) == os.SCHED_FIFO
+    else:  # refused: the node says how to allow it and runs on
+        assert "normal scheduling: SCHED_FIFO 10 refused" in nodes.log("policy_node")
     # joint 0 alternates 0.1 rad above / below its default every 0.3 s: the policy returns NaN half the time
     probe.state_fn = lambda t: DEFAULT + np.array([0.1 if int(t / 0.3) % 2 else -0.1, 0, 0, 0, 0, 0])
     assert probe.wait_for(lambda: len(probe.received()) >= 60, 60)
