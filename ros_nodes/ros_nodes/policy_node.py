@@ -3,9 +3,9 @@
 Subscribes JointState (+ Imu, + Twist velocity command, + PoseStamped target, as the policy's
 observation terms require), rebuilds the training observation (:mod:`robot_rl.deploy.observation`),
 runs the ONNX policy, passes the target through the safety layer (:mod:`robot_rl.deploy.safety`)
-and publishes a Float64MultiArray or JointTrajectory. A tick runs on the first JointState after
-each control period (lowest latency), or from a watchdog timer one period after the last tick
-when states stop.
+and publishes a Float64MultiArray or JointTrajectory. A tick runs in the callback of the first
+JointState after each control period (event-driven: lowest latency), or from a watchdog timer one
+period after the last tick when states stop.
 
 Topics (relative: a namespace applies): ``estop`` (std_msgs/Bool, True latches), ``diagnostics``
 (diagnostic_msgs/DiagnosticArray, 1 Hz). Service ``~/enable`` (std_srvs/SetBool): True clears the
@@ -189,10 +189,17 @@ class PolicyNode(Node):
 
     # ---------------------------------------------------------------- control loop
     def _on_watchdog_timer(self) -> None:
-        """Fires one period after the last tick (reset there): ticks when no JointState did."""
+        """Fires one period after the last tick (reset there): ticks when no JointState did.
+
+        While states flow (the latest is less than one period old) it leaves the tick to the JointState
+        callback: rclpy runs ready timers before ready subscriptions, so ticking here would use the
+        previous state while the fresh one waits in the queue.
+        """
         now = time.monotonic()
-        if now >= self._next_tick - 0.002:
+        flowing = self.state_time is not None and now - self.state_time < self.period
+        if now >= self._next_tick - 0.002 and not flowing:
             self._receive_ms = float("nan")
+            self.stats.count("watchdog_ticks")
             self._tick(now)
 
     def _policy_target(self) -> np.ndarray | None:
