@@ -5,7 +5,9 @@ dataset exists, and clone them (``robot-rl bc``'s gaussian actor) as a BC-only r
 seed, two arms with the same networks, settings and env-step budget:
 
 - ``sac``: SAC with a LayerNorm Q ensemble (``critic=ensemble_ln``), the critic reading the policy observation;
-- ``rlpd``: the same agent whose every batch is half demo transitions (``agent=rlpd``).
+- ``rlpd``: the same agent whose every batch is half demo transitions (``agent=rlpd``);
+- ``rlpd_bc`` (``--arms``): ``rlpd`` whose actor starts from the BC clone and keeps a BC penalty on the
+  demo rows (``agent.bc_weight``).
 
 Every ``--eval-every`` env steps the deterministic policy runs ``--episodes`` fresh episodes. Printed:
 the curves, final success per arm, env steps to reach 50% / 80%, and the issue's ratio (env steps the
@@ -23,11 +25,13 @@ import json
 import os
 import resource
 import statistics
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-ARMS = ("sac", "rlpd")
+ARMS = ("sac", "rlpd", "rlpd_bc")
+COLORS = {"sac": "tab:blue", "rlpd": "tab:orange", "rlpd_bc": "tab:green"}
 
 
 def record_demos(task: str, root: Path, episodes: int) -> None:
@@ -42,7 +46,7 @@ def record_demos(task: str, root: Path, episodes: int) -> None:
 
 
 def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: int, eval_every: int,
-            episodes: int, utd: float, learning_starts: int, init_alpha: float) -> dict:
+            episodes: int, utd: float, learning_starts: int, init_alpha: float, bc_weight: float) -> dict:
     """Train one arm; returns its curve ``[(env_steps, success)]`` and CPU/wall seconds."""
     import torch
 
@@ -61,6 +65,12 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
     common = dict(learning_starts=learning_starts, utd_ratio=utd, buffer_size=max(steps, 10_000), init_alpha=init_alpha)
     if arm == "rlpd":
         cfg = RLPDConfig(demos=demos, critic_obs="policy", **common)
+    elif arm == "rlpd_bc":  # actor + normaliser from a gaussian BC clone of the demos, kept near them by bc_weight
+        from robot_rl.demos.bc import BCConfig, save_bc, train_bc
+
+        bc_dir = save_bc(train_bc(demos, BCConfig(seed=seed), progress=False), tempfile.mkdtemp(prefix="bc_"))
+        cfg = RLPDConfig(demos=demos, critic_obs="policy", bc_checkpoint=str(bc_dir), normalize_obs=True,
+                         bc_weight=bc_weight, **common)
     else:  # the same critic input as rlpd: the policy observation (demos record no critic group)
         cfg = SACConfig(**common)
         spec = dataclasses.replace(spec, observation_dims={"policy": spec.observation_dims["policy"]})
@@ -115,7 +125,8 @@ def plot(results: list[dict], bc: list[dict], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    for arm, color in zip(ARMS, ("tab:blue", "tab:orange"), strict=True):
+    for arm in [a for a in ARMS if any(r["arm"] == a for r in results)]:
+        color = COLORS[arm]
         curves = [r["curve"] for r in results if r["arm"] == arm]
         for c in curves:
             ax.plot([s for s, _ in c], [v for _, v in c], color=color, alpha=0.3, lw=1)
@@ -144,6 +155,10 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=2000)
     p.add_argument("--episodes", type=int, default=32, help="eval episodes per point")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (one torch thread each)")
+    p.add_argument("--arms", default="sac,rlpd", help=f"comma-separated, of {ARMS} (rlpd_bc: BC-initialised actor)")
+    p.add_argument("--bc-weight", type=float, default=1.0, help="rlpd_bc: agent.bc_weight (BC penalty on demo rows)")
+    p.add_argument("--merge", type=Path, nargs="*", default=[],
+                   help="curves.json of earlier runs (other arms/seeds) to tabulate and plot with this one")
     p.add_argument("--out", type=Path, default=Path("outputs/benchmarks/demos_vs_rl"))
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -153,14 +168,25 @@ def main() -> None:
         record_demos(args.task, demos, args.demos_episodes)
     args.out.mkdir(parents=True, exist_ok=True)
     start, load0 = time.monotonic(), os.getloadavg()
-    jobs = [(arm, seed) for seed in seeds for arm in ARMS]
+    arms = args.arms.split(",")
+    if unknown := sorted(set(arms) - set(ARMS)):
+        p.error(f"--arms {unknown} unknown; choose from {ARMS}")
+    jobs = [(arm, seed) for seed in seeds for arm in arms]
     with ProcessPoolExecutor(args.workers) as pool:
         bc_futures = [pool.submit(bc_reference, str(demos), args.task, args.episodes, s) for s in seeds]
         futures = [pool.submit(run_arm, arm, args.task, str(demos), args.steps, seed, args.num_envs,
-                               args.eval_every, args.episodes, args.utd, args.learning_starts, args.init_alpha)
+                               args.eval_every, args.episodes, args.utd, args.learning_starts, args.init_alpha,
+                               args.bc_weight)
                    for arm, seed in jobs]
         bc = [f.result() for f in bc_futures]
         results = [f.result() for f in futures]
+    for earlier in args.merge:
+        saved = json.loads(earlier.read_text())
+        have = {(r["arm"], r["seed"]) for r in results}
+        results += [r for r in saved["results"] if (r["arm"], r["seed"]) not in have]
+        bc += [b for b in saved["bc"] if b["seed"] not in {x["seed"] for x in bc}]
+    results.sort(key=lambda r: (r["seed"], ARMS.index(r["arm"])))
+    seeds = sorted({r["seed"] for r in results})
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.monotonic() - start
     (args.out / "curves.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
@@ -173,23 +199,28 @@ def main() -> None:
     for r in results:
         print(f"{r['arm'] + ' seed ' + str(r['seed']):<16}" + " ".join(f"{v:7.3f}" for _, v in r["curve"]))
     print("BC only (gaussian actor): " + ", ".join(f"seed {b['seed']} {b['success']:.3f}" for b in bc))
-    finals = {arm: [r["curve"][-1][1] for r in results if r["arm"] == arm] for arm in ARMS}
-    for arm in ARMS:
+    present = [a for a in ARMS if any(r["arm"] == a for r in results)]
+    for arm in present:
         arm_results = [r for r in results if r["arm"] == arm]
+        finals = [r["curve"][-1][1] for r in arm_results]
         reach = {lvl: [steps_to_reach(r["curve"], lvl) for r in arm_results] for lvl in (0.5, 0.8)}
-        print(f"{arm}: final success mean {statistics.fmean(finals[arm]):.3f} {finals[arm]}; env steps to 50%: "
+        print(f"{arm}: final success mean {statistics.fmean(finals):.3f} {finals}; env steps to 50%: "
               f"{reach[0.5]}, to 80%: {reach[0.8]}; CPU {sum(r['cpu_s'] for r in arm_results):.0f} s")
-    ratios = []
-    for seed in seeds:
-        sac = next(r["curve"] for r in results if r["arm"] == "sac" and r["seed"] == seed)
-        rlpd = next(r["curve"] for r in results if r["arm"] == "rlpd" and r["seed"] == seed)
-        if sac[-1][1] > 0:
-            ratios.append(steps_to_reach(rlpd, sac[-1][1]) / steps_to_reach(sac, sac[-1][1]))
-    if ratios:
-        print(f"env steps for rlpd to reach sac's final success / sac's own: {ratios} (target <= 0.5)")
-    else:
-        print("sac's final success is 0 in every seed: the target ratio is met only trivially "
-              f"(rlpd reaches sac's 0 at step {results[0]['curve'][0][0]})")
+    for arm in [a for a in present if a != "sac"]:
+        ratios, pairs = [], 0
+        for seed in seeds:
+            sac = next((r["curve"] for r in results if r["arm"] == "sac" and r["seed"] == seed), None)
+            demo = next((r["curve"] for r in results if r["arm"] == arm and r["seed"] == seed), None)
+            if sac is None or demo is None:
+                continue
+            pairs += 1
+            if sac[-1][1] > 0:
+                ratios.append(steps_to_reach(demo, sac[-1][1]) / steps_to_reach(sac, sac[-1][1]))
+        if ratios:
+            print(f"env steps for {arm} to reach sac's final success / sac's own: {ratios} (target <= 0.5)")
+        elif pairs:
+            print(f"sac's final success is 0 in all {pairs} seed(s) paired with {arm}: the <= 0.5x target is met "
+                  "only trivially (0 success needs 0 steps)")
     print(f"wall {wall:.0f} s, CPU {children.ru_utime + children.ru_stime:.0f} s (all processes), load average "
           f"{load0[0]:.1f} at start / {os.getloadavg()[0]:.1f} at end (2 shared cores), workers {args.workers}")
     print(f"wrote {args.out / 'curves.json'} and {args.out / 'demos_vs_rl.png'}")

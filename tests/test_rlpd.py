@@ -13,7 +13,7 @@ import sim
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.rlpd import RLPD, RLPDConfig
 from robot_rl.critics import CriticSpec, make_critic
-from robot_rl.critics.layer_norm import LayerNormEnsembleCriticConfig
+from robot_rl.critics.layer_norm import LayerNormEnsembleCritic, LayerNormEnsembleCriticConfig
 from robot_rl.data.demo_buffer import DemoMixReplay, demo_replay
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.demos.bc import BCConfig, save_bc, train_bc
@@ -148,6 +148,15 @@ def test_bc_initialised_actor(reach_demos: Path, tmp_path: Path) -> None:
     with torch.no_grad():
         expected = result.actor(result.normalizer(probe))
     torch.testing.assert_close(agent.policy()(probe), expected)
+    assert agent.normalizers["policy"].until == int(result.normalizer.count)  # frozen at the BC statistics
+    # bc_weight: the actor's objective on the demo rows (first half) loses bc_weight * ||a - a_demo||^2
+    weighted = make_rlpd(reach_demos, env, bc_weight=3.0)
+    critic_obs, action = torch.randn(4, 21), torch.rand(4, 6) * 2 - 1
+    plain = weighted.actor_q(critic_obs, action)
+    weighted._demo_actions = torch.zeros(2, 6)
+    penalised = weighted.actor_q(critic_obs, action)
+    torch.testing.assert_close(penalised[:2], plain[:2] - 3.0 * action[:2].pow(2).sum(-1))
+    torch.testing.assert_close(penalised[2:], plain[2:])
     with pytest.raises(ValueError, match=r"set agent\.normalize_obs=true"):
         make_rlpd(reach_demos, env, actor_hidden_dims=[64, 64], bc_checkpoint=str(tmp_path / "bc"))
     with pytest.raises(ValueError, match="rlpd needs a gaussian one"):
@@ -163,7 +172,7 @@ def test_train_command_with_rlpd(reach_demos: Path, tmp_path: Path) -> None:
 
     run = tmp_path / "run"
     assert main(["train", "task.name=so101_reach", "task.num_envs=4", "task.total_steps=200", "agent=rlpd",
-                 "critic=ensemble_ln", f"agent.demos={reach_demos}", "agent.learning_starts=40",
+                 f"agent.demos={reach_demos}", "agent.learning_starts=40",
                  "agent.batch_size=32", "agent.buffer_size=2000", "agent.iteration_steps=100", "eval_episodes=2",
                  "export_formats=[]", "logger=none", "logger.progress=false", f"hydra.run.dir={run}",
                  "+task.env.episode_s=1.0"]) == 0
@@ -171,3 +180,4 @@ def test_train_command_with_rlpd(reach_demos: Path, tmp_path: Path) -> None:
 
     runner = open_run(run, num_envs=4)  # the saved online buffer is [capacity, 4 envs]
     assert isinstance(runner.agent, RLPD) and runner.env_steps == 200 and runner.agent.updates > 0
+    assert isinstance(runner.agent.critic, LayerNormEnsembleCritic)  # agent=rlpd alone selects critic=ensemble_ln

@@ -1,6 +1,6 @@
 """RLPD: SAC with demonstrations in a separate replay partition, sampled 50/50 (Ball et al. 2023).
 
-``agent=rlpd critic=ensemble_ln agent.demos=<dataset dir>``. Ball et al., "Efficient Online
+``agent=rlpd agent.demos=<dataset dir>`` (its critic defaults to ``critic=ensemble_ln``). Ball et al., "Efficient Online
 Reinforcement Learning with Offline Data" (ICML 2023): off-policy RL needs three changes to profit from
 offline data: *symmetric sampling* (each batch half demo, half online:
 :class:`~robot_rl.data.demo_buffer.DemoMixReplay`),
@@ -28,6 +28,7 @@ import torch
 from robot_rl.agents.base import EnvSpec, register_agent
 from robot_rl.agents.sac import SAC, SACConfig
 from robot_rl.data.demo_buffer import DemoMixReplay, demo_features, demo_replay
+from robot_rl.data.replay_buffer import ReplayBatch
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 CRITIC_OBS = ("auto", "policy", "critic")
@@ -45,6 +46,9 @@ class RLPDConfig(SACConfig):
             normaliser; needs ``normalize_obs=true``) from.
         critic_obs: ``auto`` (the ``critic`` group if the demos recorded it, else ``policy``), ``policy``
             or ``critic``.
+        bc_weight: ``> 0`` subtracts ``bc_weight * ||a - a_demo||^2`` from the actor's objective on the demo rows
+            of each batch (``a`` the sampled action; a TD3+BC-style regulariser that keeps a BC-initialised
+            actor near the demos; 0 = RLPD as published).
     """
 
     demos: str | None = None
@@ -52,6 +56,7 @@ class RLPDConfig(SACConfig):
     only_success_demos: bool = False
     bc_checkpoint: str | None = None
     critic_obs: str = "auto"
+    bc_weight: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -59,6 +64,8 @@ class RLPDConfig(SACConfig):
             raise ValueError(f"agent.demo_fraction must be in [0, 1], got {self.demo_fraction}")
         if self.critic_obs not in CRITIC_OBS:
             raise ValueError(f"agent.critic_obs must be one of {CRITIC_OBS}, got {self.critic_obs!r}")
+        if self.bc_weight < 0:
+            raise ValueError(f"agent.bc_weight must be >= 0, got {self.bc_weight}")
 
 
 @register_agent("rlpd", RLPDConfig)
@@ -82,6 +89,7 @@ class RLPD(SAC):
                                     cfg.demo_fraction, self.device)
         self.demo_transitions = len(demos)
         """Transitions in the demo partition (checked again on resume)."""
+        self._demo_actions: torch.Tensor | None = None  # demo rows' actions of the batch being learned
         if cfg.bc_checkpoint:
             self._load_bc(cfg.bc_checkpoint)
         else:
@@ -122,6 +130,25 @@ class RLPD(SAC):
         for norm in self.normalizers.values():
             if norm.mean.shape == bc.normalizer.mean.shape:
                 norm.load_state_dict(bc.normalizer.state_dict())
+                norm.until = int(norm.count)  # frozen: the cloned actor only knows these statistics
+
+    def learn(self, batch: ReplayBatch) -> dict[str, float]:
+        """SAC's update; with ``bc_weight`` the batch's leading demo rows also anchor the actor."""
+        n_demo = self.buffer.demo_rows(batch.action.shape[0])
+        self._demo_actions = batch.action[:n_demo] if self.cfg.bc_weight > 0 and n_demo else None
+        try:
+            return super().learn(batch)
+        finally:
+            self._demo_actions = None
+
+    def actor_q(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """``[B]`` SAC's actor value, minus ``bc_weight * ||a - a_demo||^2`` on the demo rows (when set)."""
+        q = super().actor_q(critic_obs, action)
+        if self._demo_actions is None:
+            return q
+        n = self._demo_actions.shape[0]
+        penalty = (action[:n] - self._demo_actions).pow(2).sum(-1)
+        return torch.cat([q[:n] - self.cfg.bc_weight * penalty, q[n:]])
 
     def state_dict(self) -> dict[str, Any]:
         """SAC's state (online partition only) plus the demo partition's path and size."""
