@@ -25,7 +25,7 @@ from geometry_msgs.msg import PoseStamped, Twist
 from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import SetBool
@@ -118,7 +118,10 @@ class PolicyNode(Node):
 
         self.pub = self.create_publisher(command_class(self.command_type), p["command_topic"], 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "diagnostics", 10)
-        sensor_qos = qos_profile_sensor_data
+        # sensor data (best effort) keeping only the newest message: a node that falls behind (CPU
+        # starved) takes the freshest state instead of working through a queue of old ones
+        sensor_qos = QoSProfile(depth=1, reliability=qos_profile_sensor_data.reliability,
+                                durability=qos_profile_sensor_data.durability)
         self.create_subscription(JointState, p["joint_states_topic"], self._on_joint_state, sensor_qos)
         if terms & {"base_ang_vel", "projected_gravity"}:
             self.create_subscription(Imu, p["imu_topic"], self._on_imu, sensor_qos)
