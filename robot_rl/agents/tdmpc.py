@@ -125,6 +125,8 @@ class TDMPC(Agent):
         self.high = env.action_high.to(self.device).float()
         if not torch.isfinite(self.low).all() or not torch.isfinite(self.high).all() or (self.high <= self.low).any():
             raise ValueError(f"tdmpc needs finite action bounds with low < high, got {self.low} .. {self.high}")
+        self.critic_group = "policy"
+        """The observation group the world model encodes (the planner and prior act from it at deployment)."""
         critic = make_critic(critic_cfg, CriticSpec(obs_dim=D, action_dim=A)).to(self.device)
         if not isinstance(critic, WorldModelCritic):
             raise ValueError(f"agent=tdmpc needs the world-model critic (critic=world_model), got "
