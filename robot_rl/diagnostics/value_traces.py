@@ -72,7 +72,8 @@ def critic_estimates(agent: Any, obs: dict[str, torch.Tensor], action: torch.Ten
     Follows the agents' own conventions: the critic reads ``agent.critic_group``; off-policy agents
     feed it normalised observations (``agent.normalize``) and actions in ``[-1, 1]``
     (``agent.from_env_action``); world-model critics go through ``critic.encode``. A chunked critic
-    scores the chunk the agent's actor plans at ``obs`` (``agent.actor``), whose first action is ``action``.
+    scores the chunk the agent's actor plans at ``obs`` (``agent.actor``), whose first action is ``action``;
+    with DQC (the actor plans ``l < h`` actions) the partial critic ``Q_P`` scores it.
     """
     critic = agent.critic
     normalize = getattr(agent, "normalize", None)
@@ -81,7 +82,10 @@ def critic_estimates(agent: Any, obs: dict[str, torch.Tensor], action: torch.Ten
     if not critic.takes_action:
         return critic(x, reduce="none")
     if critic.spec.chunk_len > 1:
-        return critic(x, agent.actor(groups["policy"]), reduce="none")
+        chunk = agent.actor(groups["policy"])
+        if chunk.shape[1] < critic.spec.chunk_len:
+            return critic.partial_estimates(x, chunk)
+        return critic(x, chunk, reduce="none")
     to_unit = getattr(agent, "from_env_action", None)
     return critic(x, to_unit(action) if to_unit is not None else action, reduce="none")
 
@@ -105,7 +109,7 @@ def collect_traces(
         raise ValueError(f"execution must be one of {EXECUTIONS}, got {execution!r}")
     executor = None
     if execution == "open_loop":
-        H = agent.critic.spec.chunk_len
+        H = getattr(agent, "actor_len", agent.critic.spec.chunk_len)  # DQC executes its l-action chunks
         if H == 1:
             raise ValueError("open-loop execution needs a chunked agent (critic.chunk_len > 1)")
         executor = ChunkExecutor(env.num_envs, H, env.action_dim, "open_loop", device=env.device)
