@@ -147,7 +147,7 @@ def main() -> None:
     p.add_argument("--demos", default=None, help="dataset dir (default outputs/demos/<task>_<N>; recorded if absent)")
     p.add_argument("--demos-episodes", type=int, default=30, help="expert episodes to record (default 30)")
     p.add_argument("--steps", type=int, default=16_000, help="env steps per arm and seed")
-    p.add_argument("--seeds", default="0,1")
+    p.add_argument("--seeds", default="0,1", help='comma-separated; "" with --merge only tabulates and plots')
     p.add_argument("--num-envs", type=int, default=16)
     p.add_argument("--utd", type=float, default=1.0, help="gradient updates per env step (both arms)")
     p.add_argument("--learning-starts", type=int, default=1000)
@@ -162,9 +162,11 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("outputs/benchmarks/demos_vs_rl"))
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else []
+    if not seeds and not args.merge:
+        p.error("--seeds is empty: give seeds to run, or --merge earlier curves.json files to tabulate")
     demos = Path(args.demos or f"outputs/demos/{args.task}_{args.demos_episodes}")
-    if not (demos / "meta" / "info.json").is_file():
+    if seeds and not (demos / "meta" / "info.json").is_file():
         record_demos(args.task, demos, args.demos_episodes)
     args.out.mkdir(parents=True, exist_ok=True)
     start, load0 = time.monotonic(), os.getloadavg()
