@@ -151,3 +151,4 @@ def test_tdmpc_config_file_composes_to_the_typed_schema():
     cfg = compose(["agent=tdmpc", "critic=world_model", "agent.act_with=policy"])
     assert isinstance(cfg.agent, TDMPCConfig) and cfg.agent.act_with == "policy" and cfg.agent.horizon == 3
     assert isinstance(cfg.critic, WorldModelCriticConfig) and cfg.critic.plan_policy_samples == 24
+    assert isinstance(compose(["agent=tdmpc"]).critic, WorldModelCriticConfig)  # the agent's default critic

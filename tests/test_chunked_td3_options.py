@@ -8,6 +8,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3Config
+from robot_rl.config import compose
 from robot_rl.critics.chunked import ChunkedCriticConfig
 from robot_rl.math.chunk_targets import sample_chunks
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
@@ -158,3 +159,9 @@ def test_critic_report_traces_of_a_dqc_agent_score_its_partial_chunks_with_the_p
     for execution in ("replan", "open_loop"):
         traces = collect_traces(agent, env, 4, 0.9, execution=execution)
         assert len(traces) == 4 and traces[0].values.shape[1:] == (2, 1)  # [T, E, G]
+
+
+def test_agent_config_selects_the_chunked_critic_and_the_ac3_keys():
+    cfg = compose(["agent=chunked_td3", "agent.success_only_actor=true", "agent.intra_chunk_returns=true"])
+    assert isinstance(cfg.critic, ChunkedCriticConfig) and cfg.critic.partial_len == 0
+    assert cfg.agent.success_only_actor and cfg.agent.intra_chunk_returns
