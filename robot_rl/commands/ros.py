@@ -12,7 +12,8 @@ EPILOG = """examples:
   robot-rl ros params so101 --out /tmp/so101.yaml    # write it (atomically)
   robot-rl ros params --all --out-dir ros_nodes/config   # regenerate the packaged files
 
-The file has a /**/policy_node and a /**/sim_robot section (any namespace); pass it to a node with
+The file has /**/policy_node, /**/sim_robot, /**/demo_recorder and /**/demo_replay sections (any
+namespace); pass it to a node with
 `--ros-args --params-file FILE`, or let the launch files find share/ros_nodes/config/<robot>.yaml."""
 
 

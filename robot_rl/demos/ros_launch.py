@@ -25,20 +25,12 @@ from robot_rl.deploy.node_procs import node_command
 from robot_rl.deploy.ros_env import ros_environment, ros_nodes_path
 from robot_rl.deploy.ros_params import ros_params
 
-RECORDER_KEYS = ("robot", "joint_names", "joint_states_topic", "command_topic", "command_type")
-REPLAY_KEYS = (*RECORDER_KEYS, "lower", "upper", "max_step_change", "stale_state_timeout", "soft_start_s", "estop_mode")
-
 
 def demo_params(robot: dict[str, Any]) -> dict[str, Any]:
     """``{"/**/demo_recorder": ..., "/**/demo_replay": ..., "/**/sim_robot": ...}`` for a robot dict
-    (``RobotConfig.as_dict()``), taken from the policy node's generated parameters."""
+    (``RobotConfig.as_dict()``): the demo sections of the generated ``ros_nodes/config/<robot>.yaml``."""
     base = ros_params(robot)
-    policy = base["/**/policy_node"]["ros__parameters"]
-    return {
-        "/**/demo_recorder": {"ros__parameters": {k: policy[k] for k in RECORDER_KEYS}},
-        "/**/demo_replay": {"ros__parameters": {k: policy[k] for k in REPLAY_KEYS}},
-        "/**/sim_robot": base["/**/sim_robot"],
-    }
+    return {key: base[key] for key in ("/**/demo_recorder", "/**/demo_replay", "/**/sim_robot")}
 
 
 class _NoAliases(yaml.SafeDumper):
