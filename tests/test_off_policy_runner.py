@@ -56,6 +56,12 @@ def test_run_logs_checkpoints_and_resumes_where_it_stopped(tmp_path):
     result = resumed.learn(evaluate_and_export=False)
     assert (result.env_steps, result.updates, a.updates) == (2800, 7, 651)
 
+    # robot-rl eval / critic-report open a run with their own env count: the replay buffer (laid out per
+    # training env) is left behind, the networks are restored
+    inspected = OffPolicyRunner(_cfg(2800), tmp_path, env_factory=_factory, resume=True, num_envs=3)
+    assert inspected.env.num_envs == 3 and inspected.agent.buffer.size == 0
+    torch.testing.assert_close(inspected.agent.act({"policy": obs}, True), a.act({"policy": obs}, True))
+
 
 def test_sac_run_on_so101_reach_evaluates_and_exports_a_policy_artifact(tmp_path):
     cfg = compose([

@@ -125,6 +125,10 @@ class OnPolicyRunner:
                 f"resume={self.run_dir}: no complete checkpoint under {self.run_dir}/checkpoints"
             )
         _, state = load_checkpoint(ckpt, self.cfg.sim.device)
+        if self.env.num_envs != self.cfg.task.num_envs:
+            # Opened to evaluate/inspect with another env count (robot-rl eval, critic-report): a replay
+            # buffer laid out [capacity, training num_envs, ...] cannot be restored, and is not needed.
+            state["agent"].pop("buffer", None)
         self.agent.load_state_dict(state["agent"])
         runner = state["runner"]
         self.env_steps, self.updates = int(runner["env_steps"]), int(runner["updates"])
