@@ -73,3 +73,16 @@ def test_sac_run_on_so101_reach_evaluates_and_exports_a_policy_artifact(tmp_path
     assert result.env_steps == 800 and result.eval["episodes"] == 2
     assert (tmp_path / "eval.json").is_file()
     assert {p.name for p in result.artifact.iterdir()} >= {"policy.onnx", "policy.pt", "policy.yaml"}
+
+
+def test_a_run_on_a_task_without_a_robot_skips_export_and_says_so(tmp_path, capsys):
+    cfg = compose([
+        "task.name=half_cheetah", "agent=sac", "critic.hidden_dims=[16]", "agent.actor_hidden_dims=[16]",
+        "agent.learning_starts=32", "agent.utd_ratio=0.05", "agent.batch_size=16", "agent.iteration_steps=64",
+        "task.total_steps=128", "task.num_envs=2", "eval_episodes=1", "+task.env.max_episode_steps=20",
+        "logger=none", "logger.progress=false",
+    ])
+    result = OffPolicyRunner(cfg, tmp_path).learn()
+    assert result.env_steps == 128 and result.eval["episodes"] == 1 and result.artifact is None
+    assert "export skipped: task 'half_cheetah' has no robot" in capsys.readouterr().out
+    assert not (tmp_path / "policy").exists()

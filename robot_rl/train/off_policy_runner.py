@@ -74,10 +74,5 @@ class OffPolicyRunner(OnPolicyRunner):
             logger.close()
         result = RunResult(self.run_dir, self.env_steps, self.updates, self.elapsed_s, stats.means(), None, None)
         if evaluate_and_export:
-            result.eval = self.evaluate(cfg.eval_episodes) if cfg.eval_episodes > 0 else None
-            if cfg.export_formats:
-                from robot_rl.train.export_run import export_agent_policy
-
-                training = {"env_steps": self.env_steps, "eval": result.eval or {}}
-                result.artifact = export_agent_policy(agent, env, self.run_dir / "policy", cfg, training)
+            self.evaluate_and_export(result, env)
         return result

@@ -207,13 +207,24 @@ class OnPolicyRunner:
             self.run_dir, self.env_steps, self.updates, self.elapsed_s, stats.means(), None, None
         )
         if evaluate_and_export:
-            result.eval = self.evaluate(cfg.eval_episodes) if cfg.eval_episodes > 0 else None
-            if cfg.export_formats:
-                from robot_rl.train.export_run import export_agent_policy
-
-                training = {"env_steps": self.env_steps, "eval": result.eval or {}}
-                result.artifact = export_agent_policy(agent, env, self.run_dir / "policy", cfg, training)
+            self.evaluate_and_export(result, env)
         return result
+
+    def evaluate_and_export(self, result: RunResult, env: Any) -> None:
+        """End of training: ``cfg.eval_episodes`` deterministic episodes, then the contract-3 artifact of
+        ``cfg.export_formats`` (skipped, with a note, on tasks without a robot to deploy to)."""
+        cfg = self.cfg
+        result.eval = self.evaluate(cfg.eval_episodes) if cfg.eval_episodes > 0 else None
+        if not cfg.export_formats:
+            return
+        if getattr(env, "robot", None) is None or not hasattr(env, "observation_layout"):
+            print(f"export skipped: task {cfg.task.name!r} has no robot to deploy to (a gymnasium-style "
+                  "benchmark task); the checkpoints under checkpoints/ hold the policy")
+            return
+        from robot_rl.train.export_run import export_agent_policy
+
+        training = {"env_steps": self.env_steps, "eval": result.eval or {}}
+        result.artifact = export_agent_policy(self.agent, env, self.run_dir / "policy", cfg, training)
 
     def evaluate(self, episodes: int, video: Path | None = None) -> dict[str, Any]:
         """Evaluate the deterministic policy on a fresh env; writes ``<run>/eval.json``."""
