@@ -79,6 +79,9 @@ class ChunkedTD3Config(OffPolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.amp != "none":
+            raise ValueError(f"agent.amp={self.amp!r} is not supported by chunked_td3 (its update runs in float32); "
+                             "leave agent.amp at none")
         if self.n_step != 1:
             raise ValueError(
                 f"agent.n_step must be 1 for chunked_td3 (critic.chunk_len is the horizon), got {self.n_step}"

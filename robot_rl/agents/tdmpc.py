@@ -72,6 +72,9 @@ class TDMPCConfig(OffPolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.amp != "none":
+            raise ValueError(f"agent.amp={self.amp!r} is not supported by tdmpc (its update runs in float32); "
+                             "leave agent.amp at none")
         if self.horizon < 1:
             raise ValueError(f"agent.horizon must be >= 1, got {self.horizon}")
         if self.act_with not in ACT_WITH:
