@@ -1,27 +1,36 @@
 """Our PPO vs rsl_rl's PPO (PyPI ``rsl-rl-lib``) on the same VecEnv, side by side in one process.
 
 Both drive ``so101_reach`` with the same number of envs, steps per env, epochs, mini-batches,
-network sizes and PPO hyperparameters (read from ``configs/agent/ppo.yaml`` + overrides). The
-same recorder wraps the env for both, timing every finished episode, so "wall-clock to X%
-success" is measured identically: the first moment the success rate of the last ``num_envs``
-finished training episodes reaches the threshold. Each policy is then evaluated
-deterministically with ``robot_rl.train.evaluation.evaluate``.
+network sizes and PPO hyperparameters, including the noise parameterisation (all read from
+``configs/agent/ppo.yaml`` + overrides and printed). What still differs is printed too: ours
+bootstraps truncated episodes from the value of their final observation (rsl_rl: ``V(s_t)``) and
+reshuffles mini-batches every epoch (rsl_rl: one permutation per update). The same recorder wraps
+the env for both, so "to X% success" is measured identically: the first finished batch of episodes
+at which the success rate of the last ``num_envs`` finished training episodes reaches the
+threshold, reported as wall seconds, process CPU seconds and env steps. Each policy is then
+evaluated deterministically with ``robot_rl.train.evaluation.evaluate``.
 
-    python benchmarks/ppo_vs_rsl_rl.py                      # defaults of `robot-rl train`
+    python benchmarks/ppo_vs_rsl_rl.py                      # defaults of `robot-rl train`, seed 0
+    python benchmarks/ppo_vs_rsl_rl.py --seeds 0,1,2        # seeds run one after another
     python benchmarks/ppo_vs_rsl_rl.py --steps 300000 --num-envs 64
 
-Targets (issue 3): wall-clock to 90% <= 0.8x rsl_rl's; final success >= rsl_rl's.
-Machine load matters: both runs share the CPU with whatever else runs; the load average is printed.
+Sides alternate (even seeds: robot_rl first; odd seeds: rsl_rl first) so a load change on the
+shared machine does not always hit the same side. Targets (issue 3): wall-clock to 90% <= 0.8x
+rsl_rl's; final success >= rsl_rl's. Wall time moves with the machine's load (printed); CPU
+seconds move much less, so both ratios are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import multiprocessing
 import os
 import sys
 import time
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +45,7 @@ from robot_rl.train.on_policy_runner import OnPolicyRunner
 
 
 class Recorder(sim.VecEnv):
-    """Pass-through VecEnv recording ``(seconds since first step, window success)`` per finished batch."""
+    """Pass-through VecEnv recording ``(wall s, CPU s, env steps, window success)`` per finished batch."""
 
     def __init__(self, env: sim.VecEnv) -> None:
         self.env = env
@@ -44,27 +53,28 @@ class Recorder(sim.VecEnv):
                      "action_high", "observation_dims", "reward_groups", "observation_layout", "robot"):
             setattr(self, name, getattr(env, name))
         self.window: deque[bool] = deque(maxlen=env.num_envs)
-        self.curve: list[tuple[float, int, float]] = []
+        self.curve: list[tuple[float, float, int, float]] = []
         self.steps = 0
-        self.t0: float | None = None
+        self.t0: tuple[float, float] | None = None
 
     def reset(self, seed: int | None = None) -> sim.Obs:
         return self.env.reset(seed)
 
     def step(self, action: torch.Tensor) -> sim.Step:
         if self.t0 is None:
-            self.t0 = time.monotonic()
+            self.t0 = (time.monotonic(), time.process_time())
         step = self.env.step(action)
         self.steps += self.num_envs
         done = step.terminated | step.truncated
         if bool(done.any()):
             self.window.extend(step.info["success"][done].tolist())
-            self.curve.append((time.monotonic() - self.t0, self.steps, sum(self.window) / len(self.window)))
+            self.curve.append((time.monotonic() - self.t0[0], time.process_time() - self.t0[1], self.steps,
+                               sum(self.window) / len(self.window)))
         return step
 
-    def time_to(self, threshold: float) -> float | None:
-        """Seconds until the window success first reached ``threshold`` (None if never)."""
-        return next((t for t, _, s in self.curve if s >= threshold), None)
+    def reached(self, threshold: float) -> tuple[float, float, int] | None:
+        """``(wall s, CPU s, env steps)`` when the window success first reached ``threshold`` (None if never)."""
+        return next(((w, c, n) for w, c, n, s in self.curve if s >= threshold), None)
 
 
 def make_rsl_env(rec: Recorder) -> Any:
@@ -115,7 +125,8 @@ def rsl_train_cfg(cfg: Any) -> dict:
         "actor": {
             "class_name": "MLPModel", "hidden_dims": list(a.actor_hidden_dims), "activation": a.activation,
             "obs_normalization": a.normalize_obs,
-            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": a.init_noise_std},
+            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": a.init_noise_std,
+                                 "std_type": a.noise_std_type},
         },
         "critic": {"class_name": "MLPModel", "hidden_dims": list(c.hidden_dims), "activation": c.activation,
                    "obs_normalization": c.normalize_obs},
@@ -123,8 +134,9 @@ def rsl_train_cfg(cfg: Any) -> dict:
 
 
 def run_ours(cfg: Any, seed: int) -> tuple[Recorder, Any, float]:
+    """Train our PPO; returns the recorder, the deterministic policy and the training wall seconds."""
     rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed))
-    runner = OnPolicyRunner(cfg, Path(os.environ.get("TMPDIR", "/tmp")) / f"ppo_bench_{os.getpid()}",
+    runner = OnPolicyRunner(cfg, Path(os.environ.get("TMPDIR", "/tmp")) / f"ppo_bench_{os.getpid()}_{seed}",
                             env_factory=lambda n, s: rec)
     start = time.monotonic()
     runner.learn(evaluate_and_export=False)
@@ -132,6 +144,7 @@ def run_ours(cfg: Any, seed: int) -> tuple[Recorder, Any, float]:
 
 
 def run_rsl(cfg: Any, seed: int) -> tuple[Recorder, Any, float]:
+    """Train rsl_rl's PPO on the same env; returns what :func:`run_ours` does."""
     from rsl_rl.runners import OnPolicyRunner as RslRunner
 
     torch.manual_seed(seed)
@@ -189,56 +202,135 @@ def update_times(cfg: Any, batch: int, repeats: int = 5) -> tuple[float, float]:
     return sorted(ours_t)[repeats // 2], sorted(rsl_t)[repeats // 2]
 
 
+def describe(cfg: Any) -> str:
+    """The settings both sides share and the ones that differ, for the printout."""
+    a, c = cfg.agent, cfg.critic
+    shared = (f"{cfg.task.name}, {cfg.task.num_envs} envs x {a.num_steps_per_env} steps/env, "
+              f"{a.num_learning_epochs} epochs x {a.num_mini_batches} mini-batches, actor {list(a.actor_hidden_dims)} "
+              f"critic {list(c.hidden_dims)} {a.activation}, lr {a.learning_rate:g} ({a.schedule}, desired_kl "
+              f"{a.desired_kl:g}), clip {a.clip_param:g}, gamma {a.gamma:g}, lam {a.lam:g}, entropy "
+              f"{a.entropy_coef:g}, value coef {a.value_loss_coef:g}, max_grad_norm {a.max_grad_norm:g} "
+              f"(actor and critic each), init std {a.init_noise_std:g} ({a.noise_std_type}), obs normalisation "
+              f"{a.normalize_obs}/{c.normalize_obs} (updated once per rollout), {cfg.task.total_steps:,} steps")
+    differ = ("differs: time-out bootstrap robot_rl V(final obs) / rsl_rl V(s_t); mini-batch permutation "
+              "robot_rl per epoch / rsl_rl per update")
+    return f"both: {shared}\n{differ}"
+
+
+def run_side(name: str, over: list[str], seed: int, eval_episodes: int, threshold: float,
+             threads: int = 1) -> dict[str, Any]:
+    """Train one side (``robot_rl`` or ``rsl_rl``) on one seed, then evaluate it; plain-data results
+    (so it can run in a worker process)."""
+    torch.set_num_threads(threads)
+    cfg = compose([*over, f"seed={seed}"])
+    load0, cpu0 = os.getloadavg()[0], time.process_time()
+    rec, policy, wall = (run_ours if name == "robot_rl" else run_rsl)(cfg, seed)
+    cpu = time.process_time() - cpu0
+    eval_env = sim.make_env(cfg.task.name, num_envs=min(eval_episodes, 64), seed=seed + 10_000)
+    with torch.no_grad():
+        summary = evaluate(policy, eval_env, eval_episodes, seed=seed + 10_000).summary()
+    print(f"seed {seed} {name}: done in {wall:.0f} s wall, {cpu:.0f} s CPU, load average "
+          f"{load0:.1f} -> {os.getloadavg()[0]:.1f}", flush=True)
+    return {"hit": rec.reached(threshold), "wall": wall, "cpu": cpu, "sps": rec.steps / wall,
+            "train": rec.curve[-1][3] if rec.curve else float("nan"), "eval": summary,
+            "load": (load0 + os.getloadavg()[0]) / 2}
+
+
+def run_all(over: list[str], seeds: list[int], eval_episodes: int, threshold: float, threads: int,
+            parallel: bool) -> dict[int, dict[str, dict[str, Any]]]:
+    """Every (seed, side) run. Sequential: per seed, sides alternate (even seeds robot_rl first);
+    parallel: all runs at once in worker processes, so every side sees the same machine load."""
+    jobs = [(seed, name) for seed in seeds
+            for name in (("robot_rl", "rsl_rl") if seed % 2 == 0 else ("rsl_rl", "robot_rl"))]
+    results: dict[int, dict[str, dict[str, Any]]] = {seed: {} for seed in seeds}
+    if not parallel:
+        for seed, name in jobs:
+            results[seed][name] = run_side(name, over, seed, eval_episodes, threshold, threads)
+        return results
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(len(jobs), mp_context=ctx) as pool:
+        futures = {job: pool.submit(run_side, job[1], over, job[0], eval_episodes, threshold, threads)
+                   for job in jobs}
+        for (seed, name), fut in futures.items():
+            results[seed][name] = fut.result()
+    return results
+
+
+def print_seed(seed: int, rows: dict[str, dict[str, Any]], threshold: float) -> None:
+    """The per-seed table and its ratios."""
+    to = f"to {threshold:.0%}"
+    print(f"\nseed {seed}  {'':10s} {'wall ' + to:>12s} {'CPU ' + to:>11s} {'steps ' + to:>13s} {'wall s':>7s} "
+          f"{'CPU s':>6s} {'steps/s':>8s} {'load':>5s} {'train succ':>10s} {'eval succ [95% CI]':>20s}")
+    for name, r in rows.items():
+        w, c, n = r["hit"] or ("never",) * 3
+        e = r["eval"]
+        lo, hi = e["success_ci95"]
+        print(f"{'':7s} {name:10s} {_fmt(w, 's'):>12s} {_fmt(c, 's'):>11s} {_fmt(n, ''):>13s} {r['wall']:7.0f} "
+              f"{r['cpu']:6.0f} {r['sps']:8.0f} {r['load']:5.1f} {r['train']:10.0%} "
+              f"{e['success_rate']:6.0%} [{lo:.0%}, {hi:.0%}]")
+    ours, theirs = rows["robot_rl"], rows["rsl_rl"]
+    if ours["hit"] and theirs["hit"]:
+        w, c, n = (ours["hit"][i] / theirs["hit"][i] for i in range(3))
+        print(f"{'':7s} to {threshold:.0%}, robot_rl / rsl_rl: wall {w:.2f}x (target <= 0.8x), CPU {c:.2f}x, "
+              f"env steps {n:.2f}x")
+    else:
+        print(f"{'':7s} to {threshold:.0%}: n/a (a run never reached it)")
+    print(f"{'':7s} throughput robot_rl / rsl_rl {ours['sps'] / theirs['sps']:.2f}x; final eval success "
+          f"{ours['eval']['success_rate']:.0%} vs {theirs['eval']['success_rate']:.0%} (target >=)", flush=True)
+
+
+def _fmt(x: Any, unit: str) -> str:
+    return x if isinstance(x, str) else f"{x:,.0f}{' ' + unit if unit else ''}"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=None, help="env steps per run (default: task.total_steps)")
     p.add_argument("--num-envs", type=int, default=None, help="parallel envs (default: task.num_envs)")
     p.add_argument("--threshold", type=float, default=0.9, help="training success threshold (default 0.9)")
     p.add_argument("--eval-episodes", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2 (default 0)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as sim=cpu)")
+    p.add_argument("--parallel", action="store_true",
+                   help="run every (seed, side) at once in its own process (same load for all; needs the cores "
+                        "or reports slower wall times for both)")
     p.add_argument("--update-time", action="store_true",
                    help="only report the CPU time of one update at batch 256 and 4096, ours vs rsl_rl")
     p.add_argument("overrides", nargs="*", help="Hydra overrides shared by both, e.g. agent.entropy_coef=0")
     args = p.parse_args()
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")]
+    except ValueError:
+        p.error(f"--seeds {args.seeds!r}: give comma-separated integers, e.g. --seeds 0,1")
     torch.set_num_threads(args.threads)
-    over = [*args.overrides, "logger=none", "logger.progress=false", "eval_episodes=0", "export_formats=[]",
-            f"seed={args.seed}"]
+    over = [*args.overrides, "logger=none", "logger.progress=false", "eval_episodes=0", "export_formats=[]"]
     if args.steps:
         over.append(f"task.total_steps={args.steps}")
     if args.num_envs:
         over.append(f"task.num_envs={args.num_envs}")
-    cfg = compose(over)
-    print(f"so101_reach, {cfg.task.num_envs} envs x {cfg.agent.num_steps_per_env} steps, "
-          f"{cfg.task.total_steps:,} steps per run, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    cfg = compose([*over, f"seed={seeds[0]}"])
+    print(describe(cfg))
+    print(f"rsl-rl-lib {version('rsl-rl-lib')}, torch {torch.__version__}, {args.threads} torch thread(s), "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     if args.update_time:
         for batch in (256, 4096):
             ours, theirs = update_times(cfg, batch)
             print(f"PPO update, batch {batch}: robot_rl {1000 * ours:.1f} ms, rsl_rl {1000 * theirs:.1f} ms "
                   f"CPU time (ratio {ours / theirs:.2f}x)")
         return 0
-    rows = {}
-    for name, fn in (("robot_rl", run_ours), ("rsl_rl", run_rsl)):
-        rec, policy, wall = fn(cfg, args.seed)
-        eval_env = sim.make_env(cfg.task.name, num_envs=min(args.eval_episodes, 64), seed=args.seed + 10_000)
-        with torch.no_grad():
-            summary = evaluate(policy, eval_env, args.eval_episodes, seed=args.seed + 10_000).summary()
-        final_train = rec.curve[-1][2] if rec.curve else float('nan')
-        rows[name] = (rec.time_to(args.threshold), wall, rec.steps / wall, final_train, summary)
-        print(f"{name}: done in {wall:.0f} s, load average {os.getloadavg()[0]:.1f}", flush=True)
-    print(f"\n{'':10s} {'t to ' + format(args.threshold, '.0%'):>10s} {'wall s':>8s} {'steps/s':>9s} "
-          f"{'train succ':>10s} {'eval succ [95% CI]':>22s}")
-    for name, (t_hit, wall, sps, train_s, e) in rows.items():
-        hit = "never" if t_hit is None else f"{t_hit:.0f} s"
-        lo, hi = e["success_ci95"]
-        print(f"{name:10s} {hit:>10s} {wall:8.0f} {sps:9.0f} {train_s:10.0%} "
-              f"{e['success_rate']:6.0%} [{lo:.0%}, {hi:.0%}]")
-    ours, theirs = rows["robot_rl"], rows["rsl_rl"]
-    ratio = "n/a (a run never reached it)" if None in (ours[0], theirs[0]) else f"{ours[0] / theirs[0]:.2f}x"
-    print(f"\nwall-clock to {args.threshold:.0%}: robot_rl / rsl_rl = {ratio} (target <= 0.8x)")
-    print(f"throughput: robot_rl / rsl_rl = {ours[2] / theirs[2]:.2f}x")
-    print(f"final eval success: robot_rl {ours[4]['success_rate']:.0%} vs rsl_rl "
-          f"{theirs[4]['success_rate']:.0%} (target >=)")
+    results = run_all(over, seeds, args.eval_episodes, args.threshold, args.threads, args.parallel)
+    for seed in seeds:
+        print_seed(seed, results[seed], args.threshold)
+    if len(seeds) > 1:
+        hits = [r for r in results.values() if r["robot_rl"]["hit"] and r["rsl_rl"]["hit"]]
+        if hits:
+            w, c, n = (sum(r["robot_rl"]["hit"][i] for r in hits) / sum(r["rsl_rl"]["hit"][i] for r in hits)
+                       for i in range(3))
+            print(f"\nall seeds where both reached {args.threshold:.0%} ({len(hits)}/{len(seeds)}), summed: "
+                  f"wall {w:.2f}x, CPU {c:.2f}x, env steps {n:.2f}x (robot_rl / rsl_rl)")
+        mean = {k: sum(r[k]["eval"]["success_rate"] for r in results.values()) / len(seeds)
+                for k in ("robot_rl", "rsl_rl")}
+        print(f"mean final eval success: robot_rl {mean['robot_rl']:.1%} vs rsl_rl {mean['rsl_rl']:.1%}")
     return 0
 
 

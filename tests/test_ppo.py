@@ -1,6 +1,5 @@
 """PPO: math helpers against hand-computed values, time-out bootstrapping, and a real learning check."""
 
-import copy
 import math
 
 import pytest
@@ -10,6 +9,7 @@ from toy_vecenv import ToyReach
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.ppo import PPOConfig, adapt_learning_rate, gaussian_kl
 from robot_rl.critics.mlp import MLPCriticConfig
+from robot_rl.models.actor import GaussianActor, gaussian_entropy, gaussian_log_prob
 
 
 def _agent(env: ToyReach, **cfg) -> object:
@@ -30,6 +30,58 @@ def test_gaussian_kl_and_adaptive_lr_match_hand_values():
     assert adapt_learning_rate(1e-5, kl=1.0, desired_kl=0.01) == 1e-5
 
 
+def test_gaussian_log_prob_and_entropy_match_hand_values():
+    # log N(1; 0, 2^2) = -1/8 - ln 2 - ln(2 pi)/2 ; two dims sum
+    a, mu, std = torch.tensor([[1.0, 0.0]]), torch.zeros(1, 2), torch.tensor([2.0, 1.0])
+    hand = (-0.125 - math.log(2) - 0.5 * math.log(2 * math.pi)) + (-0.5 * math.log(2 * math.pi))
+    torch.testing.assert_close(gaussian_log_prob(a, mu, std), torch.tensor([hand]))
+    # H(N(., s^2)) = ln s + (1 + ln 2 pi) / 2 per dim
+    torch.testing.assert_close(gaussian_entropy(std), torch.tensor(math.log(2) + 1 + math.log(2 * math.pi)))
+    ref = torch.distributions.Normal(torch.randn(5, 3), torch.rand(3) + 0.1)
+    x = ref.sample()
+    torch.testing.assert_close(gaussian_log_prob(x, ref.mean, ref.stddev), ref.log_prob(x).sum(-1))
+
+
+@pytest.mark.parametrize("std_type", ["scalar", "log"])
+def test_noise_std_parameterisation_sets_the_size_of_an_adam_step(std_type):
+    """Adam's first step moves a parameter by lr against its gradient's sign: the scalar std then
+    shrinks by lr (rsl_rl's default), the log std by a factor exp(-lr)."""
+    actor = GaussianActor(3, 2, [8], init_std=0.3, std_type=std_type)
+    torch.testing.assert_close(actor.std(), torch.full((2,), 0.3))
+    opt = torch.optim.Adam([actor.std_param], lr=0.01)
+    actor.std().sum().backward()  # d/dparam > 0 for both: the step lowers the std
+    opt.step()
+    expected = 0.3 - 0.01 if std_type == "scalar" else 0.3 * math.exp(-0.01)
+    torch.testing.assert_close(actor.std().detach(), torch.full((2,), expected))
+    with pytest.raises(ValueError, match="std_type='exp'"):
+        GaussianActor(3, 2, [8], std_type="exp")
+
+
+def test_rollout_policy_is_the_old_policy_and_normalisers_update_after_the_update():
+    """Normalisers are frozen during a rollout, so the stored log-probabilities are exactly the
+    current policy's until update() (ratio 1 at its first mini-batch); the update then folds the
+    whole rollout (T * N observations) into both normalisers."""
+    env = ToyReach(num_envs=8)
+    agent = _agent(env)
+    obs = env.reset(seed=3)
+    for _ in range(16):
+        a = agent.act(obs)
+        step = env.step(a.clamp(-1, 1))
+        agent.observe(obs, a, step)
+        obs = step.obs
+    s = agent.storage
+    assert int(agent.actor.normalizer.count) == 0 and int(agent.critic.normalizer.count) == 0
+    with torch.no_grad():
+        mean, std = agent.actor.mean_std(s.obs.flatten(0, 1))
+        log_prob = gaussian_log_prob(s.actions.flatten(0, 1), mean, std)
+    torch.testing.assert_close(log_prob, s.log_prob.flatten(0, 1))
+    torch.testing.assert_close(mean, s.mean.flatten(0, 1))
+    obs_seen = s.obs.flatten(0, 1).clone()
+    agent.update()
+    assert int(agent.actor.normalizer.count) == 16 * 8 and int(agent.critic.normalizer.count) == 16 * 8
+    torch.testing.assert_close(agent.actor.normalizer.mean, obs_seen.mean(0))
+
+
 def test_asymmetric_critic_reads_the_critic_group():
     env = ToyReach(num_envs=4)
     agent = _agent(env)
@@ -43,12 +95,11 @@ def test_truncated_envs_bootstrap_from_the_value_of_their_final_obs():
     obs = env.reset(seed=1)
     action = agent.act(obs)
     step = env.step(torch.zeros_like(action))  # stay put: never terminates
-    critic_before = copy.deepcopy(agent.critic)  # observe() then updates the critic's normaliser
     agent.observe(obs, action, step)
     assert bool(step.truncated.all()) and not bool(step.terminated.any())
     with torch.no_grad():
-        expected = critic_before(step.info["final_obs"]["critic"])
-        post_reset = critic_before(step.obs["critic"])
+        expected = agent.critic(step.info["final_obs"]["critic"])
+        post_reset = agent.critic(step.obs["critic"])
     torch.testing.assert_close(agent.storage.final_values[0], expected)
     assert not torch.allclose(expected, post_reset)  # the post-reset obs would give other values
 
@@ -67,6 +118,8 @@ def test_config_errors_name_the_key():
         PPOConfig(schedule="adaptiv")
     with pytest.raises(ValueError, match=r"agent\.num_mini_batches"):
         PPOConfig(num_mini_batches=0)
+    with pytest.raises(ValueError, match=r"agent\.noise_std_type='exp'"):
+        PPOConfig(noise_std_type="exp")
     with pytest.raises(ValueError, match="group_weights"):
         _agent(ToyReach(num_envs=2), per_group_values=True, group_weights=[1.0])
 
@@ -86,7 +139,7 @@ def test_ppo_learns_toy_reach(per_group):
     agent = _agent(env, per_group_values=per_group, group_weights=[1.0, 0.5] if per_group else [])
     before = _evaluate(agent, ToyReach(num_envs=256, seed=5))
     obs = env.reset(seed=0)
-    for _ in range(40 * 16):
+    for _ in range(60 * 16):
         action = agent.act(obs)
         step = env.step(action.clamp(-1, 1))
         agent.observe(obs, action, step)

@@ -22,7 +22,7 @@ from torch import nn
 from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.math.advantages import gae, normalize_per_group
-from robot_rl.models.actor import GaussianActor
+from robot_rl.models.actor import STD_TYPES, GaussianActor, gaussian_entropy, gaussian_log_prob
 
 SCHEDULES = ("adaptive", "fixed")
 
@@ -43,9 +43,11 @@ class PPOConfig:
         learning_rate: initial Adam learning rate.
         schedule: ``adaptive`` (scale lr by 1.5 to keep KL near ``desired_kl``) or ``fixed``.
         desired_kl: target KL divergence per mini-batch for the adaptive schedule.
-        max_grad_norm: gradient-norm clip over actor and critic parameters.
+        max_grad_norm: gradient-norm clip, applied to the actor's and the critic's parameters
+            separately (as rsl_rl).
         actor_hidden_dims, activation: actor MLP.
         init_noise_std: initial action standard deviation.
+        noise_std_type: ``scalar`` learns the std itself (rsl_rl's default), ``log`` learns log std.
         normalize_obs: empirical normalisation of actor observations.
         per_group_values: one value per reward group; advantages normalised per group.
         group_weights: weight of each reward group's advantage (empty = all 1).
@@ -67,6 +69,7 @@ class PPOConfig:
     actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 128, 64])
     activation: str = "elu"
     init_noise_std: float = 1.0
+    noise_std_type: str = "scalar"
     normalize_obs: bool = True
     per_group_values: bool = False
     group_weights: list[float] = field(default_factory=list)
@@ -80,11 +83,18 @@ class PPOConfig:
                 raise ValueError(f"agent.{name} must be > 0, got {getattr(self, name)}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"agent.schedule={self.schedule!r} is not one of {SCHEDULES}")
+        if self.noise_std_type not in STD_TYPES:
+            raise ValueError(f"agent.noise_std_type={self.noise_std_type!r} is not one of {STD_TYPES}")
 
 
 @register_agent("ppo", PPOConfig)
 class PPO(Agent):
-    """On-policy actor-critic; :meth:`ready` after ``T`` observed steps, then :meth:`update`."""
+    """On-policy actor-critic; :meth:`ready` after ``T`` observed steps, then :meth:`update`.
+
+    Observation normalisers are frozen during a rollout and updated with the whole rollout after
+    each update (rsl_rl's order), so the policy that acted is exactly the "old" policy of the ratio
+    and the KL, and every value of a rollout comes from one critic.
+    """
 
     def __init__(self, cfg: PPOConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
         super().__init__(cfg, critic_cfg, env, device)
@@ -98,13 +108,13 @@ class PPO(Agent):
             )
         self.group_weights = torch.tensor(cfg.group_weights or [1.0] * G, device=self.device)
         self.actor = GaussianActor(
-            D, A, cfg.actor_hidden_dims, cfg.activation, cfg.init_noise_std, cfg.normalize_obs
+            D, A, cfg.actor_hidden_dims, cfg.activation, cfg.init_noise_std, cfg.normalize_obs, cfg.noise_std_type
         ).to(self.device)
         spec = CriticSpec(obs_dim=env.observation_dims[self.critic_group], num_values=G)
         self.critic = make_critic(critic_cfg, spec).to(self.device)
         self.learning_rate = cfg.learning_rate
         self.optimizer = torch.optim.Adam(
-            [*self.actor.parameters(), *self.critic.parameters()], lr=self.learning_rate
+            [*self.actor.parameters(), *self.critic.parameters()], lr=self.learning_rate, fused=True
         )
         self.updates = 0
         self.storage = RolloutStorage(cfg.num_steps_per_env, env.num_envs, D, spec.obs_dim, A, G, self.device)
@@ -115,33 +125,36 @@ class PPO(Agent):
     @torch.no_grad()
     def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
         """``[N, A]`` sampled actions (or the mean when ``deterministic``); sampling caches the
-        critic's value for :meth:`observe`."""
+        critic's value and the action's distribution for :meth:`observe`."""
         if deterministic:
             return self.actor(obs["policy"])
-        action = self.actor.distribution(obs["policy"]).sample()
-        self._pending = {"value": self.critic(obs[self.critic_group]), "action": action}
+        action, mean, std = self.actor.sample(obs["policy"])
+        self._pending = {
+            "value": self.critic(obs[self.critic_group]),
+            "action": action,
+            "mean": mean,
+            "std": std,
+            "log_prob": gaussian_log_prob(action, mean, std),
+        }
         return action
 
     @torch.no_grad()
     def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
         """Store the step taken from ``obs`` with the action last returned by :meth:`act`."""
         pending = self._pending
-        if pending is None or not torch.equal(pending["action"], action):
+        if pending is None or (pending["action"] is not action and not torch.equal(pending["action"], action)):
             raise RuntimeError("PPO.observe needs the action just returned by PPO.act(obs) (sampled)")
         self._pending = None
         rewards = step.info["reward_by_group"] if self.cfg.per_group_values else step.reward.unsqueeze(-1)
-        done = step.terminated | step.truncated
-        final_values = torch.zeros_like(pending["value"])
         boot = step.truncated & ~step.terminated
+        final_values = torch.zeros_like(pending["value"])
         if bool(boot.any()):
             final_values[boot] = self.critic(step.info["final_obs"][self.critic_group][boot])
         self.storage.add(
-            obs["policy"], obs[self.critic_group], action, rewards, step.terminated, done, pending,
-            final_values,
+            obs["policy"], obs[self.critic_group], rewards, step.terminated, step.terminated | step.truncated,
+            pending, final_values,
         )
         self.storage.last_critic_obs = step.obs[self.critic_group]
-        self.actor.update_normalizer(obs["policy"])
-        self.critic.update_normalizer(obs[self.critic_group])
 
     def ready(self) -> bool:
         """True once ``T`` steps are stored."""
@@ -150,7 +163,8 @@ class PPO(Agent):
     # --- learning ----------------------------------------------------------------------------
 
     def update(self) -> dict[str, float]:
-        """Compute advantages, then run the mini-batch epochs; returns mean losses and diagnostics."""
+        """Compute advantages, run the mini-batch epochs, then fold the rollout's observations into
+        the normalisers; returns mean losses and diagnostics."""
         if not self.storage.full:
             raise RuntimeError(f"PPO.update after {self.storage.step}/{self.storage.T} steps; check ready()")
         cfg, s = self.cfg, self.storage
@@ -165,34 +179,32 @@ class PPO(Agent):
             batch = s.flat(returns, flat_adv)
             if hasattr(self.critic, "aux_loss"):  # critics with an auxiliary loss see each step's successor
                 batch.update(s.successors())
-            # The "old" policy is the actor as the update starts. Recomputing it here (rather than
-            # storing what act() saw) removes the shift the per-step normaliser updates cause
-            # during the rollout (it would otherwise count as policy change in the KL and ratio).
-            old = self.actor.distribution(batch["obs"])
-            batch["log_prob"] = old.log_prob(batch["actions"]).sum(-1)
-            batch["mean"], batch["std"] = old.mean, old.stddev
-        sums: dict[str, float] = {}
+        sums: dict[str, torch.Tensor] = {}
         n = 0
         for _ in range(cfg.num_learning_epochs):
             for mb in _minibatches(batch, cfg.num_mini_batches, self.device):
-                for k, v in self._step(mb).items():
-                    sums[k] = sums.get(k, 0.0) + v
+                for k, v in self._step(mb, s.std).items():
+                    sums[k] = sums[k] + v if k in sums else v
                 n += 1
+        self.actor.update_normalizer(s.obs.flatten(0, 1))
+        self.critic.update_normalizer(s.critic_obs.flatten(0, 1))
         s.clear()
         self.updates += 1
-        metrics = {k: v / n for k, v in sums.items()}
+        metrics = {k: float(v) / n for k, v in sums.items()}
         metrics["train/learning_rate"] = self.learning_rate
-        metrics["train/action_std"] = float(self.actor.log_std.detach().exp().mean())
+        metrics["train/action_std"] = float(self.actor.std().detach().mean())
         return metrics
 
-    def _step(self, mb: dict[str, torch.Tensor]) -> dict[str, float]:
-        """One gradient step on a mini-batch; adapts the learning rate first (rsl_rl order)."""
+    def _step(self, mb: dict[str, torch.Tensor], old_std: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One gradient step on a mini-batch; adapts the learning rate first (rsl_rl order).
+        ``old_std`` ``[A]`` is the rollout policy's std. Returns detached scalar tensors."""
         cfg = self.cfg
-        dist = self.actor.distribution(mb["obs"])
-        log_prob = dist.log_prob(mb["actions"]).sum(-1)
-        entropy = dist.entropy().sum(-1).mean()
+        mean, std = self.actor.mean_std(mb["obs"])
+        log_prob = gaussian_log_prob(mb["actions"], mean, std)
+        entropy = gaussian_entropy(std)
         values = self.critic(mb["critic_obs"])
-        kl = gaussian_kl(mb["mean"], mb["std"], dist.mean.detach(), dist.stddev.detach()).mean()
+        with torch.no_grad():
+            kl = gaussian_kl(mb["mean"], old_std, mean, std).mean()
         if cfg.schedule == "adaptive":
             self.learning_rate = adapt_learning_rate(self.learning_rate, float(kl), cfg.desired_kl)
             for group in self.optimizer.param_groups:
@@ -212,16 +224,18 @@ class PPO(Agent):
             loss = loss + cfg.value_loss_coef * aux_loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.max_grad_norm)
+        nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
         self.optimizer.step()
+        with torch.no_grad():
+            clip_fraction = ((ratio - 1).abs() > cfg.clip_param).float().mean()
         return {
-            "loss/surrogate": float(surrogate.detach()),
-            "loss/value": float(value_loss.detach()),
-            "loss/entropy": float(entropy.detach()),
-            "train/kl": float(kl),
-            "train/clip_fraction": float(((ratio - 1).abs() > cfg.clip_param).float().mean()),
-            **{f"loss/{k}": v for k, v in aux_metrics.items()},
+            "loss/surrogate": surrogate.detach(),
+            "loss/value": value_loss.detach(),
+            "loss/entropy": entropy.detach(),
+            "train/kl": kl,
+            "train/clip_fraction": clip_fraction,
+            **{f"loss/{k}": torch.as_tensor(v) for k, v in aux_metrics.items()},
         }
 
     # --- persistence and export --------------------------------------------------------------
@@ -251,7 +265,8 @@ class PPO(Agent):
 
 
 def gaussian_kl(mu0: torch.Tensor, std0: torch.Tensor, mu1: torch.Tensor, std1: torch.Tensor) -> torch.Tensor:
-    """``KL(N(mu0, std0) || N(mu1, std1))`` summed over the last dim: ``[B, A] -> [B]``."""
+    """``KL(N(mu0, std0) || N(mu1, std1))`` summed over the last dim: ``[B, A] -> [B]`` (stds ``[A]``
+    or ``[B, A]``)."""
     return (
         torch.log(std1 / std0) + (std0.pow(2) + (mu0 - mu1).pow(2)) / (2.0 * std1.pow(2)) - 0.5
     ).sum(-1)
@@ -286,6 +301,7 @@ class RolloutStorage:
         self.obs, self.critic_obs, self.actions = z(T, N, D), z(T, N, Dc), z(T, N, A)
         self.rewards, self.values, self.final_values = z(T, N, G), z(T, N, G), z(T, N, G)
         self.terminated, self.done = z(T, N, dtype=torch.bool), z(T, N, dtype=torch.bool)
+        self.mean, self.log_prob, self.std = z(T, N, A), z(T, N), z(A)
         self.last_critic_obs = z(N, Dc)
 
     @property
@@ -293,15 +309,18 @@ class RolloutStorage:
         """Whether ``T`` steps are stored."""
         return self.step == self.T
 
-    def add(self, obs, critic_obs, action, rewards, terminated, done, pending, final_values) -> None:
-        """Write step ``t``: obs ``[N, D]``, critic obs ``[N, Dc]``, action ``[N, A]``, rewards ``[N, G]``,
-        flags ``[N]``, the cached act() value and ``V(final_obs)`` ``[N, G]`` (0 where not truncated)."""
+    def add(self, obs, critic_obs, rewards, terminated, done, pending, final_values) -> None:
+        """Write step ``t``: obs ``[N, D]``, critic obs ``[N, Dc]``, rewards ``[N, G]``, flags ``[N]``,
+        what act() cached (``action`` ``[N, A]``, ``value`` ``[N, G]``, ``mean`` ``[N, A]``, ``std`` ``[A]``,
+        ``log_prob`` ``[N]``) and ``V(final_obs)`` ``[N, G]`` (0 where not truncated)."""
         if self.full:
             raise RuntimeError(f"rollout storage is full ({self.T} steps); call PPO.update() first")
         t = self.step
-        self.obs[t], self.critic_obs[t], self.actions[t] = obs, critic_obs, action
+        self.obs[t], self.critic_obs[t], self.actions[t] = obs, critic_obs, pending["action"]
         self.rewards[t], self.terminated[t], self.done[t] = rewards, terminated, done
         self.values[t], self.final_values[t] = pending["value"], final_values
+        self.mean[t], self.log_prob[t] = pending["mean"], pending["log_prob"]
+        self.std.copy_(pending["std"])  # the std is a parameter: constant over a rollout
         self.step += 1
 
     def flat(self, returns: torch.Tensor, advantages: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -314,6 +333,8 @@ class RolloutStorage:
             "values": self.values.flatten(0, 1),
             "returns": returns.flatten(0, 1),
             "advantages": advantages,
+            "mean": self.mean.flatten(0, 1),
+            "log_prob": self.log_prob.flatten(0, 1),
         }
 
     def successors(self) -> dict[str, torch.Tensor]:
