@@ -221,7 +221,14 @@ class OnPolicyRunner:
             print(f"export skipped: task {cfg.task.name!r} has no robot to deploy to (a gymnasium-style "
                   "benchmark task); the checkpoints under checkpoints/ hold the policy")
             return
+        from robot_rl.deploy.artifact import OBSERVATION_TERMS
         from robot_rl.train.export_run import export_agent_policy
+
+        sim_only = [term[0] for term in env.observation_layout["policy"] if term[0] not in OBSERVATION_TERMS]
+        if sim_only:
+            print(f"export skipped: the policy of task {cfg.task.name!r} observes {sim_only}, which a robot does "
+                  f"not publish (deployable terms: {sorted(OBSERVATION_TERMS)}); the checkpoints hold the policy")
+            return
 
         training = {"env_steps": self.env_steps, "eval": result.eval or {}}
         result.artifact = export_agent_policy(self.agent, env, self.run_dir / "policy", cfg, training)
