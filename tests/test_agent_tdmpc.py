@@ -16,13 +16,7 @@ from robot_rl.export import PolicyHead, export_policy, make_meta
 from robot_rl.math.chunk_targets import sample_windows
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_sample_windows_follow_episode_ends_and_the_ring_by_hand():

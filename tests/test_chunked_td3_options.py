@@ -13,13 +13,7 @@ from robot_rl.critics.chunked import ChunkedCriticConfig
 from robot_rl.math.chunk_targets import sample_chunks
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _agent(env, H=3, partial=0, **kw):

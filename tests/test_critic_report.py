@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 from toy_vecenv import ToyReach
 
 from robot_rl.commands import critic_report
@@ -14,13 +13,7 @@ from robot_rl.diagnostics.value_traces import EpisodeTrace, counted_steps, disco
 from robot_rl.train.checkpoint import list_checkpoints, load_checkpoint
 from robot_rl.train.on_policy_runner import OnPolicyRunner
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_discounted_returns_and_counted_steps_by_hand():

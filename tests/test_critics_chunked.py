@@ -16,13 +16,7 @@ from robot_rl.critics.multi import MultiCriticConfig
 from robot_rl.math.chunk_targets import chunk_return
 from robot_rl.models.chunked_actor import ChunkedActor, ChunkExecutor
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_expectile_loss_hand_values():

@@ -15,12 +15,7 @@ from robot_rl.critics.flow import FlowCriticConfig, euler_integrate, time_featur
 GAMMA = 0.9
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_euler_integration_by_hand():

@@ -14,13 +14,7 @@ from robot_rl.critics.multi import MultiCriticConfig
 from robot_rl.export import PolicyHead, export_policy, make_meta
 from robot_rl.math.advantages import gae, normalize_per_group
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_per_group_normalisation_by_hand():

@@ -15,12 +15,7 @@ from robot_rl.critics.world_model import WorldModelCriticConfig
 GAMMA, T = 0.9, 3
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _step(s, a):

@@ -10,14 +10,7 @@ from robot_rl.config import compose
 from robot_rl.train.checkpoint import latest_checkpoint, load_checkpoint
 from robot_rl.train.off_policy_runner import OffPolicyRunner
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny networks on a shared 2-core machine: one intra-op thread is faster and fairer."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _cfg(total_steps: int):

@@ -10,13 +10,7 @@ from robot_rl.agents.ppo import PPOConfig
 from robot_rl.critics.mlp import MLPCriticConfig
 from robot_rl.critics.world_model import WorldModelCriticConfig
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _ppo(critic_cfg, env):

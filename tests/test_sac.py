@@ -12,13 +12,7 @@ RANDOM_POLICY_RETURN = -1200.0  # measured order of magnitude; the threshold is 
 THRESHOLD = -400.0
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny networks on a shared 2-core machine: one intra-op thread is faster and fairer."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _agent(env, **kw) -> SAC:

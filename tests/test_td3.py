@@ -11,13 +11,7 @@ from robot_rl.critics.ensemble import EnsembleCriticConfig
 THRESHOLD = -400.0  # a random policy scores about -1200
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny networks on a shared 2-core machine: one intra-op thread is faster and fairer."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _agent(env, ddpg: bool = False, **kw) -> TD3:
