@@ -63,6 +63,8 @@ def main() -> None:
     parser.add_argument("--domain-id", type=int, default=78)
     parser.add_argument("--rt-priority", type=int, default=0,
                         help="SCHED_FIFO priority of both nodes after the first episode (0: normal scheduling)")
+    parser.add_argument("--rt-nodes", default=None,
+                        help="with --rt-priority: only these nodes, comma-separated (e.g. sim_robot)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     if args.episodes < 1 or args.sim_episodes < 1:
@@ -78,7 +80,8 @@ def main() -> None:
             stats_file = Path(tmp) / "stats.json"
             ros = run_episodes(policy, args.robot, args.episodes, args.episode_s, args.latency_ms, args.noise,
                                args.domain_id, seed=1 + i, policy_params={"stats_file": str(stats_file)},
-                               rt_priority=args.rt_priority)
+                               rt_priority=args.rt_priority,
+                               rt_nodes=tuple(args.rt_nodes.split(",")) if args.rt_nodes else None)
             stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
         row = {
             "policy": str(policy), "task": in_sim["task"],
@@ -95,10 +98,13 @@ def main() -> None:
         print(f"[{i + 1}/{len(args.policy)}] {policy}: ROS {rate(row['ros_k'], row['ros_n'])}", flush=True)
 
     pooled = {k: sum(r[k] for r in rows) for k in ("train_k", "train_n", "sim_k", "sim_n", "ros_k", "ros_n")}
+    scheduling = "normal scheduling"
+    if args.rt_priority:
+        scheduling = f"SCHED_FIFO {args.rt_priority}" + (f" ({args.rt_nodes} only)" if args.rt_nodes else "")
     print(f"\nsim2sim transfer, {args.robot}: ROS 2 with {args.latency_ms:g} ms command latency and "
           f"{args.noise:g} rad / {10 * args.noise:g} rad/s sensor noise, {args.episodes} ROS episodes and "
           f"{args.sim_episodes} training-sim episodes per policy, "
-          f"{f'SCHED_FIFO {args.rt_priority}' if args.rt_priority else 'normal scheduling'}")
+          f"{scheduling}")
     header = f"{'policy':28s} {'training eval':>24s} {'ONNX in training sim':>24s} {'ROS 2 sim2sim':>24s}"
     print(header + f" {'ROS/train [95% CI]':>22s} {'ROS/ONNX':>9s} {'obs->cmd p50/p99 ms':>20s} {'load':>10s}")
     for r in [*rows, {**pooled, "policy": "pooled"}]:

@@ -77,13 +77,15 @@ def _sim_params(latency_ms: float, noise: float, seed: int) -> dict[str, object]
 def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 4.0, latency_ms: float = 0.0,
                  noise: float = 0.0, domain_id: int = 0, seed: int = 0, namespace: str = "",
                  launch: str = "sim2sim.launch.yaml", warmup: int = 1,
-                 policy_params: dict[str, object] | None = None, rt_priority: int = 0) -> list[tuple[float, float]]:
+                 policy_params: dict[str, object] | None = None, rt_priority: int = 0,
+                 rt_nodes: tuple[str, ...] | None = None) -> list[tuple[float, float]]:
     """Play reach episodes of the artifact's task through ROS 2; ``[(success 0/1, final distance m)]``.
 
     The first ``warmup`` episodes (they include the policy node's soft start) are not returned.
     ``policy_params`` override policy node parameters (e.g. ``{"max_step_change": "[1.0, ...]"}``).
     ``rt_priority > 0``: both nodes run in SCHED_FIFO at that priority from the end of the first
-    episode (after start-up), as control processes on a robot computer.
+    episode (after start-up), as control processes on a robot computer; ``rt_nodes`` limits it to those
+    nodes (e.g. ``("sim_robot",)`` to tell the stand-in robot's timing from the policy node's).
     """
     from robot_rl.deploy.artifact import load_meta
     from robot_rl.deploy.node_procs import NodeProcesses
@@ -113,7 +115,7 @@ def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 4.0
         while len(results) < episodes + warmup and time.monotonic() < deadline and not nodes.exited():
             executor.spin_once(timeout_sec=0.1)
             if rt_priority and results and not realtime:
-                nodes.set_realtime(rt_priority)
+                nodes.set_realtime(rt_priority, rt_nodes)
                 realtime = True
     finally:
         codes = nodes.stop()

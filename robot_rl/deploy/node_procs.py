@@ -68,11 +68,15 @@ class NodeProcesses:
         """``{node: exit code}`` of the nodes that have stopped."""
         return {name: p.returncode for name, p in self.procs.items() if p.poll() is not None}
 
-    def set_realtime(self, priority: int) -> None:
-        """Every thread of every running node to SCHED_FIFO ``priority`` (as ``chrt -a -f -p``); threads
-        made later inherit it. Raises ``PermissionError`` without the right (root, CAP_SYS_NICE or rtprio)."""
-        for proc in self.procs.values():
-            if proc.poll() is not None:
+    def set_realtime(self, priority: int, nodes: tuple[str, ...] | None = None) -> None:
+        """Every thread of every running node (or of ``nodes`` only) to SCHED_FIFO ``priority`` (as ``chrt -a -f
+        -p``); threads made later inherit it. Raises ``PermissionError`` without the right (root, CAP_SYS_NICE or
+        rtprio), ``KeyError`` naming the started nodes for an unknown name."""
+        unknown = set(nodes or ()) - set(self.procs)
+        if unknown:
+            raise KeyError(f"no started node named {sorted(unknown)}; started: {sorted(self.procs)}")
+        for name, proc in self.procs.items():
+            if proc.poll() is not None or (nodes is not None and name not in nodes):
                 continue
             for tid in os.listdir(f"/proc/{proc.pid}/task"):
                 try:
