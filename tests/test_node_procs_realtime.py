@@ -11,7 +11,10 @@ from robot_rl.deploy.node_procs import NodeProcesses
 @pytest.fixture
 def two_nodes():
     nodes = NodeProcesses.__new__(NodeProcesses)  # the process table alone, without starting ROS nodes
-    nodes.procs = {name: subprocess.Popen(["sleep", "30"]) for name in ("sim_robot", "policy_node")}
+    def normal() -> None:  # children inherit the caller's policy; start them at normal scheduling
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+    nodes.procs = {name: subprocess.Popen(["sleep", "30"], preexec_fn=normal) for name in ("sim_robot", "policy_node")}
     yield nodes
     for proc in nodes.procs.values():
         proc.kill()
