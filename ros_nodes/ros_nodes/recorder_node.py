@@ -19,8 +19,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
@@ -217,24 +215,13 @@ class RecorderNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Console entry point ``recorder_node``."""
-    stop = spin.init(args)
-    try:
-        node = RecorderNode(stop)
-    except (ValueError, FileExistsError, DatasetFormatError) as exc:
-        rclpy.logging.get_logger("demo_recorder").fatal(f"refusing to start: {exc}")
-        rclpy.try_shutdown()
-        return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        spin.spin(executor, stop)
-    finally:
+    def finish(node: RecorderNode) -> None:
         node.close()
         node.get_logger().info(f"{node.saved} episodes in {node.p['dataset']}")
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+
+    node = spin.run_node(args, "demo_recorder", RecorderNode, (ValueError, FileExistsError, DatasetFormatError),
+                         finish)
+    return 2 if node is None else 0
 
 
 if __name__ == "__main__":

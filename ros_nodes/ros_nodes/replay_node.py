@@ -20,8 +20,6 @@ import threading
 import time
 
 import numpy as np
-import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
@@ -139,22 +137,10 @@ class ReplayNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Console entry point ``replay_node``."""
-    stop = spin.init(args)
-    try:
-        node = ReplayNode(stop)
-    except (ValueError, DatasetFormatError, FileNotFoundError) as exc:
-        rclpy.logging.get_logger("demo_replay").fatal(f"refusing to start: {exc}")
-        rclpy.try_shutdown()
+    node = spin.run_node(args, "demo_replay", ReplayNode, (ValueError, DatasetFormatError, FileNotFoundError),
+                         ReplayNode.finish)
+    if node is None:
         return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        spin.spin(executor, stop)
-    finally:
-        node.finish()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
     return 0 if node.player.phase == "done" else 1
 
 

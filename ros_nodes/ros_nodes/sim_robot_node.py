@@ -30,7 +30,6 @@ import mujoco
 import numpy as np
 import rclpy
 from geometry_msgs.msg import PoseStamped
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
@@ -215,22 +214,7 @@ class _ReachTask:
 
 def main(args: list[str] | None = None) -> int:
     """Console entry point ``sim_robot_node``."""
-    stop = spin.init(args)
-    try:
-        node = SimRobotNode()
-    except ValueError as exc:
-        rclpy.logging.get_logger("sim_robot").fatal(f"refusing to start: {exc}")
-        rclpy.try_shutdown()
-        return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        spin.spin(executor, stop)
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return 2 if spin.run_node(args, "sim_robot", lambda _stop: SimRobotNode(), (ValueError,)) is None else 0
 
 
 if __name__ == "__main__":

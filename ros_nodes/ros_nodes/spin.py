@@ -13,10 +13,15 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 import rclpy
-from rclpy.executors import Executor
+from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
+
+N = TypeVar("N", bound=Node)
 
 
 def init(args: list[str] | None) -> threading.Event:
@@ -36,6 +41,31 @@ def spin(executor: Executor, stop: threading.Event, timeout_sec: float | None = 
     """
     while not stop.is_set() and rclpy.ok():
         executor.spin_once(timeout_sec=timeout_sec)
+
+
+def run_node(args: list[str] | None, name: str, make: Callable[[threading.Event], N],
+             refused: tuple[type[Exception], ...], finish: Callable[[N], None] | None = None) -> N | None:
+    """A console entry point's whole life: init, ``make(stop)``, spin on a SingleThreadedExecutor until
+    SIGINT/SIGTERM, then ``finish(node)`` and shut down. Returns the node, or None (logged as fatal under
+    ``name``) when ``make`` raised one of ``refused``: the caller's exit code 2."""
+    stop = init(args)
+    try:
+        node = make(stop)
+    except refused as exc:
+        rclpy.logging.get_logger(name).fatal(f"refusing to start: {exc}")
+        rclpy.try_shutdown()
+        return None
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        spin(executor, stop)
+    finally:
+        if finish is not None:
+            finish(node)
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return node
 
 
 def set_realtime(priority: int) -> int:
