@@ -11,7 +11,6 @@ Standard library + yaml only: no rclpy in the calling process.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 import yaml
 
 from robot_rl.deploy.launch_plan import NodeLaunch
-from robot_rl.deploy.node_procs import node_command
+from robot_rl.deploy.node_procs import node_command, stop_processes
 from robot_rl.deploy.ros_env import ros_environment, ros_nodes_path
 from robot_rl.deploy.ros_params import ros_params
 
@@ -116,17 +115,7 @@ class DemoNodes:
 
     def stop(self, timeout: float = 10.0) -> dict[str, int]:
         """SIGINT every running node (as Ctrl-C in ``ros2 launch``), SIGKILL after ``timeout``; exit codes."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        codes = {}
-        for name, proc in self.procs.items():
-            try:
-                codes[name] = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                codes[name] = proc.wait()
-        return codes
+        return stop_processes(self.procs, timeout)
 
 
 def default_domain_id() -> int:

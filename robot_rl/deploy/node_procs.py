@@ -86,14 +86,20 @@ class NodeProcesses:
 
     def stop(self, timeout: float = 10.0) -> dict[str, int]:
         """SIGINT every node (as ``ros2 launch`` does on Ctrl-C), kill after ``timeout``; exit codes."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        codes = {}
-        for name, proc in self.procs.items():
-            try:
-                codes[name] = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                codes[name] = proc.wait()
-        return codes
+        return stop_processes(self.procs, timeout)
+
+
+def stop_processes(procs: dict[str, subprocess.Popen], timeout: float = 10.0) -> dict[str, int]:
+    """SIGINT every running process (as ``ros2 launch`` does on Ctrl-C), SIGKILL those still running after
+    ``timeout`` s; ``{name: exit code}``."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    codes = {}
+    for name, proc in procs.items():
+        try:
+            codes[name] = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes[name] = proc.wait()
+    return codes
