@@ -24,6 +24,14 @@ Options:
   none); ``intra_chunk_returns`` trains the critic towards the mean over the chunk's executed prefixes
   ``k = 1..h`` of the ``k``-step returns ``sum_{j<k} gamma^j r_{t+j} + gamma^k V(s_{t+k})``
   (:func:`robot_rl.math.chunk_targets.intra_chunk_returns`) instead of the ``h``-step return alone.
+- **Demonstrations** (``agent.demos=<robot-rl record dataset>``, the setting Q-chunking is evaluated in):
+  the demos form a separate, read-only replay partition (:func:`robot_rl.data.demo_buffer.demo_replay`);
+  every batch is ``round(demo_fraction * B)`` demo *chunks* followed by online chunks, each partition
+  sampled by :func:`~robot_rl.math.chunk_targets.sample_chunks` (same episode-end rules and masks;
+  RLPD's symmetric sampling, Ball et al. 2023, at ``demo_fraction = 0.5``). ``bc_weight > 0`` adds
+  ``bc_weight * ||pi(s) - a_demo||^2`` (over the executed steps of each demo chunk) to the actor loss on
+  the demo rows, a TD3+BC-style behaviour regulariser (Q-chunking's QC-FQL also keeps its policy near the
+  data). Demos recorded without ``observation.critic`` make the critic read the policy observation.
 
 Shapes: ``N`` envs, ``B`` batch, ``h`` chunk, ``A`` actions, ``D`` / ``Dc`` policy / critic obs.
 """
@@ -31,8 +39,11 @@ Shapes: ``N`` envs, ``B`` batch, ``h`` chunk, ``A`` actions, ``D`` / ``Dc`` poli
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -42,8 +53,9 @@ from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
 from robot_rl.agents.off_policy import ExportedPolicy, OffPolicyConfig
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.base import reduce_members
+from robot_rl.data.demo_buffer import demo_features, demo_replay
 from robot_rl.data.replay_buffer import ReplayBuffer
-from robot_rl.math.chunk_targets import ChunkBatch, intra_chunk_returns, sample_chunks
+from robot_rl.math.chunk_targets import ChunkBatch, ChunkReturn, OnTruncation, intra_chunk_returns, sample_chunks
 from robot_rl.models.chunked_actor import MODES, ChunkedActor, ChunkExecutor, FirstActionOfChunk
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
@@ -61,6 +73,10 @@ class ChunkedTD3Config(OffPolicyConfig):
         ensemble_decay: temporal ensembling's ``m``.
         success_only_actor: AC3: actor updates only on states of successful episodes (needs ``info["success"]``).
         intra_chunk_returns: AC3: critic target = mean of the chunk's intra-chunk ``k``-step returns.
+        demos: a ``robot-rl record`` dataset directory for the demo partition (None = online only).
+        demo_fraction: share of every batch drawn (as chunks) from the demos (0.5 = RLPD's symmetric sampling).
+        only_success_demos: keep only demo episodes that succeeded.
+        bc_weight: ``> 0`` adds ``bc_weight * ||pi(s) - a_demo||^2`` on the batch's demo chunks to the actor loss.
     """
 
     learning_starts: int = 5000
@@ -76,6 +92,10 @@ class ChunkedTD3Config(OffPolicyConfig):
     ensemble_decay: float = 0.01
     success_only_actor: bool = False
     intra_chunk_returns: bool = False
+    demos: str | None = None
+    demo_fraction: float = 0.5
+    only_success_demos: bool = False
+    bc_weight: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -91,6 +111,52 @@ class ChunkedTD3Config(OffPolicyConfig):
         if self.policy_delay < 1 or self.execute_len < 0:
             raise ValueError(f"agent.policy_delay must be >= 1 and execute_len >= 0, got {self.policy_delay}, "
                              f"{self.execute_len}")
+        if not 0.0 <= self.demo_fraction <= 1.0:
+            raise ValueError(f"agent.demo_fraction must be in [0, 1], got {self.demo_fraction}")
+        if self.bc_weight < 0 or (self.bc_weight > 0 and not self.demos):
+            raise ValueError(f"agent.bc_weight={self.bc_weight} needs to be >= 0, and > 0 only with demos "
+                             "(agent.demos=<dataset dir>)")
+        if self.demos and self.success_only_actor and not self.only_success_demos:
+            raise ValueError("agent.success_only_actor with agent.demos needs agent.only_success_demos=true "
+                             "(demo states then count as states of successful episodes)")
+
+
+def cat_chunks(a: ChunkBatch, b: ChunkBatch) -> ChunkBatch:
+    """The rows of ``a`` followed by those of ``b`` (every field concatenated along the batch)."""
+    cat = torch.cat
+    return ChunkBatch(
+        obs={k: cat([a.obs[k], b.obs[k]]) for k in a.obs},
+        actions=cat([a.actions, b.actions]),
+        rewards=cat([a.rewards, b.rewards]),
+        target=ChunkReturn(**{f.name: cat([getattr(a.target, f.name), getattr(b.target, f.name)])
+                              for f in dataclasses.fields(ChunkReturn)}),
+        next_obs={k: cat([a.next_obs[k], b.next_obs[k]]) for k in a.next_obs},
+        terminated=cat([a.terminated, b.terminated]),
+        truncated=cat([a.truncated, b.truncated]),
+        rows=cat([a.rows, b.rows]),
+        env=cat([a.env, b.env]),
+    )
+
+
+def sample_mixed_chunks(
+    online: ReplayBuffer,
+    demos: ReplayBuffer | None,
+    batch_size: int,
+    chunk_len: int,
+    gamma: float,
+    on_truncation: OnTruncation = "bootstrap",
+    demo_fraction: float = 0.5,
+    generator: torch.Generator | None = None,
+) -> tuple[ChunkBatch, int]:
+    """``(batch, n_demo)``: ``n_demo = round(demo_fraction * B)`` chunks of ``demos`` first, then ``B - n_demo``
+    chunks of ``online``, each drawn by :func:`sample_chunks` from its own partition (a chunk never spans the two).
+
+    ``batch.rows`` / ``batch.env`` of the first ``n_demo`` rows index ``demos``, the rest ``online``.
+    """
+    n_demo = round(batch_size * demo_fraction) if demos is not None else 0
+    parts = [sample_chunks(buf, n, chunk_len, gamma, on_truncation, generator)
+             for buf, n in ((demos, n_demo), (online, batch_size - n_demo)) if n > 0]
+    return (parts[0] if len(parts) == 1 else cat_chunks(*parts)), n_demo
 
 
 @register_agent("chunked_td3", ChunkedTD3Config)
@@ -101,6 +167,11 @@ class ChunkedTD3(Agent):
     cfg: ChunkedTD3Config
 
     def __init__(self, cfg: ChunkedTD3Config, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
+        if cfg.demos:
+            if not (Path(cfg.demos) / "meta" / "info.json").is_file():
+                raise FileNotFoundError(f"agent.demos={cfg.demos} is not a LeRobot dataset (no meta/info.json); record "
+                                        "one with `robot-rl record --task <task> --only-success --out <dir>`")
+            env = self._demo_view(cfg.demos, env)
         super().__init__(cfg, critic_cfg, env, device)
         H = getattr(critic_cfg, "chunk_len", None)
         if H is None:
@@ -138,6 +209,23 @@ class ChunkedTD3(Agent):
         self.episode_id = torch.zeros(self.buffer.capacity, N, dtype=torch.long, device=self.device)
         self.succeeded = torch.zeros(self.buffer.capacity, N, dtype=torch.bool, device=self.device)
         self.current_episode = torch.zeros(N, dtype=torch.long, device=self.device)
+        self.demos: ReplayBuffer | None = None
+        """The read-only demo partition (one env, episodes back to back), or None."""
+        if cfg.demos:
+            self.demos = demo_replay(cfg.demos, groups, A, self.device, cfg.only_success_demos)
+            self.demos.action[:] = self.from_env_action(self.demos.action)
+            for g, norm in self.normalizers.items():
+                if isinstance(norm, EmpiricalNormalizer):
+                    norm.update(self.demos.obs[g][:, 0])
+
+    @staticmethod
+    def _demo_view(root: str, env: EnvSpec) -> EnvSpec:
+        """``env`` without its ``critic`` group when the demos did not record ``observation.critic``."""
+        if "critic" not in env.observation_dims or "observation.critic" in demo_features(root):
+            return env
+        print(f"chunked_td3: {root} has no observation.critic; the critic reads the policy observation",
+              file=sys.stderr)
+        return dataclasses.replace(env, observation_dims={"policy": env.observation_dims["policy"]})
 
     # --- acting --------------------------------------------------------------------------------
 
@@ -214,9 +302,10 @@ class ChunkedTD3(Agent):
         sums: dict[str, float] = {}
         on_truncation = getattr(self.critic_cfg, "on_truncation", "bootstrap")
         for _ in range(count):
-            batch = sample_chunks(self.buffer, self.cfg.batch_size, self.chunk_len, self.cfg.gamma, on_truncation)
+            batch, n_demo = sample_mixed_chunks(self.buffer, self.demos, self.cfg.batch_size, self.chunk_len,
+                                                self.cfg.gamma, on_truncation, self.cfg.demo_fraction)
             batch.obs, batch.next_obs = self.normalize(batch.obs), self.normalize(batch.next_obs)
-            for k, v in self.learn(batch).items():
+            for k, v in self.learn(batch, n_demo).items():
                 sums[k] = sums.get(k, 0.0) + v
             self.updates += 1
         metrics = {k: v / max(count, 1) for k, v in sums.items()}
@@ -242,15 +331,18 @@ class ChunkedTD3(Agent):
         return reduce_members(values, reduce, getattr(self.critic, "subset", 2))
 
     @torch.no_grad()
-    def critic_target(self, batch: ChunkBatch) -> torch.Tensor:
+    def critic_target(self, batch: ChunkBatch, n_demo: int = 0) -> torch.Tensor:
         """``[B, G]`` TD target of the sampled chunks: the chunk return plus its bootstrap, or with
-        ``intra_chunk_returns`` the mean of the intra-chunk ``k``-step targets over executed prefixes."""
+        ``intra_chunk_returns`` the mean of the intra-chunk ``k``-step targets over executed prefixes.
+        The first ``n_demo`` rows are chunks of the demo partition."""
         if not self.cfg.intra_chunk_returns:
             next_v = self.policy_value(batch.next_obs, target=True)
             return batch.target.returns[:, None] + batch.target.discount[:, None] * next_v
         B, h = batch.rewards.shape
-        step_next = self.normalize({g: v[batch.rows, batch.env[:, None]].flatten(0, 1)
-                                    for g, v in self.buffer.next_obs.items()})
+        parts = [(self.demos, slice(0, n_demo)), (self.buffer, slice(n_demo, B))] if n_demo else [(self.buffer,
+                                                                                                    slice(0, B))]
+        step_next = self.normalize({g: torch.cat([buf.next_obs[g][batch.rows[i], batch.env[i, None]].flatten(0, 1)
+                                                  for buf, i in parts]) for g in self.buffer.next_obs})
         boot = self.policy_value(step_next, target=True).reshape(B, h, -1)  # [B, h, G]
         G = boot.shape[-1]
         targets, executed = intra_chunk_returns(
@@ -259,10 +351,11 @@ class ChunkedTD3(Agent):
         weight = executed.float()
         return ((targets * weight).sum(1) / weight.sum(1)).reshape(B, G)
 
-    def learn(self, batch: ChunkBatch) -> dict[str, float]:
-        """Critic regression on valid chunks; every ``policy_delay`` updates the actor and targets."""
+    def learn(self, batch: ChunkBatch, n_demo: int = 0) -> dict[str, float]:
+        """Critic regression on valid chunks; every ``policy_delay`` updates the actor and targets.
+        The first ``n_demo`` rows of ``batch`` are demo chunks (:func:`sample_mixed_chunks`)."""
         cfg, valid = self.cfg, batch.target.valid
-        target = self.critic_target(batch)
+        target = self.critic_target(batch, n_demo)
         critic_obs = batch.obs[self.critic_group]
         metrics = {"train/valid_chunks": float(valid.float().mean())}
         if bool(valid.any()):
@@ -274,12 +367,17 @@ class ChunkedTD3(Agent):
         if self.updates % cfg.policy_delay == 0:
             states = batch.obs
             if cfg.success_only_actor:
-                keep = self.succeeded[batch.rows[:, 0], batch.env]
+                online = self.succeeded[batch.rows[n_demo:, 0], batch.env[n_demo:]]
+                keep = torch.cat([torch.ones(n_demo, dtype=torch.bool, device=self.device), online])
                 metrics["train/success_states"] = float(keep.float().mean())
                 states = {g: v[keep] for g, v in batch.obs.items()}
             if states["policy"].shape[0] > 0:
                 self.critic.requires_grad_(False)
                 actor_loss = -self.policy_value(states).mean()
+                if cfg.bc_weight > 0 and n_demo:
+                    bc = self.bc_loss(batch, n_demo)
+                    metrics["loss/bc"] = float(bc.detach())
+                    actor_loss = actor_loss + cfg.bc_weight * bc
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 actor_loss.backward()
                 self.actor_optimizer.step()
@@ -289,6 +387,15 @@ class ChunkedTD3(Agent):
             with torch.no_grad():
                 torch._foreach_lerp_(list(self.actor_target.parameters()), list(self.actor.parameters()), cfg.tau)
         return metrics
+
+    def bc_loss(self, batch: ChunkBatch, n_demo: int) -> torch.Tensor:
+        """Mean over the first ``n_demo`` (demo) chunks of ``||pi(s)_k - a_demo_k||^2`` summed over actions and
+        averaged over the chunk's executed steps ``k`` (the actor's ``l <= h`` of them with DQC)."""
+        chunk = self.actor(batch.obs["policy"][:n_demo])  # [n, l, A]
+        length = chunk.shape[1]
+        executed = (torch.arange(length, device=self.device)[None, :] <= batch.target.last[:n_demo, None]).float()
+        error = (chunk - batch.actions[:n_demo, :length]).pow(2).sum(-1)  # [n, l]
+        return ((error * executed).sum(1) / executed.sum(1)).mean()
 
     # --- persistence and export ----------------------------------------------------------------
 
@@ -302,13 +409,21 @@ class ChunkedTD3(Agent):
         state: dict[str, Any] = {k: m.state_dict() for k, m in self._modules().items()}
         state["critic_target"] = self.critic.target_state_dict()
         state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
+        if self.demos is not None:
+            state["demos"] = {"path": str(self.cfg.demos), "transitions": len(self.demos)}
         if self.cfg.checkpoint_buffer:
             state["buffer"] = self.buffer.state_dict()
             state["episodes"] = {"id": self.episode_id, "succeeded": self.succeeded, "current": self.current_episode}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (the buffer too, when it was saved); plans in flight are dropped."""
+        """Restore :meth:`state_dict` (the buffer too, when it was saved); plans in flight are dropped.
+        With demos, the demo partition must hold as many transitions as when the checkpoint was written."""
+        saved = state.get("demos")
+        if self.demos is not None and saved is not None and int(saved["transitions"]) != len(self.demos):
+            raise ValueError(f"the checkpoint trained with {saved['transitions']} demo transitions from "
+                             f"{saved['path']}, agent.demos={self.cfg.demos} now holds {len(self.demos)}; point "
+                             "agent.demos at the same dataset")
         for k, m in self._modules().items():
             m.load_state_dict(state[k])
         self.critic.load_target_state_dict(state["critic_target"])

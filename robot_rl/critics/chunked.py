@@ -27,6 +27,7 @@ import torch
 
 from robot_rl.critics.base import Critic, CriticSpec
 from robot_rl.critics.ensemble import StackedMLP
+from robot_rl.critics.layer_norm import StackedLayerNormMLP
 from robot_rl.critics.registry import register_critic
 
 
@@ -53,6 +54,8 @@ class ChunkedCriticConfig:
         num_members: ``E`` (2 = clipped double Q).
         hidden_dims, activation: member MLP shape.
         on_truncation: ``bootstrap`` or ``mask`` chunks cut by a time limit (see ``chunk_return``).
+        layer_norm: LayerNorm after every hidden layer (as RLPD's ``ensemble_ln`` and Q-chunking's critics; bounds
+            the values extrapolated to actions outside demo data).
     """
 
     chunk_len: int = 5
@@ -62,6 +65,7 @@ class ChunkedCriticConfig:
     hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = "relu"
     on_truncation: str = "bootstrap"
+    layer_norm: bool = False
 
     def __post_init__(self) -> None:
         if self.chunk_len < 1:
@@ -95,9 +99,10 @@ class ChunkedCritic(Critic):
         self.subset = min(2, cfg.num_members)
         dims = list(cfg.hidden_dims)
         A, D, G = spec.action_dim, spec.obs_dim, spec.num_values
-        self.members = StackedMLP(cfg.num_members, D + cfg.chunk_len * A, dims, G, cfg.activation)
+        net = StackedLayerNormMLP if cfg.layer_norm else StackedMLP
+        self.members = net(cfg.num_members, D + cfg.chunk_len * A, dims, G, cfg.activation)
         self.partial = (
-            StackedMLP(cfg.num_members, D + cfg.partial_len * A, dims, G, cfg.activation) if cfg.partial_len else None
+            net(cfg.num_members, D + cfg.partial_len * A, dims, G, cfg.activation) if cfg.partial_len else None
         )
 
     def estimates(self, obs: torch.Tensor, action: torch.Tensor | None = None) -> torch.Tensor:
