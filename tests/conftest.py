@@ -2,6 +2,8 @@
 
 ``ROBOT_RL_ASSETS`` defaults to ``../shared/robots`` beside the repository (as in CI), and
 ``MUJOCO_GL`` to ``osmesa`` (Debian's libosmesa6) so rendering works without a display or GPU.
+Every test must leave the runner at the scheduling policy it started with: node processes the later
+tests start inherit it (a leaked SCHED_FIFO made every child real-time).
 """
 
 from __future__ import annotations
@@ -16,6 +18,34 @@ if "ROBOT_RL_ASSETS" not in os.environ and _SHARED_ROBOTS.is_dir():
     os.environ["ROBOT_RL_ASSETS"] = str(_SHARED_ROBOTS)
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
+pytest_plugins = ["pytester"]  # tests of this suite's own guards
+
+_POLICIES = {getattr(os, n): n for n in ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE", "SCHED_FIFO", "SCHED_RR")
+             if hasattr(os, n)}
+
+
+def _scheduling() -> tuple[int, int] | None:
+    """(policy, priority) of this thread; None where the OS has no such call (not Linux)."""
+    if not hasattr(os, "sched_getscheduler"):
+        return None
+    return os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+
+
+_RUNNER_SCHEDULING = _scheduling()
+
+
+@pytest.fixture(autouse=True)
+def _runner_keeps_its_scheduling(request):
+    """Fail (and undo) a test that leaves the runner at another scheduling policy than it started with."""
+    yield
+    now = _scheduling()
+    if now == _RUNNER_SCHEDULING:
+        return
+    os.sched_setscheduler(0, _RUNNER_SCHEDULING[0], os.sched_param(_RUNNER_SCHEDULING[1]))
+    pytest.fail(f"{request.node.nodeid} left this test process at scheduling policy {_POLICIES.get(now[0], now[0])} "
+                f"priority {now[1]} (it started at {_POLICIES.get(_RUNNER_SCHEDULING[0])} priority "
+                f"{_RUNNER_SCHEDULING[1]}; restored): set real-time scheduling in a child process, or restore the "
+                "policy in the test", pytrace=False)
 
 
 @pytest.fixture

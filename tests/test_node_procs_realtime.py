@@ -1,35 +1,65 @@
-"""NodeProcesses.set_realtime: SCHED_FIFO for all started nodes or only the named ones (real processes)."""
+"""NodeGroup: real processes started in the group's environment, SCHED_FIFO for all of them or only the named ones,
+and the suite's guard against a test that leaves the runner at another scheduling policy."""
 
 import os
-import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from robot_rl.deploy.node_procs import NodeProcesses
+from robot_rl.deploy.node_procs import NodeGroup, node_environment
 
 
 @pytest.fixture
-def two_nodes():
-    nodes = NodeProcesses.__new__(NodeProcesses)  # the process table alone, without starting ROS nodes
-    def normal() -> None:  # children inherit the caller's policy; start them at normal scheduling
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-
-    nodes.procs = {name: subprocess.Popen(["sleep", "30"], preexec_fn=normal) for name in ("sim_robot", "policy_node")}
+def two_nodes(tmp_path):
+    nodes = NodeGroup(domain_id=7, log_dir=tmp_path / "logs")  # stand-ins for ROS nodes: `sleep` processes
+    for name in ("sim_robot", "policy_node"):
+        nodes.start(name, ["sleep", "30"])
     yield nodes
-    for proc in nodes.procs.values():
-        proc.kill()
-        proc.wait()
+    assert nodes.stop(timeout=5.0) == {"sim_robot": -2, "policy_node": -2}  # SIGINT ends `sleep`
+
+
+def test_nodes_start_in_the_ros_environment_with_the_node_sources_on_the_path(tmp_path):
+    nodes = NodeGroup(domain_id=7, log_dir=tmp_path / "new" / "logs")
+    proc = nodes.start("echo", [sys.executable, "-c", "import os; print(os.environ['ROS_DOMAIN_ID'], "
+                                                      "os.environ['PYTHONPATH'])"])
+    assert proc.wait(timeout=30) == 0 and nodes.exited() == {"echo": 0}
+    domain, path = nodes.log("echo").split()
+    assert domain == "7" and path.split(os.pathsep)[:2] == node_environment(7)["PYTHONPATH"].split(os.pathsep)[:2]
+    assert path.split(os.pathsep)[0].endswith("ros_nodes") and nodes.commands["echo"][0] == sys.executable
 
 
 def test_only_the_named_nodes_become_real_time(two_nodes):
+    # the children inherit this process's policy (the suite's guard in tests/conftest.py keeps it as it started)
+    if os.sched_getscheduler(0) != os.SCHED_OTHER:
+        pytest.skip("pytest itself was started at another scheduling policy than SCHED_OTHER (e.g. under chrt)")
+    assert os.sched_getscheduler(two_nodes.procs["policy_node"].pid) == os.SCHED_OTHER
     try:
         two_nodes.set_realtime(1, ("sim_robot",))
     except PermissionError:
         pytest.skip("this user may not set SCHED_FIFO (needs root, CAP_SYS_NICE or an rtprio limit)")
     assert os.sched_getscheduler(two_nodes.procs["sim_robot"].pid) == os.SCHED_FIFO
     assert os.sched_getscheduler(two_nodes.procs["policy_node"].pid) == os.SCHED_OTHER
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the caller itself stays at normal scheduling
 
 
 def test_an_unknown_node_name_is_refused_naming_the_started_ones(two_nodes):
     with pytest.raises(KeyError, match=r"no started node named \['sim'\]; started: \['policy_node', 'sim_robot'\]"):
         two_nodes.set_realtime(1, ("sim",))
+
+
+def test_the_suite_fails_a_test_that_leaves_the_runner_at_another_scheduling_policy(pytester):
+    """SCHED_BATCH needs no privilege and is as foreign to the runner's children as SCHED_FIFO."""
+    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())  # this suite's guard
+    pytester.makepyfile("""
+        import os
+
+        def test_leaks():
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+
+        def test_after():
+            assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*test_leaks* left this test process at scheduling policy SCHED_BATCH*"])

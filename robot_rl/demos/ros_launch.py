@@ -20,8 +20,7 @@ import numpy as np
 import yaml
 
 from robot_rl.deploy.launch_plan import NodeLaunch
-from robot_rl.deploy.node_procs import node_command, stop_processes
-from robot_rl.deploy.ros_env import ros_environment, ros_nodes_path
+from robot_rl.deploy.node_procs import NodeGroup, node_command
 from robot_rl.deploy.ros_params import ros_params
 
 
@@ -56,7 +55,7 @@ def _ros_value(value: object) -> str:
     return str(value)
 
 
-class DemoNodes:
+class DemoNodes(NodeGroup):
     """Demo node processes in one ROS domain, each logging to ``log_dir/<name>.log``.
 
     Args:
@@ -68,27 +67,11 @@ class DemoNodes:
 
     def __init__(self, nodes: list[tuple[str, str, dict[str, object]]], params_file: Path, domain_id: int,
                  log_dir: Path, namespace: str = "") -> None:
-        self.env = ros_environment(domain_id)
-        src = ros_nodes_path()
-        self.env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(src), str(src.parent), self.env.get("PYTHONPATH", "")) if p
-        )
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.logs: dict[str, Path] = {}
-        self.commands: dict[str, list[str]] = {}
+        super().__init__(domain_id, log_dir)
         for executable, name, params in nodes:
             launch = NodeLaunch("ros_nodes", executable, name, namespace, (str(params_file),),
                                 {k: _ros_value(v) for k, v in params.items()})
-            self.commands[name] = node_command(launch)
-            self.logs[name] = log_dir / f"{name}.log"
-            with open(self.logs[name], "w") as log:
-                self.procs[name] = subprocess.Popen(self.commands[name], env=self.env, stdout=log,
-                                                    stderr=subprocess.STDOUT)
-
-    def log(self, name: str) -> str:
-        """Everything node ``name`` printed so far."""
-        return self.logs[name].read_text()
+            self.start(name, node_command(launch))
 
     def wait_log(self, name: str, text: str, timeout: float) -> bool:
         """Poll ``name``'s log every 50 ms until it contains ``text`` or the node exits; True if found."""
@@ -112,10 +95,6 @@ class DemoNodes:
         """SIGKILL ``name`` (a crash: nothing runs on the way out); its exit code."""
         self.procs[name].kill()
         return self.procs[name].wait()
-
-    def stop(self, timeout: float = 10.0) -> dict[str, int]:
-        """SIGINT every running node (as Ctrl-C in ``ros2 launch``), SIGKILL after ``timeout``; exit codes."""
-        return stop_processes(self.procs, timeout)
 
 
 def default_domain_id() -> int:

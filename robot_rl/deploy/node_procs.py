@@ -3,7 +3,9 @@
 Used by ``robot-rl deploy sim2sim``, the ROS tests and ``benchmarks/deploy_latency.py``: each node
 runs as ``python -m ros_nodes.<exec> --ros-args ...`` with the arguments the YAML launch file
 resolves to (:mod:`robot_rl.deploy.launch_plan`) in an environment from
-:func:`robot_rl.deploy.ros_env.ros_environment`. Standard library only.
+:func:`robot_rl.deploy.ros_env.ros_environment`. :class:`NodeGroup` (environment, process table,
+logs, real-time scheduling, stop) also runs the demo nodes of :mod:`robot_rl.demos.ros_launch`.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -26,39 +28,42 @@ def node_command(node: NodeLaunch, extra: dict[str, object] | None = None) -> li
     return cmd
 
 
-class NodeProcesses:
-    """The nodes of ``launch`` (a file name in ``ros_nodes/launch`` or a path), running.
+def node_environment(domain_id: int) -> dict[str, str]:
+    """:func:`ros_environment` of ``domain_id`` with the ``ros_nodes`` sources and the repository first on
+    ``PYTHONPATH`` (so ``python -m ros_nodes.<exec>`` runs without installing the package)."""
+    env = ros_environment(domain_id)
+    src = ros_nodes_path()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), str(src.parent), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+class NodeGroup:
+    """Node processes of one ROS domain by name: their command lines, processes and log files.
 
     Args:
-        args: launch arguments (``policy``, ``robot``, ``namespace``, ``use_sim``).
         domain_id: ROS_DOMAIN_ID of every node.
-        log_dir: each node's output goes to ``log_dir/<node>.log``; None: inherit the terminal.
-        extra: ``{node name: {parameter: value}}`` added after the parameter files.
+        log_dir: node ``name`` writes to ``log_dir/<name>.log`` (the folder is created); None: the terminal.
     """
 
-    def __init__(self, launch: str | Path, args: dict[str, str], domain_id: int, log_dir: Path | None = None,
-                 extra: dict[str, dict[str, object]] | None = None) -> None:
-        path = Path(launch)
-        if not path.is_file():
-            path = ros_nodes_path() / "launch" / str(launch)
-        self.env = ros_environment(domain_id)
-        repo = ros_nodes_path().parent
-        self.env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(ros_nodes_path()), str(repo), self.env.get("PYTHONPATH", "")) if p
-        )
-        self.plan = plan_launch(path, args, {"ros_nodes": ros_nodes_path()})
+    def __init__(self, domain_id: int, log_dir: Path | None = None) -> None:
+        self.env = node_environment(domain_id)
+        self.log_dir = None if log_dir is None else Path(log_dir)
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, Path] = {}
         self.commands: dict[str, list[str]] = {}
-        for node in self.plan:
-            cmd = node_command(node, (extra or {}).get(node.name))
-            self.commands[node.name] = cmd
-            if log_dir is None:
-                self.procs[node.name] = subprocess.Popen(cmd, env=self.env)
-                continue
-            self.logs[node.name] = Path(log_dir) / f"{node.name}.log"
-            with open(self.logs[node.name], "w") as log:
-                self.procs[node.name] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+
+    def start(self, name: str, cmd: list[str]) -> subprocess.Popen:
+        """Run ``cmd`` as node ``name`` in the group's environment (it inherits this process's scheduling)."""
+        self.commands[name] = cmd
+        if self.log_dir is None:
+            self.procs[name] = subprocess.Popen(cmd, env=self.env)
+            return self.procs[name]
+        self.logs[name] = self.log_dir / f"{name}.log"
+        with open(self.logs[name], "w") as log:
+            self.procs[name] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        return self.procs[name]
 
     def log(self, name: str) -> str:
         """Everything node ``name`` printed so far (when started with a ``log_dir``)."""
@@ -85,21 +90,37 @@ class NodeProcesses:
                     continue
 
     def stop(self, timeout: float = 10.0) -> dict[str, int]:
-        """SIGINT every node (as ``ros2 launch`` does on Ctrl-C), kill after ``timeout``; exit codes."""
-        return stop_processes(self.procs, timeout)
+        """SIGINT every running node (as ``ros2 launch`` does on Ctrl-C), SIGKILL those still running after
+        ``timeout`` s; ``{node: exit code}``."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        codes = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[name] = proc.wait()
+        return codes
 
 
-def stop_processes(procs: dict[str, subprocess.Popen], timeout: float = 10.0) -> dict[str, int]:
-    """SIGINT every running process (as ``ros2 launch`` does on Ctrl-C), SIGKILL those still running after
-    ``timeout`` s; ``{name: exit code}``."""
-    for proc in procs.values():
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-    codes = {}
-    for name, proc in procs.items():
-        try:
-            codes[name] = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            codes[name] = proc.wait()
-    return codes
+class NodeProcesses(NodeGroup):
+    """The nodes of ``launch`` (a file name in ``ros_nodes/launch`` or a path), running.
+
+    Args:
+        args: launch arguments (``policy``, ``robot``, ``namespace``, ``use_sim``).
+        domain_id: ROS_DOMAIN_ID of every node.
+        log_dir: each node's output goes to ``log_dir/<node>.log``; None: inherit the terminal.
+        extra: ``{node name: {parameter: value}}`` added after the parameter files.
+    """
+
+    def __init__(self, launch: str | Path, args: dict[str, str], domain_id: int, log_dir: Path | None = None,
+                 extra: dict[str, dict[str, object]] | None = None) -> None:
+        path = Path(launch)
+        if not path.is_file():
+            path = ros_nodes_path() / "launch" / str(launch)
+        super().__init__(domain_id, log_dir)
+        self.plan = plan_launch(path, args, {"ros_nodes": ros_nodes_path()})
+        for node in self.plan:
+            self.start(node.name, node_command(node, (extra or {}).get(node.name)))
