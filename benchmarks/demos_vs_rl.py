@@ -46,8 +46,13 @@ def record_demos(task: str, root: Path, episodes: int) -> None:
 
 
 def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: int, eval_every: int,
-            episodes: int, utd: float, learning_starts: int, init_alpha: float, bc_weight: float) -> dict:
-    """Train one arm; returns its curve ``[(env_steps, success)]`` and CPU/wall seconds."""
+            episodes: int, common: dict, bc_extra: dict) -> dict:
+    """Train one arm; returns its curve ``[(env_steps, success)]``, critic/actor probes and CPU/wall seconds.
+
+    ``common``: agent settings of every arm; ``bc_extra``: the ``rlpd_bc`` arm's own (bc_weight, warm-up...).
+    At every evaluation (and before training) the probes measure, on the demo partition's states, the critic's
+    mean Q of the demo actions and the deterministic actor's mean squared distance to them (per action dim).
+    """
     import torch
 
     torch.set_num_threads(1)
@@ -56,13 +61,14 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
     from robot_rl.agents.rlpd import RLPDConfig
     from robot_rl.agents.sac import SACConfig
     from robot_rl.critics.layer_norm import LayerNormEnsembleCriticConfig
+    from robot_rl.data.demo_buffer import demo_replay
     from robot_rl.train.evaluation import evaluate
 
     torch.manual_seed(seed)
     env = sim.make_env(task, num_envs=num_envs, seed=seed)
     eval_env = sim.make_env(task, num_envs=min(episodes, 16), seed=seed + 1000)
     spec = EnvSpec.from_env(env)
-    common = dict(learning_starts=learning_starts, utd_ratio=utd, buffer_size=max(steps, 10_000), init_alpha=init_alpha)
+    common = {"buffer_size": max(steps, 10_000), **common}
     if arm == "rlpd":
         cfg = RLPDConfig(demos=demos, critic_obs="policy", **common)
     elif arm == "rlpd_bc":  # actor + normaliser from a gaussian BC clone of the demos, kept near them by bc_weight
@@ -70,28 +76,41 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
 
         bc_dir = save_bc(train_bc(demos, BCConfig(seed=seed), progress=False), tempfile.mkdtemp(prefix="bc_"))
         cfg = RLPDConfig(demos=demos, critic_obs="policy", bc_checkpoint=str(bc_dir), normalize_obs=True,
-                         bc_weight=bc_weight, **common)
+                         **{**common, **bc_extra})
     else:  # the same critic input as rlpd: the policy observation (demos record no critic group)
         cfg = SACConfig(**common)
         spec = dataclasses.replace(spec, observation_dims={"policy": spec.observation_dims["policy"]})
     agent = make_agent(cfg, LayerNormEnsembleCriticConfig(), spec)
+    probe = demo_replay(demos, {"policy": spec.observation_dims["policy"]}, spec.action_dim)
+    probe_obs, probe_action = probe.obs["policy"][:, 0], probe.action[:, 0]
     curve: list[tuple[int, float]] = []
+    probes: list[dict[str, float]] = []
     obs = env.reset(seed=seed)
-    next_eval, wall, cpu = eval_every, time.monotonic(), time.process_time()
-    while agent.env_steps < steps:
+    wall, cpu = time.monotonic(), time.process_time()
+    next_eval = 0
+    while True:
+        if agent.env_steps >= next_eval or agent.env_steps >= steps:
+            result = evaluate(agent.policy(), eval_env, episodes, seed=seed + 1000).summary()
+            with torch.no_grad():
+                norm_obs = agent.normalizers["policy"](probe_obs)
+                q_demo = float(agent.critic(norm_obs, probe_action).mean())
+                actor_mse = float((agent.actor(norm_obs) - probe_action).pow(2).mean())
+            curve.append((agent.env_steps, result["success_rate"]))
+            probes.append({"env_steps": agent.env_steps, "updates": agent.updates, "q_demo": q_demo,
+                           "actor_mse": actor_mse})
+            print(f"  {arm} seed {seed}: {agent.env_steps:>7d} steps {agent.updates:>6d} updates  success "
+                  f"{result['success_rate']:.3f}  Q(demo) {q_demo:+.3f}  actor-demo MSE {actor_mse:.4f}  "
+                  f"({time.monotonic() - wall:.0f} s)", flush=True)
+            next_eval += eval_every
+        if agent.env_steps >= steps:
+            break
         action = agent.act(obs)
         step = env.step(action)
         agent.observe(obs, action, step)
         obs = step.obs
         if agent.ready():
             agent.update()
-        if agent.env_steps >= next_eval or agent.env_steps >= steps:
-            result = evaluate(agent.policy(), eval_env, episodes, seed=seed + 1000).summary()
-            curve.append((agent.env_steps, result["success_rate"]))
-            print(f"  {arm} seed {seed}: {agent.env_steps:>7d} steps  success {result['success_rate']:.3f}  "
-                  f"({time.monotonic() - wall:.0f} s)", flush=True)
-            next_eval += eval_every
-    return {"arm": arm, "seed": seed, "curve": curve, "wall_s": time.monotonic() - wall,
+    return {"arm": arm, "seed": seed, "curve": curve, "probes": probes, "wall_s": time.monotonic() - wall,
             "cpu_s": time.process_time() - cpu}
 
 
@@ -156,7 +175,12 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=32, help="eval episodes per point")
     p.add_argument("--workers", type=int, default=1, help="parallel processes (one torch thread each)")
     p.add_argument("--arms", default="sac,rlpd", help=f"comma-separated, of {ARMS} (rlpd_bc: BC-initialised actor)")
+    p.add_argument("--n-step", type=int, default=1, help="n-step returns (every arm)")
     p.add_argument("--bc-weight", type=float, default=1.0, help="rlpd_bc: agent.bc_weight (BC penalty on demo rows)")
+    p.add_argument("--critic-warmup", type=int, default=0,
+                   help="rlpd_bc: agent.critic_warmup_updates (first N updates train the critic only)")
+    p.add_argument("--bc-decay", type=int, default=0, help="rlpd_bc: agent.bc_decay_updates (0 = constant bc_weight)")
+    p.add_argument("--bc-actor-lr", type=float, default=3e-4, help="rlpd_bc: agent.actor_lr")
     p.add_argument("--merge", type=Path, nargs="*", default=[],
                    help="curves.json of earlier runs (other arms/seeds) to tabulate and plot with this one")
     p.add_argument("--out", type=Path, default=Path("outputs/benchmarks/demos_vs_rl"))
@@ -174,11 +198,15 @@ def main() -> None:
     if unknown := sorted(set(arms) - set(ARMS)):
         p.error(f"--arms {unknown} unknown; choose from {ARMS}")
     jobs = [(arm, seed) for seed in seeds for arm in arms]
+    common = {"learning_starts": args.learning_starts, "utd_ratio": args.utd, "init_alpha": args.init_alpha,
+              "n_step": args.n_step}
+    bc_extra = {"bc_weight": args.bc_weight, "critic_warmup_updates": args.critic_warmup,
+                "bc_decay_updates": args.bc_decay, "actor_lr": args.bc_actor_lr}
+    print(f"every arm: {common}; rlpd_bc also: {bc_extra}", flush=True)
     with ProcessPoolExecutor(args.workers) as pool:
         bc_futures = [pool.submit(bc_reference, str(demos), args.task, args.episodes, s) for s in seeds]
         futures = [pool.submit(run_arm, arm, args.task, str(demos), args.steps, seed, args.num_envs,
-                               args.eval_every, args.episodes, args.utd, args.learning_starts, args.init_alpha,
-                               args.bc_weight)
+                               args.eval_every, args.episodes, common, bc_extra)
                    for arm, seed in jobs]
         bc = [f.result() for f in bc_futures]
         results = [f.result() for f in futures]
@@ -208,6 +236,11 @@ def main() -> None:
         reach = {lvl: [steps_to_reach(r["curve"], lvl) for r in arm_results] for lvl in (0.5, 0.8)}
         print(f"{arm}: final success mean {statistics.fmean(finals):.3f} {finals}; env steps to 50%: "
               f"{reach[0.5]}, to 80%: {reach[0.8]}; CPU {sum(r['cpu_s'] for r in arm_results):.0f} s")
+    bc_mean = statistics.fmean(b["success"] for b in bc) if bc else float("nan")
+    for arm in present:
+        finals = [r["curve"][-1][1] for r in results if r["arm"] == arm]
+        print(f"{arm} final success / BC only's: {statistics.fmean(finals):.3f} / {bc_mean:.3f} "
+              f"= {statistics.fmean(finals) / bc_mean if bc_mean else float('nan'):.2f}x")
     for arm in [a for a in present if a != "sac"]:
         ratios, pairs = [], 0
         for seed in seeds:

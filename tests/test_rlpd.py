@@ -181,3 +181,37 @@ def test_train_command_with_rlpd(reach_demos: Path, tmp_path: Path) -> None:
     runner = open_run(run, num_envs=4)  # the saved online buffer is [capacity, 4 envs]
     assert isinstance(runner.agent, RLPD) and runner.env_steps == 200 and runner.agent.updates > 0
     assert isinstance(runner.agent.critic, LayerNormEnsembleCritic)  # agent=rlpd alone selects critic=ensemble_ln
+
+
+def test_critic_warmup_freezes_the_actor_and_bc_weight_decays(reach_demos: Path) -> None:
+    torch.manual_seed(0)
+    env = sim.make_env("so101_reach", num_envs=2, seed=0, **SHORT)
+    agent = make_rlpd(reach_demos, env, bc_weight=8.0, critic_warmup_updates=2, bc_decay_updates=4)
+    schedule = []
+    for _ in range(8):
+        schedule.append(agent.bc_weight_now())
+        agent.updates += 1
+    assert schedule == [8.0, 8.0, 8.0, 6.0, 4.0, 2.0, 0.0, 0.0]  # constant through the warm-up, then linear to 0
+    agent.updates = 0
+    obs = env.reset(seed=0)
+    for _ in range(8):  # a few online rows for the online half of each batch
+        action = agent.act(obs)
+        step = env.step(action)
+        agent.observe(obs, action, step)
+        obs = step.obs
+    actor = [p.detach().clone() for p in agent.actor.parameters()]
+    critic = [p.detach().clone() for p in agent.critic.parameters()]
+    alpha = float(agent.alpha)
+    for _ in range(2):  # warm-up: the critic learns, actor and temperature stay
+        metrics = agent.learn(agent.sample_batch())
+        agent.updates += 1
+        assert "loss/actor" not in metrics
+    assert all(torch.equal(a, b) for a, b in zip(actor, agent.actor.parameters(), strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(critic, agent.critic.parameters(), strict=True))
+    assert float(agent.alpha) == alpha
+    metrics = agent.learn(agent.sample_batch())  # the first actor step, with the full BC weight
+    assert not all(torch.equal(a, b) for a, b in zip(actor, agent.actor.parameters(), strict=True))
+    assert metrics["train/bc_weight"] == 8.0 and metrics["train/bc_mse"] > 0
+    for key in ("critic_warmup_updates", "bc_decay_updates"):
+        with pytest.raises(ValueError, match=f"agent.{key} must be >= 0"):
+            RLPDConfig(demos=str(reach_demos), **{key: -1})

@@ -49,6 +49,11 @@ class RLPDConfig(SACConfig):
         bc_weight: ``> 0`` subtracts ``bc_weight * ||a - a_demo||^2`` from the actor's objective on the demo rows
             of each batch (``a`` the sampled action; a TD3+BC-style regulariser that keeps a BC-initialised
             actor near the demos; 0 = RLPD as published).
+        critic_warmup_updates: the first this many gradient updates train the critic only (actor and
+            temperature frozen), so a BC-initialised actor first meets a critic that has learned its values
+            instead of a random one (0 = off, RLPD as published).
+        bc_decay_updates: ``> 0`` lowers ``bc_weight`` linearly to 0 over this many updates after the critic
+            warm-up (then plain RLPD); 0 keeps ``bc_weight`` for the whole run.
     """
 
     demos: str | None = None
@@ -57,6 +62,8 @@ class RLPDConfig(SACConfig):
     bc_checkpoint: str | None = None
     critic_obs: str = "auto"
     bc_weight: float = 0.0
+    critic_warmup_updates: int = 0
+    bc_decay_updates: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -66,6 +73,9 @@ class RLPDConfig(SACConfig):
             raise ValueError(f"agent.critic_obs must be one of {CRITIC_OBS}, got {self.critic_obs!r}")
         if self.bc_weight < 0:
             raise ValueError(f"agent.bc_weight must be >= 0, got {self.bc_weight}")
+        for name in ("critic_warmup_updates", "bc_decay_updates"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"agent.{name} must be >= 0 (0 = off), got {getattr(self, name)}")
 
 
 @register_agent("rlpd", RLPDConfig)
@@ -90,6 +100,8 @@ class RLPD(SAC):
         self.demo_transitions = len(demos)
         """Transitions in the demo partition (checked again on resume)."""
         self._demo_actions: torch.Tensor | None = None  # demo rows' actions of the batch being learned
+        self._bc_weight = cfg.bc_weight  # bc_weight of the update being learned (bc_weight_now)
+        self._bc_mse: float | None = None  # mean squared (sampled - demo) action per dim, for the metrics
         if cfg.bc_checkpoint:
             self._load_bc(cfg.bc_checkpoint)
         else:
@@ -132,14 +144,34 @@ class RLPD(SAC):
                 norm.load_state_dict(bc.normalizer.state_dict())
                 norm.until = int(norm.count)  # frozen: the cloned actor only knows these statistics
 
+    def bc_weight_now(self) -> float:
+        """``bc_weight`` at the current update: constant, or decayed linearly after the critic warm-up."""
+        cfg = self.cfg
+        if cfg.bc_decay_updates == 0:
+            return cfg.bc_weight
+        done = max(self.updates - cfg.critic_warmup_updates, 0)
+        return cfg.bc_weight * max(0.0, 1.0 - done / cfg.bc_decay_updates)
+
     def learn(self, batch: ReplayBatch) -> dict[str, float]:
         """SAC's update; with ``bc_weight`` the batch's leading demo rows also anchor the actor."""
         n_demo = self.buffer.demo_rows(batch.action.shape[0])
-        self._demo_actions = batch.action[:n_demo] if self.cfg.bc_weight > 0 and n_demo else None
+        self._bc_weight = self.bc_weight_now()
+        self._demo_actions = batch.action[:n_demo] if self._bc_weight > 0 and n_demo else None
+        self._bc_mse = None
         try:
-            return super().learn(batch)
+            metrics = super().learn(batch)
         finally:
             self._demo_actions = None
+        if self._bc_mse is not None:
+            metrics["train/bc_mse"] = self._bc_mse
+            metrics["train/bc_weight"] = self._bc_weight
+        return metrics
+
+    def _actor_and_alpha_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> dict[str, float]:
+        """SAC's actor and temperature step, skipped during the first ``critic_warmup_updates`` updates."""
+        if self.updates < self.cfg.critic_warmup_updates:
+            return {"train/alpha": float(self.alpha)}
+        return super()._actor_and_alpha_step(obs, critic_obs)
 
     def actor_q(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """``[B]`` SAC's actor value, minus ``bc_weight * ||a - a_demo||^2`` on the demo rows (when set)."""
@@ -148,7 +180,8 @@ class RLPD(SAC):
             return q
         n = self._demo_actions.shape[0]
         penalty = (action[:n] - self._demo_actions).pow(2).sum(-1)
-        return torch.cat([q[:n] - self.cfg.bc_weight * penalty, q[n:]])
+        self._bc_mse = float(penalty.detach().mean()) / action.shape[-1]
+        return torch.cat([q[:n] - self._bc_weight * penalty, q[n:]])
 
     def state_dict(self) -> dict[str, Any]:
         """SAC's state (online partition only) plus the demo partition's path and size."""
