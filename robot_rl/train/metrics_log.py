@@ -1,12 +1,32 @@
-"""Metric sinks: TensorBoard (default), Weights & Biases (optional), and a JSON-lines file."""
+"""Metric sinks: TensorBoard (default), Weights & Biases (optional), and a JSON-lines file.
+
+Metrics arrive as floats or detached 0-d tensors (agents keep them on the device during the updates);
+:func:`scalars` turns them into floats here, once per log call, with one device-to-host copy per device.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
+
 BACKENDS = ("tensorboard", "wandb")
+
+
+def scalars(metrics: Mapping[str, float | torch.Tensor]) -> dict[str, float]:
+    """``metrics`` with its 0-d tensors as Python floats (stacked per device and copied once), same order."""
+    out: dict[str, float] = {k: v for k, v in metrics.items() if not isinstance(v, torch.Tensor)}
+    by_device: dict[torch.device, list[str]] = {}
+    for k, v in metrics.items():
+        if isinstance(v, torch.Tensor):
+            by_device.setdefault(v.device, []).append(k)
+    for keys in by_device.values():
+        values = torch.stack([metrics[k].detach().reshape(()).double() for k in keys]).tolist()
+        out.update(zip(keys, values, strict=True))
+    return {k: out[k] for k in metrics}
 
 
 class MetricLogger:
@@ -34,8 +54,9 @@ class MetricLogger:
                 ) from None
             self.wandb = wandb.init(project=project, dir=str(run_dir), config=config, resume="allow")
 
-    def log(self, metrics: dict[str, float], step: int) -> None:
-        """Record ``metrics`` at environment step ``step``."""
+    def log(self, metrics: Mapping[str, float | torch.Tensor], step: int) -> None:
+        """Record ``metrics`` (floats or 0-d tensors, see :func:`scalars`) at environment step ``step``."""
+        metrics = scalars(metrics)
         self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
         self.jsonl.flush()
         if self.tb is not None:

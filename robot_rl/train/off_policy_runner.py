@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import time
 
+import torch
+
 from robot_rl.config.io import train_config_to_dict
 from robot_rl.train.metrics_log import MetricLogger
 from robot_rl.train.on_policy_runner import EpisodeStats, OnPolicyRunner, RunResult
@@ -35,7 +37,7 @@ class OffPolicyRunner(OnPolicyRunner):
         progress = Progress(total, self.env_steps, enabled=cfg.logger.progress)
         stats = EpisodeStats(env.num_envs, env.device)
         env_logs: dict[str, list[float]] = {}
-        sums: dict[str, float] = {}
+        sums: dict[str, float | torch.Tensor] = {}  # device tensors: converted once per iteration, by the logger
         update_calls = 0
         obs = env.reset(seed=cfg.seed + self.updates)  # a resumed run starts fresh episodes
         start = time.monotonic()
