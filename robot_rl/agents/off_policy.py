@@ -225,8 +225,9 @@ class OffPolicyAgent(Agent, abc.ABC):
         """Exploratory normalised actions ``[N, A]`` for normalised policy obs ``[N, D]``."""
 
     @abc.abstractmethod
-    def learn(self, batch: ReplayBatch) -> dict[str, float]:
-        """One gradient update on a normalised batch (obs already normalised); returns metrics."""
+    def learn(self, batch: ReplayBatch) -> dict[str, float | torch.Tensor]:
+        """One gradient update on a normalised batch (obs already normalised); returns metrics (floats or
+        detached 0-d tensors: no ``float()`` on a device tensor here, that would sync every update)."""
 
     # --- shared helpers ----------------------------------------------------------------------
 
@@ -323,17 +324,21 @@ class OffPolicyAgent(Agent, abc.ABC):
         batch.obs, batch.next_obs = self.normalize(batch.obs), self.normalize(batch.next_obs)
         return batch
 
-    def update(self) -> dict[str, float]:
-        """Run the updates owed by the UTD ratio; returns metrics averaged over them."""
+    def update(self) -> dict[str, float | torch.Tensor]:
+        """Run the updates owed by the UTD ratio; returns metrics averaged over them.
+
+        Tensor metrics of :meth:`learn` stay on the device: summed as 0-d float64 tensors (the same sums as
+        Python floats would give), converted by the runner's logger once per log interval, not per update.
+        """
         count = int(self.update_credit)
         self.update_credit -= count
-        sums: dict[str, float] = {}
+        sums: dict[str, float | torch.Tensor] = {}
         for _ in range(count):
             batch = self.sample_batch()
             with self.autocast():
                 step_metrics = self.learn(batch)
             for k, v in step_metrics.items():
-                sums[k] = sums.get(k, 0.0) + v
+                sums[k] = sums.get(k, 0.0) + (v.double() if isinstance(v, torch.Tensor) else v)
             self.updates += 1
         metrics = {k: v / max(count, 1) for k, v in sums.items()}
         metrics["train/updates"] = float(self.updates)
