@@ -96,7 +96,7 @@ class SAC(OffPolicyAgent):
         """``[B]`` the critic's value of the actor's action, members combined by ``actor_reduce``."""
         return self.critic(critic_obs, action, reduce=self.cfg.actor_reduce).squeeze(-1)
 
-    def learn(self, batch: ReplayBatch) -> dict[str, float]:
+    def learn(self, batch: ReplayBatch) -> dict[str, float | torch.Tensor]:
         """Critic regression, then actor and temperature steps on the same batch."""
         critic_obs = batch.obs[self.critic_group]
         critic_loss, metrics = self.critic.loss(critic_obs, batch.action, self.critic_target(batch))
@@ -110,7 +110,7 @@ class SAC(OffPolicyAgent):
             self.critic.update_target(self.cfg.tau)
         return metrics
 
-    def _actor_and_alpha_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> dict[str, float]:
+    def _actor_and_alpha_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> dict[str, torch.Tensor]:
         self.critic.requires_grad_(False)
         action, log_prob = self.actor.sample(obs)
         actor_loss = (self.alpha * log_prob - self.actor_q(critic_obs, action)).mean()
@@ -118,14 +118,14 @@ class SAC(OffPolicyAgent):
         actor_loss.backward()
         self.actor_optimizer.step()
         self.critic.requires_grad_(True)
-        metrics = {"loss/actor": float(actor_loss.detach()), "train/entropy": float(-log_prob.detach().mean())}
+        metrics = {"loss/actor": actor_loss.detach(), "train/entropy": -log_prob.detach().mean()}
         if self.cfg.autotune:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             self.alpha_optimizer.zero_grad(set_to_none=True)
             alpha_loss.backward()
             self.alpha_optimizer.step()
-            metrics["loss/alpha"] = float(alpha_loss.detach())
-        metrics["train/alpha"] = float(self.alpha)
+            metrics["loss/alpha"] = alpha_loss.detach()
+        metrics["train/alpha"] = self.alpha
         return metrics
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
