@@ -103,7 +103,7 @@ class TD3(OffPolicyAgent):
         )
         return batch.reward.unsqueeze(-1) + batch.discount.unsqueeze(-1) * next_q
 
-    def learn(self, batch: ReplayBatch) -> dict[str, float]:
+    def learn(self, batch: ReplayBatch) -> dict[str, float | torch.Tensor]:
         """Critic regression; every ``policy_delay`` updates also the actor and the targets."""
         critic_obs = batch.obs[self.critic_group]
         with torch.no_grad():
@@ -121,7 +121,7 @@ class TD3(OffPolicyAgent):
             actor_loss.backward()
             self.actor_optimizer.step()
             self.critic.requires_grad_(True)
-            metrics["loss/actor"] = float(actor_loss.detach())
+            metrics["loss/actor"] = actor_loss.detach()
             self.critic.update_target(self.cfg.tau)
             if self.actor_target is not None:
                 self.polyak(self.actor_target, self.actor, self.cfg.tau)
