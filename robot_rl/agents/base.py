@@ -96,8 +96,9 @@ class Agent(abc.ABC):
         """Whether :meth:`update` has enough data (a full rollout, or replay past warm-up)."""
 
     @abc.abstractmethod
-    def update(self) -> dict[str, float]:
-        """One learning phase; returns scalar metrics (``loss/value``, ``lr``, ...)."""
+    def update(self) -> dict[str, float | torch.Tensor]:
+        """One learning phase; returns scalar metrics (``loss/value``, ``lr``, ...): floats or detached 0-d
+        tensors, which the runner's logger turns into floats once per log interval (no device sync per update)."""
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:
