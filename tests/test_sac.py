@@ -48,7 +48,7 @@ def test_bf16_updates_are_finite_and_move_every_parameter():
             metrics = agent.update()
     assert agent.updates == 4 * 40 - 64 + 4
     assert {"loss/critic_loss", "loss/actor", "loss/alpha"} <= metrics.keys()
-    assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values()), metrics
+    assert all(torch.isfinite(torch.as_tensor(v)) for v in metrics.values()), metrics
     for k, v in agent.state_dict()["critic"].items():
         assert v.dtype == torch.float32 and not torch.equal(v, before[k]), k
     for p, p0 in zip(agent.actor.parameters(), actor_before, strict=True):
