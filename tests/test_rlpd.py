@@ -123,7 +123,7 @@ def test_tiny_rlpd_run_and_checkpoint_round_trip(reach_demos: Path, tmp_path: Pa
         obs = step.obs
         if agent.ready():
             metrics = agent.update()
-    assert metrics["train/updates"] > 0 and all(np.isfinite(v) for v in metrics.values())
+    assert metrics["train/updates"] > 0 and all(np.isfinite(float(v)) for v in metrics.values())
     path = save_checkpoint(tmp_path / "run", agent.env_steps, agent.state_dict())
     _, state = load_checkpoint(path)
     assert state["demos"] == {"path": str(reach_demos), "transitions": 100}
