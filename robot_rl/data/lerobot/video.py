@@ -8,11 +8,16 @@ remuxes it onto the end of the chunk file without re-encoding, into a temporary 
 renamed over the old one: the chunk file on disk is always complete.
 
 Defaults match LeRobot's: AV1 (SVT-AV1), yuv420p, keyframe every 2 frames, crf 30, preset 12.
+SVT-AV1 switches the thread that opens an encoder to SCHED_FIFO 99 wherever it may (root, CAP_SYS_NICE)
+and its ~40 worker threads inherit that; :func:`keep_scheduling` undoes it, so a recording process
+(and every process it starts afterwards) keeps its own scheduling.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -27,6 +32,32 @@ from robot_rl.data.lerobot.errors import DatasetFormatError
 os.environ.setdefault("SVT_LOG", "1")
 
 DEFAULT_TOLERANCE_S = 1e-4
+
+
+def _scheduling(tid: int) -> tuple[int, int]:
+    """(policy, priority) of thread ``tid`` (0: the calling thread)."""
+    return os.sched_getscheduler(tid), os.sched_getparam(tid).sched_priority
+
+
+@contextlib.contextmanager
+def keep_scheduling() -> Iterator[None]:
+    """Run the block, then put every thread of this process back at the scheduling it had before; threads the
+    block started get the caller's. (For SVT-AV1's real-time switch; a no-op off Linux.)"""
+    if not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    caller = _scheduling(0)
+    before = {int(t): _scheduling(int(t)) for t in os.listdir("/proc/self/task")}
+    try:
+        yield
+    finally:
+        for tid in map(int, os.listdir("/proc/self/task")):
+            want = before.get(tid, caller)
+            try:
+                if _scheduling(tid) != want:
+                    os.sched_setscheduler(tid, want[0], os.sched_param(want[1]))
+            except ProcessLookupError:  # the thread ended meanwhile
+                continue
 
 
 @dataclass(frozen=True)
@@ -78,6 +109,8 @@ class EpisodeVideoEncoder:
         self._stream.height = height
         self._stream.pix_fmt = settings.pix_fmt
         self._stream.codec_context.time_base = Fraction(1, fps)
+        with keep_scheduling():  # the encoder and its threads start here, not at the first frame
+            self._stream.codec_context.open()
 
     def add(self, frame: np.ndarray) -> None:
         """Encode one frame ``uint8 [H, W, 3]``."""
