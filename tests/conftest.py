@@ -3,7 +3,7 @@
 ``ROBOT_RL_ASSETS`` defaults to ``../shared/robots`` beside the repository (as in CI), and
 ``MUJOCO_GL`` to ``osmesa`` (Debian's libosmesa6) so rendering works without a display or GPU.
 Every test must leave the runner at the scheduling policy it started with: node processes the later
-tests start inherit it (a leaked SCHED_FIFO made every child real-time).
+tests start inherit it (SVT-AV1 video encoding once left the runner at SCHED_FIFO 99, as root).
 """
 
 from __future__ import annotations
