@@ -35,6 +35,9 @@ class SACConfig(OffPolicyConfig):
         autotune: learn ``alpha`` (False keeps ``init_alpha`` fixed).
         policy_frequency: actor and temperature updates every this many critic updates.
         target_frequency: target-network updates every this many critic updates.
+        backup_entropy: keep ``-alpha * log pi`` of the next action in the TD target (the soft value). False
+            backs up ``min Q'`` alone, as RLPD does on sparse-reward tasks whose episodes end on success:
+            there an entropy bonus per step can outweigh the reward that ends the episode.
     """
 
     init_alpha: float = 1.0
@@ -43,6 +46,7 @@ class SACConfig(OffPolicyConfig):
     autotune: bool = True
     policy_frequency: int = 1
     target_frequency: int = 1
+    backup_entropy: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -82,14 +86,15 @@ class SAC(OffPolicyAgent):
         return self.log_alpha.detach().exp()
 
     def critic_target(self, batch: ReplayBatch) -> torch.Tensor:
-        """Soft TD target ``[B, 1]``: ``r + discount * (min Q'(s', a') - alpha * log pi(a'|s'))``."""
+        """TD target ``[B, 1]``: ``r + discount * (min Q'(s', a') - alpha * log pi(a'|s'))`` (no log pi term
+        without ``backup_entropy``)."""
         with torch.no_grad():
             next_action, next_log_prob = self.actor.sample(batch.next_obs["policy"])
             next_q = self.critic(
                 batch.next_obs[self.critic_group], next_action, reduce=self.cfg.target_reduce, target=True,
                 subset=getattr(self.critic, "subset", 2),
             )
-            soft = next_q - self.alpha * next_log_prob.unsqueeze(-1)
+            soft = next_q - self.alpha * next_log_prob.unsqueeze(-1) if self.cfg.backup_entropy else next_q
             return batch.reward.unsqueeze(-1) + batch.discount.unsqueeze(-1) * soft
 
     def actor_q(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:

@@ -65,7 +65,7 @@ class TQC(SAC):
             next_action, next_log_prob = self.actor.sample(batch.next_obs["policy"])
             atoms = self.critic.target_critic().distribution(batch.next_obs[self.critic_group], next_action)
             kept = truncate_quantiles(atoms[:, :, 0].transpose(0, 1), self.cfg.top_quantiles_to_drop_per_net)
-            soft = kept - self.alpha * next_log_prob.unsqueeze(-1)
+            soft = kept - self.alpha * next_log_prob.unsqueeze(-1) if self.cfg.backup_entropy else kept
             return (batch.reward.unsqueeze(-1) + batch.discount.unsqueeze(-1) * soft).unsqueeze(1)
 
     def actor_q(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
