@@ -215,3 +215,20 @@ def test_critic_warmup_freezes_the_actor_and_bc_weight_decays(reach_demos: Path)
     for key in ("critic_warmup_updates", "bc_decay_updates"):
         with pytest.raises(ValueError, match=f"agent.{key} must be >= 0"):
             RLPDConfig(demos=str(reach_demos), **{key: -1})
+
+
+def test_backup_entropy_off_leaves_log_pi_out_of_the_target(reach_demos: Path) -> None:
+    env = sim.make_env("so101_reach", num_envs=2, seed=0, **SHORT)
+    soft, hard = (make_rlpd(reach_demos, env, backup_entropy=flag, init_alpha=0.5) for flag in (True, False))
+    hard.load_state_dict(soft.state_dict())
+    torch.manual_seed(1)
+    batch = hard.buffer.demos.sample(16)
+    torch.manual_seed(2)
+    with_entropy = soft.critic_target(batch)
+    torch.manual_seed(2)  # the same next actions
+    without = hard.critic_target(batch)
+    torch.manual_seed(2)
+    log_prob = soft.actor.sample(batch.next_obs["policy"])[1]
+    torch.testing.assert_close(with_entropy - without,
+                               -0.5 * batch.discount.unsqueeze(-1) * log_prob.unsqueeze(-1), rtol=1e-4, atol=1e-5)
+    assert (batch.discount > 0).any() and (with_entropy != without).any()
