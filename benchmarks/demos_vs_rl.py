@@ -176,6 +176,8 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=1, help="parallel processes (one torch thread each)")
     p.add_argument("--arms", default="sac,rlpd", help=f"comma-separated, of {ARMS} (rlpd_bc: BC-initialised actor)")
     p.add_argument("--n-step", type=int, default=1, help="n-step returns (every arm)")
+    p.add_argument("--backup-entropy", action=argparse.BooleanOptionalAction, default=True,
+                   help="every arm: agent.backup_entropy (--no-backup-entropy: no -alpha*log pi in the TD target)")
     p.add_argument("--bc-weight", type=float, default=1.0, help="rlpd_bc: agent.bc_weight (BC penalty on demo rows)")
     p.add_argument("--critic-warmup", type=int, default=0,
                    help="rlpd_bc: agent.critic_warmup_updates (first N updates train the critic only)")
@@ -199,7 +201,7 @@ def main() -> None:
         p.error(f"--arms {unknown} unknown; choose from {ARMS}")
     jobs = [(arm, seed) for seed in seeds for arm in arms]
     common = {"learning_starts": args.learning_starts, "utd_ratio": args.utd, "init_alpha": args.init_alpha,
-              "n_step": args.n_step}
+              "n_step": args.n_step, "backup_entropy": args.backup_entropy}
     bc_extra = {"bc_weight": args.bc_weight, "critic_warmup_updates": args.critic_warmup,
                 "bc_decay_updates": args.bc_decay, "actor_lr": args.bc_actor_lr}
     print(f"every arm: {common}; rlpd_bc also: {bc_extra}", flush=True)

@@ -101,7 +101,7 @@ class RLPD(SAC):
         """Transitions in the demo partition (checked again on resume)."""
         self._demo_actions: torch.Tensor | None = None  # demo rows' actions of the batch being learned
         self._bc_weight = cfg.bc_weight  # bc_weight of the update being learned (bc_weight_now)
-        self._bc_mse: float | None = None  # mean squared (sampled - demo) action per dim, for the metrics
+        self._bc_mse: torch.Tensor | None = None  # mean squared (sampled - demo) action per dim, for the metrics
         if cfg.bc_checkpoint:
             self._load_bc(cfg.bc_checkpoint)
         else:
@@ -152,7 +152,7 @@ class RLPD(SAC):
         done = max(self.updates - cfg.critic_warmup_updates, 0)
         return cfg.bc_weight * max(0.0, 1.0 - done / cfg.bc_decay_updates)
 
-    def learn(self, batch: ReplayBatch) -> dict[str, float]:
+    def learn(self, batch: ReplayBatch) -> dict[str, float | torch.Tensor]:
         """SAC's update; with ``bc_weight`` the batch's leading demo rows also anchor the actor."""
         n_demo = self.buffer.demo_rows(batch.action.shape[0])
         self._bc_weight = self.bc_weight_now()
@@ -167,10 +167,10 @@ class RLPD(SAC):
             metrics["train/bc_weight"] = self._bc_weight
         return metrics
 
-    def _actor_and_alpha_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> dict[str, float]:
+    def _actor_and_alpha_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> dict[str, torch.Tensor]:
         """SAC's actor and temperature step, skipped during the first ``critic_warmup_updates`` updates."""
         if self.updates < self.cfg.critic_warmup_updates:
-            return {"train/alpha": float(self.alpha)}
+            return {"train/alpha": self.alpha}
         return super()._actor_and_alpha_step(obs, critic_obs)
 
     def actor_q(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -180,7 +180,7 @@ class RLPD(SAC):
             return q
         n = self._demo_actions.shape[0]
         penalty = (action[:n] - self._demo_actions).pow(2).sum(-1)
-        self._bc_mse = float(penalty.detach().mean()) / action.shape[-1]
+        self._bc_mse = penalty.detach().mean() / action.shape[-1]
         return torch.cat([q[:n] - self._bc_weight * penalty, q[n:]])
 
     def state_dict(self) -> dict[str, Any]:
