@@ -3,7 +3,8 @@
 Arms (same env, env steps, envs, warm-up, update-to-data ratio and batch size):
 
 - ``tdmpc``: ``agent=tdmpc critic=world_model`` (TD-MPC2-style; acts with the policy prior while
-  collecting unless ``--act-with plan``; ``--plan-eval`` also scores MPPI planning at the end),
+  collecting unless ``--act-with plan``; ``--plan-eval`` also scores MPPI planning at the end;
+  ``--value-head`` picks its reward/Q heads: ``scalar`` squared error or TD-MPC2's ``two_hot``),
 - ``sac``: ``agent=sac critic=ensemble`` (two MLP Q critics, clipped double Q: standard SAC),
 - ``td3``: ``agent=td3 critic=ensemble``.
 
@@ -45,7 +46,8 @@ def make_arm(arm: str, env: object, args: argparse.Namespace) -> object:
         from robot_rl.agents.tdmpc import TDMPCConfig
         from robot_rl.critics.world_model import WorldModelCriticConfig
 
-        return make_agent(TDMPCConfig(act_with=args.act_with, **shared), WorldModelCriticConfig(), spec)
+        critic = WorldModelCriticConfig(value_head=args.value_head or WorldModelCriticConfig.value_head)
+        return make_agent(TDMPCConfig(act_with=args.act_with, **shared), critic, spec)
     if arm == "sac":
         from robot_rl.agents.sac import SACConfig
 
@@ -85,6 +87,7 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
                   f"({time.process_time() - cpu0:.0f} CPU-s)", flush=True)
             next_eval += args.eval_every
     out = {"arm": arm, "seed": seed, "curve": curve, "updates": agent.updates,
+           "value_head": getattr(agent.critic.cfg, "value_head", None),
            "cpu_s": time.process_time() - cpu0, "wall_s": time.monotonic() - wall0, "load_avg": os.getloadavg()[0]}
     if arm == "tdmpc" and args.plan_eval:
         cpu1 = time.process_time()
@@ -93,12 +96,20 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
                                           seed=seed + 1000).summary()["return_mean"]
         out["plan_eval_cpu_s"] = time.process_time() - cpu1
         print(f"[{arm} seed {seed}] MPPI planning: return {out['plan_return']:.1f}", flush=True)
-    Path(args.out, f"{arm}_seed{seed}.json").write_text(json.dumps(out, indent=1))
+    name = f"{arm}_{out['value_head']}" if arm == "tdmpc" else arm
+    Path(args.out, f"{name}_seed{seed}.json").write_text(json.dumps(out, indent=1))
     return out
 
 
+def label(run: dict) -> str:
+    """The curve a run belongs to: its arm, and for tdmpc its reward/Q heads (JSONs written before the
+    ``value_head`` option had scalar heads)."""
+    return f"{run['arm']} ({run.get('value_head') or 'scalar'})" if run["arm"] == "tdmpc" else run["arm"]
+
+
 def report(args: argparse.Namespace) -> None:
-    """Print the markdown table and write ``return_vs_steps.png`` from the JSONs in ``--out``."""
+    """Print the markdown table and write ``return_vs_steps.png`` from the JSONs in ``--out`` (every curve
+    found there: put two runs' JSONs in one folder and use ``--report-only`` to compare them)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -107,16 +118,16 @@ def report(args: argparse.Namespace) -> None:
     runs = [json.loads(p.read_text()) for p in sorted(Path(args.out).glob("*_seed*.json"))]
     if not runs:
         raise SystemExit(f"no results in {args.out}: run the benchmark first (without --report-only)")
-    arms = [a for a in ARMS if any(r["arm"] == a for r in runs)]
+    labels = sorted({label(r) for r in runs}, key=lambda x: (ARMS.index(x.split()[0]), x))
     steps = [s for s, _ in runs[0]["curve"]]
     mean_curve: dict[str, list[float]] = {}
     fig, ax = plt.subplots(figsize=(6, 4))
-    for arm in arms:
-        mine = [r for r in runs if r["arm"] == arm]
-        mean_curve[arm] = [statistics.fmean(r["curve"][i][1] for r in mine) for i in range(len(steps))]
+    for i, name in enumerate(labels):
+        mine = [r for r in runs if label(r) == name]
+        mean_curve[name] = [statistics.fmean(r["curve"][k][1] for r in mine) for k in range(len(steps))]
         for r in mine:
-            ax.plot(steps, [v for _, v in r["curve"]], alpha=0.3, color=f"C{arms.index(arm)}")
-        ax.plot(steps, mean_curve[arm], label=f"{arm} (mean of {len(mine)})", color=f"C{arms.index(arm)}", lw=2)
+            ax.plot(steps, [v for _, v in r["curve"]], alpha=0.3, color=f"C{i}")
+        ax.plot(steps, mean_curve[name], label=f"{name} (mean of {len(mine)})", color=f"C{i}", lw=2)
     ax.set_xlabel("env steps")
     ax.set_ylabel("evaluation return")
     ax.set_title(f"{args.task}: world-model vs model-free critics")
@@ -125,22 +136,23 @@ def report(args: argparse.Namespace) -> None:
     fig.savefig(Path(args.out, "return_vs_steps.png"), dpi=100)
     print("| env steps | " + " | ".join(str(int(s)) for s in steps) + " |")
     print("| --- " * (len(steps) + 1) + "|")
-    for arm in arms:
-        print(f"| {arm} | " + " | ".join(f"{v:.1f}" for v in mean_curve[arm]) + " |")
+    for name in labels:
+        print(f"| {name} | " + " | ".join(f"{v:.1f}" for v in mean_curve[name]) + " |")
     print()
-    for arm in arms:
-        mine = [r for r in runs if r["arm"] == arm]
+    for name in labels:
+        mine = [r for r in runs if label(r) == name]
         finals = ", ".join(f"{r['curve'][-1][1]:.1f}" for r in mine)
         cpu, wall = statistics.fmean(r["cpu_s"] for r in mine), statistics.fmean(r["wall_s"] for r in mine)
-        line = (f"{arm}: final return per seed {finals}; updates {mine[0]['updates']}; CPU s per run {cpu:.0f}; "
-                f"wall s {wall:.0f}")
+        line = (f"{name}: final return per seed {finals}; updates {mine[0]['updates']}; CPU s per run {cpu:.0f}; "
+                f"wall s {wall:.0f}; load average at the end {statistics.fmean(r['load_avg'] for r in mine):.1f}")
         if "plan_return" in mine[0]:
             line += "; MPPI planning final return per seed " + ", ".join(f"{r['plan_return']:.1f}" for r in mine)
         print(line)
-    if "tdmpc" in mean_curve:
-        for other in (a for a in arms if a != "tdmpc"):
-            a, b = mean_curve["tdmpc"][-1], mean_curve[other][-1]
-            print(f"final return tdmpc {a:.1f} vs {other} {b:.1f}: difference {a - b:+.1f}, ratio {a / b:.2f}")
+    for i, a_name in enumerate(labels):
+        for b_name in labels[i + 1:]:
+            a, b = mean_curve[a_name][-1], mean_curve[b_name][-1]
+            ratio = f"{a / b:.2f}" if b else "undefined"
+            print(f"final return {a_name} {a:.1f} vs {b_name} {b:.1f}: difference {a - b:+.1f}, ratio {ratio}")
 
 
 def main() -> None:
@@ -154,6 +166,8 @@ def main() -> None:
     p.add_argument("--arms", default="tdmpc,sac", help=f"comma-separated subset of {ARMS}")
     p.add_argument("--act-with", default="policy", choices=("policy", "plan"), help="tdmpc's acting while training")
     p.add_argument("--plan-eval", action="store_true", help="tdmpc: also evaluate MPPI planning at the end")
+    p.add_argument("--value-head", choices=("scalar", "two_hot"), default=None,
+                   help="tdmpc: reward/Q heads (default: critic=world_model's default)")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--eval-every", type=int, default=4000)
     p.add_argument("--episodes", type=int, default=4, help="evaluation episodes (one per eval env)")

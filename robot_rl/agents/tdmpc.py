@@ -41,7 +41,7 @@ from torch import nn
 from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
 from robot_rl.agents.off_policy import ExportedPolicy, OffPolicyConfig, SquashedGaussianActor
 from robot_rl.critics import CriticSpec, make_critic
-from robot_rl.critics.world_model import WorldModelCritic
+from robot_rl.critics.world_model import WorldModelCritic, first_action, shift_plan
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.math.chunk_targets import WindowBatch, sample_windows
 
@@ -145,6 +145,9 @@ class TDMPC(Agent):
         self.actor_optimizer = opt(self.actor.parameters(), lr=cfg.actor_lr, **extra)
         self.buffer = ReplayBuffer(max(1, -(-cfg.buffer_size // N)), N, {"policy": D}, A, self.device)
         self.q_scale = torch.ones((), device=self.device)
+        self.plan_mean = torch.zeros(N, critic.cfg.plan_horizon, A, device=self.device)
+        """``[N, H, A]`` each training env's last MPPI mean: shifted by one it warm-starts the next plan
+        (TD-MPC2); zero for an env whose episode just ended (:meth:`observe`)."""
         self.env_steps, self.updates, self.update_credit = 0, 0, 0.0
 
     # --- acting --------------------------------------------------------------------------------
@@ -162,24 +165,42 @@ class TDMPC(Agent):
 
     @torch.no_grad()
     def plan(self, obs: torch.Tensor, explore: bool) -> torch.Tensor:
-        """MPPI action ``[N, A]`` in ``[-1, 1]`` for raw policy obs ``[N, D]`` (prior samples among candidates)."""
+        """MPPI action ``[B, A]`` in ``[-1, 1]`` for raw policy obs ``[B, D]`` (prior samples among candidates),
+        planned from scratch (no warm start: any batch, e.g. evaluation envs)."""
         return self.critic.plan(obs, policy=self._prior_sample, explore=explore)
 
     @torch.no_grad()
+    def plan_warm(self, obs: torch.Tensor) -> torch.Tensor:
+        """Exploring MPPI action ``[N, A]`` for the training envs' policy obs ``[N, D]``, warm-started from
+        :attr:`plan_mean` shifted by one step; stores the new plan there."""
+        if obs.shape[0] != self.plan_mean.shape[0]:
+            raise ValueError(f"act(deterministic=False) plans for the {self.plan_mean.shape[0]} training envs "
+                             f"(warm-started per env), got {obs.shape[0]} observations; evaluate other envs with "
+                             "deterministic=True or planning_policy()")
+        mean, std = self.critic.plan_sequence(obs, policy=self._prior_sample, warm_start=shift_plan(self.plan_mean))
+        self.plan_mean = mean
+        return first_action(mean, std, explore=True)
+
+    @torch.no_grad()
     def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
-        """Env actions ``[N, A]``: uniform random in warm-up, then MPPI or the prior (sampled unless deterministic)."""
+        """Env actions ``[N, A]``: uniform random in warm-up, then MPPI or the prior (sampled unless deterministic).
+
+        Collecting (``deterministic=False``) with MPPI warm-starts each env's plan from its previous one;
+        deterministic planning (evaluation) starts from scratch and leaves that memory alone."""
         x = obs["policy"]
         if not deterministic and self.env_steps < self.cfg.learning_starts:
             return self.to_env_action(torch.rand(x.shape[0], self.env.action_dim, device=self.device) * 2 - 1)
         if self.cfg.act_with == "plan":
-            return self.to_env_action(self.plan(x, explore=not deterministic))
+            return self.to_env_action(self.plan(x, explore=False) if deterministic else self.plan_warm(x))
         z = self.critic.encode(x)
         return self.to_env_action(self.actor(z) if deterministic else self._prior_sample(z))
 
     @torch.no_grad()
     def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
-        """Store the transition with its true next observation (``final_obs`` where done)."""
+        """Store the transition with its true next observation (``final_obs`` where done); a done env's
+        MPPI plan is reset (its next episode plans from scratch)."""
         done = step.terminated | step.truncated
+        self.plan_mean[done] = 0.0
         next_obs = ReplayBuffer.true_next_obs({"policy": step.obs["policy"]}, step.info["final_obs"], done)
         self.buffer.add({"policy": obs["policy"]}, self.from_env_action(action), step.reward, next_obs,
                         step.terminated, step.truncated)
@@ -258,10 +279,12 @@ class TDMPC(Agent):
                 "actor_optimizer": self.actor_optimizer}
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, critic target, optimisers, Q scale, counters and (optionally) the replay buffer."""
+        """Networks, critic target, optimisers, Q scale, MPPI warm start, counters and (optionally) the replay
+        buffer."""
         state: dict[str, Any] = {k: m.state_dict() for k, m in self._modules().items()}
         state["critic_target"] = self.critic.target_state_dict()
         state["q_scale"] = self.q_scale.clone()
+        state["plan_mean"] = self.plan_mean.clone()
         state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
         if self.cfg.checkpoint_buffer:
             state["buffer"] = self.buffer.state_dict()
@@ -273,6 +296,8 @@ class TDMPC(Agent):
             m.load_state_dict(state[k])
         self.critic.load_target_state_dict(state["critic_target"])
         self.q_scale.copy_(state["q_scale"])
+        if "plan_mean" in state:  # checkpoints from before the MPPI warm start plan from scratch
+            self.plan_mean.copy_(state["plan_mean"])
         c = state["counters"]
         self.env_steps, self.updates, self.update_credit = int(c["env_steps"]), int(c["updates"]), float(c["credit"])
         if "buffer" in state:

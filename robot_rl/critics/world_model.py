@@ -12,6 +12,16 @@ replay are not implemented here.
 - latent dynamics ``z' = d(z, a)``, reward head ``r(z, a)`` ``[B, G]``,
 - an ensemble of ``E`` Q heads ``Q_e(z, a)`` (targets use the minimum of two random members).
 
+``value_head`` picks how the reward and Q heads regress: ``scalar`` outputs one number per
+group trained with squared error; ``two_hot`` (TD-MPC2's discrete regression) outputs ``num_bins``
+logits per group over bins on ``[vmin, vmax]`` in symlog space, trained with cross-entropy against the
+two-hot encoding of ``symlog(target)`` and read out as ``symexp(E[bins])`` (:mod:`robot_rl.math.two_hot`);
+its last layers start at zero (uniform logits, a read-out of 0), as in TD-MPC2. Every public method
+(:meth:`estimates`, :meth:`predict_reward`, :meth:`td_targets`, :meth:`plan`) returns read-out scalars
+either way; only the losses see the logits. A V critic's value is trained by the agent's own
+value loss (PPO: squared error) and stays scalar; there ``value_head`` applies to the reward head of
+:meth:`latent_loss`.
+
 Every MLP has LayerNorm after each hidden layer (TD-MPC2's ``NormedLinear``): without it the TD
 fixed point drifted far on the toy test system (mean |Q error| ~40% of |Q| after 2000 updates).
 
@@ -23,6 +33,8 @@ latents: agents call ``critic(critic.encode(obs), action)`` (the critic interfac
 :meth:`WorldModelCritic.plan` is MPPI over the latent model (TD-MPC2's planner): sample action
 sequences around a Gaussian, score them by predicted rewards plus the critic as terminal value,
 refit the Gaussian to the softmax-weighted elites, and return the first action of the mean.
+:meth:`plan_sequence` returns the whole planned mean and std and takes a warm start (the agent passes
+the previous step's mean shifted by one, :func:`shift_plan`, as TD-MPC2 does).
 
 As a **V critic** (``action_dim = 0``, for PPO) it is World-Critic-Model style: ``V(h(o))`` is
 trained end to end on returns by the agent's value loss, and :meth:`WorldModelCritic.latent_loss`
@@ -37,7 +49,7 @@ Shapes: ``T`` rollout steps, ``B`` batch, ``D`` obs, ``Z`` latent, ``A`` actions
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -45,8 +57,11 @@ from torch import nn
 
 from robot_rl.critics.base import Critic, CriticSpec, reduce_members
 from robot_rl.critics.registry import register_critic
+from robot_rl.math.two_hot import check_bins, two_hot_cross_entropy, two_hot_inv
 from robot_rl.models.mlp import activation
 from robot_rl.models.normalizer import EmpiricalNormalizer
+
+VALUE_HEADS = ("scalar", "two_hot")
 
 
 def normed_mlp(in_dim: int, hidden_dims: list[int], out_dim: int, act: str) -> nn.Sequential:
@@ -92,6 +107,10 @@ class WorldModelCriticConfig:
         aux_coef: V kind: weight of :meth:`WorldModelCritic.aux_loss` in PPO's loss (0 = returns only).
         plan_policy_samples: sequences per MPPI round sampled from the latent policy prior when the
             planner is given one (TD-MPC2: 24), rolled through the latent dynamics.
+        value_head: ``scalar`` (squared-error regression) or ``two_hot`` (TD-MPC2's cross-entropy over
+            ``num_bins`` symlog bins on ``[vmin, vmax]``) for the reward and Q heads (V kind: the reward
+            head only; PPO trains the value itself).
+        num_bins, vmin, vmax: the two-hot bins (TD-MPC2: 101 on ``[-10, 10]`` in symlog space).
     """
 
     latent_dim: int = 64
@@ -114,6 +133,10 @@ class WorldModelCriticConfig:
     plan_gamma: float = 0.99
     plan_policy_samples: int = 24
     aux_coef: float = 1.0
+    value_head: str = "scalar"
+    num_bins: int = 101
+    vmin: float = -10.0
+    vmax: float = 10.0
 
     def __post_init__(self) -> None:
         if self.latent_dim < 1 or (self.simnorm_dim and self.latent_dim % self.simnorm_dim):
@@ -131,6 +154,13 @@ class WorldModelCriticConfig:
         if not 1 <= self.plan_elites <= self.plan_samples:
             raise ValueError(f"critic.plan_elites must be in [1, plan_samples={self.plan_samples}], "
                              f"got {self.plan_elites}")
+        if not 0.0 < self.plan_min_std <= self.plan_max_std:
+            raise ValueError(f"critic.plan_min_std must be in (0, plan_max_std={self.plan_max_std}], "
+                             f"got {self.plan_min_std}")
+        if self.value_head not in VALUE_HEADS:
+            raise ValueError(f"critic.value_head must be one of {VALUE_HEADS}, got {self.value_head!r}")
+        if self.value_head == "two_hot":
+            check_bins(self.num_bins, self.vmin, self.vmax, prefix="critic.")
 
 
 @register_critic("world_model", WorldModelCriticConfig)
@@ -148,11 +178,17 @@ class WorldModelCritic(Critic):
         squash = SimNorm(cfg.simnorm_dim) if cfg.simnorm_dim else nn.Sequential(nn.LayerNorm(Z), nn.Tanh())
         self.encoder = nn.Sequential(normed_mlp(spec.obs_dim, dims, Z, cfg.activation), squash)
         self.dynamics = nn.Sequential(normed_mlp(Z + A, dims, Z, cfg.activation), squash)
-        self.reward = normed_mlp(Z + A, dims, G, cfg.activation)
+        self.two_hot = cfg.value_head == "two_hot"
+        K = cfg.num_bins if self.two_hot else 1
+        self.reward = normed_mlp(Z + A, dims, G * K, cfg.activation)
         if self.takes_action:
-            self.q_heads = nn.ModuleList(normed_mlp(Z + A, dims, G, cfg.activation) for _ in range(cfg.num_q))
+            self.q_heads = nn.ModuleList(normed_mlp(Z + A, dims, G * K, cfg.activation) for _ in range(cfg.num_q))
         else:
             self.v_head = normed_mlp(Z, dims, G, cfg.activation)
+        if self.two_hot:  # TD-MPC2: zero last layers, uniform logits, every read-out starts at 0
+            for head in [self.reward, *(self.q_heads if self.takes_action else [])]:
+                nn.init.zeros_(head[-1].weight)
+                nn.init.zeros_(head[-1].bias)
 
     # --- the critic interface ------------------------------------------------------------------
 
@@ -168,8 +204,27 @@ class WorldModelCritic(Critic):
         action = self.check_action(action)
         if not self.takes_action:
             return self.v_head(self._encode(obs)).unsqueeze(0)
-        x = torch.cat([obs, action], dim=-1)
-        return torch.stack([head(x) for head in self.q_heads])
+        return self.readout(self._q_outputs(obs, action, range(self.cfg.num_q)))
+
+    def _q_outputs(self, z: torch.Tensor, action: torch.Tensor, heads: Iterable[int]) -> torch.Tensor:
+        """Raw outputs ``[len(heads), B, G * K]`` of the chosen Q heads (``K = 1`` for scalar heads)."""
+        x = torch.cat([z, action], dim=-1)
+        return torch.stack([self.q_heads[i](x) for i in heads])
+
+    def readout(self, out: torch.Tensor) -> torch.Tensor:
+        """Scalars ``[..., G]`` from raw reward/Q outputs ``[..., G * K]``: identity for ``scalar`` heads,
+        ``symexp(E[bins])`` of the ``[..., G, K]`` logits for ``two_hot`` heads."""
+        if not self.two_hot:
+            return out
+        return two_hot_inv(out.unflatten(-1, (-1, self.cfg.num_bins)), self.cfg.vmin, self.cfg.vmax)
+
+    def regression_error(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Per-sample error ``[...]`` of raw outputs ``[..., G * K]`` against scalar targets ``[..., G]``, mean
+        over groups: squared error (``scalar``) or cross-entropy against ``two_hot(symlog(target))``."""
+        if not self.two_hot:
+            return (out - target).pow(2).mean(-1)
+        logits = out.unflatten(-1, (-1, self.cfg.num_bins))
+        return two_hot_cross_entropy(logits, target, self.cfg.vmin, self.cfg.vmax).mean(-1)
 
     def update_normalizer(self, obs: torch.Tensor) -> None:
         """Fold raw ``obs`` ``[B, D]`` into the encoder's input statistics (when normalising)."""
@@ -184,8 +239,8 @@ class WorldModelCritic(Critic):
         return self.dynamics(self._model_input(z, action))
 
     def predict_reward(self, z: torch.Tensor, action: torch.Tensor | None = None) -> torch.Tensor:
-        """Predicted reward ``[B, G]`` (action None for V critics)."""
-        return self.reward(self._model_input(z, action))
+        """Predicted reward ``[B, G]`` (action None for V critics; read out of the logits for two-hot heads)."""
+        return self.readout(self.reward(self._model_input(z, action)))
 
     def _model_input(self, z: torch.Tensor, action: torch.Tensor | None) -> torch.Tensor:
         if self.takes_action != (action is not None):
@@ -216,8 +271,7 @@ class WorldModelCritic(Critic):
     def head_estimates(self, z: torch.Tensor, action: torch.Tensor, heads: list[int]) -> torch.Tensor:
         """``[len(heads), B, G]`` estimates of the chosen Q heads only, for latents ``[B, Z]`` and actions ``[B, A]``
         (cheaper than :meth:`estimates` when only a subset is reduced)."""
-        x = torch.cat([z, self.check_action(action)], dim=-1)
-        return torch.stack([self.q_heads[i](x) for i in heads])
+        return self.readout(self._q_outputs(z, self.check_action(action), heads))
 
     def rollout_loss(
         self,
@@ -254,9 +308,9 @@ class WorldModelCritic(Critic):
             weight_sum += w
             m = mask[t]
             denom = m.sum().clamp(min=1.0)
-            reward_err = (self.predict_reward(z, actions[t]) - rewards[t]).pow(2).mean(-1)
-            q = self.estimates(z, actions[t])  # [E, B, G]
-            value_err = (q - td_targets[t].unsqueeze(0)).pow(2).mean((0, 2))
+            reward_err = self.regression_error(self.reward(self._model_input(z, actions[t])), rewards[t])
+            q = self._q_outputs(z, actions[t], range(self.cfg.num_q))  # [E, B, G * K]
+            value_err = self.regression_error(q, td_targets[t].unsqueeze(0)).mean(0)
             z = self.next(z, actions[t])
             latent_err = (z - next_z[t]).pow(2).mean(-1)
             consistency = consistency + w * (latent_err * m).sum() / denom
@@ -286,7 +340,7 @@ class WorldModelCritic(Critic):
             target = self._encode(next_obs)
         m = torch.ones(obs.shape[0], device=obs.device) if alive is None else alive.float()
         latent = ((self.next(z) - target).pow(2).mean(-1) * m).sum() / m.sum().clamp(min=1.0)
-        rew = ((self.predict_reward(z) - reward).pow(2).mean(-1) * m).sum() / m.sum().clamp(min=1.0)
+        rew = (self.regression_error(self.reward(z), reward) * m).sum() / m.sum().clamp(min=1.0)
         loss = self.cfg.consistency_coef * latent + self.cfg.reward_coef * rew
         return loss, {"consistency_loss": float(latent.detach()), "reward_loss": float(rew.detach())}
 
@@ -303,26 +357,42 @@ class WorldModelCritic(Critic):
     @torch.no_grad()
     def plan(
         self, obs: torch.Tensor, policy: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        generator: torch.Generator | None = None, explore: bool = False,
+        generator: torch.Generator | None = None, explore: bool = False, warm_start: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """MPPI over the latent model: first action ``[B, A]`` in ``[-1, 1]`` for raw ``obs`` ``[B, D]``.
+
+        :meth:`plan_sequence` plans (see there for ``policy`` and ``warm_start``); ``explore`` adds the
+        final sampling std times Gaussian noise to the returned action (TD-MPC2's exploration while training).
+        """
+        mean, std = self.plan_sequence(obs, policy, generator, warm_start)
+        return first_action(mean, std, explore, generator)
+
+    @torch.no_grad()
+    def plan_sequence(
+        self, obs: torch.Tensor, policy: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        generator: torch.Generator | None = None, warm_start: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """MPPI over the latent model: the planned mean and std ``[B, H, A]`` for raw ``obs`` ``[B, D]``.
 
         Returns are ``sum_t gamma^t sum_g r_g(z_t, a_t) + gamma^H mean_e sum_g Q_e(z_H, a_H)`` with
         ``a_H = policy(z_H)`` (a latent policy ``[N, Z] -> [N, A]``, may sample) or, without one, the
         sequence's last action. With a policy, ``plan_policy_samples`` of the candidate sequences in every
-        round are the policy's own rollouts through the latent model (TD-MPC2). ``explore`` adds the final
-        sampling std times Gaussian noise to the returned action (TD-MPC2's exploration while training).
+        round are the policy's own rollouts through the latent model (TD-MPC2). The first round samples
+        around ``warm_start`` ``[B, H, A]`` (TD-MPC2: the previous step's mean shifted by one,
+        :func:`shift_plan`) or zeros; the std always starts at ``plan_max_std``.
         """
         if not self.takes_action:
             raise ValueError("plan needs a Q world-model critic (action_dim > 0)")
         c = self.cfg
         B, A, H = obs.shape[0], self.spec.action_dim, c.plan_horizon
+        if warm_start is not None and warm_start.shape != (B, H, A):
+            raise ValueError(f"warm_start must be [B, plan_horizon, A] = {[B, H, A]}, got {list(warm_start.shape)}")
         P = c.plan_policy_samples if policy is not None else 0
         S = c.plan_samples + P
         z = self._encode(obs)
         prior = self._policy_sequences(z.repeat_interleave(P, dim=0), policy, H).reshape(B, P, H, A) if P else None
         z0 = z.repeat_interleave(S, dim=0)  # [B*S, Z]
-        mean = torch.zeros(B, H, A, device=obs.device)
+        mean = torch.zeros(B, H, A, device=obs.device) if warm_start is None else warm_start.clone()
         std = torch.full((B, H, A), c.plan_max_std, device=obs.device)
         for _ in range(c.plan_iterations):
             noise = torch.randn(B, c.plan_samples, H, A, device=obs.device, generator=generator)
@@ -336,10 +406,7 @@ class WorldModelCritic(Critic):
             mean = (score[:, :, None, None] * elites).sum(1)
             var = (score[:, :, None, None] * (elites - mean[:, None]).pow(2)).sum(1)
             std = var.sqrt().clamp(c.plan_min_std, c.plan_max_std)
-        if not explore:
-            return mean[:, 0]
-        noise = torch.randn(B, A, device=obs.device, generator=generator)
-        return (mean[:, 0] + std[:, 0] * noise).clamp(-1.0, 1.0)
+        return mean, std
 
     def _policy_sequences(
         self, z: torch.Tensor, policy: Callable[[torch.Tensor], torch.Tensor], horizon: int
@@ -363,3 +430,20 @@ class WorldModelCritic(Critic):
             discount *= self.cfg.plan_gamma
         last = policy(z) if policy is not None else actions[:, -1]
         return total + discount * self.estimates(z, last).mean(0).sum(-1)
+
+
+def first_action(
+    mean: torch.Tensor, std: torch.Tensor, explore: bool, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """The action to execute ``[B, A]`` from a plan's mean and std ``[B, H, A]``: the mean's first step, plus
+    ``std`` times Gaussian noise when exploring (clamped to ``[-1, 1]``)."""
+    if not explore:
+        return mean[:, 0]
+    noise = torch.randn(mean[:, 0].shape, device=mean.device, generator=generator)
+    return (mean[:, 0] + std[:, 0] * noise).clamp(-1.0, 1.0)
+
+
+def shift_plan(mean: torch.Tensor) -> torch.Tensor:
+    """TD-MPC2's warm start: a plan ``[B, H, A]`` advanced one step, ``out[:, t] = mean[:, t + 1]``, with the
+    last step zero (the planner's cold start)."""
+    return torch.cat([mean[:, 1:], torch.zeros_like(mean[:, :1])], dim=1)
