@@ -197,6 +197,10 @@ def test_world_model_round_trip_and_errors(tmp_path, value_head):
     assert torch.equal(a(a.encode(s), act, target=True), b(b.encode(s), act, target=True))
     assert torch.equal(a.predict_reward(a.encode(s), act), b.predict_reward(b.encode(s), act))
     assert a.predict_reward(a.encode(s), act).shape == (5, 1)
+    v = make_critic(_cfg(value_head=value_head), CriticSpec(obs_dim=3, num_values=2))  # V kind: reward head only
+    o = torch.rand(4, 3)
+    loss, _ = v.latent_loss(o, o + 0.1, torch.rand(4, 2))
+    assert torch.isfinite(loss) and v(o).shape == (4, 2) and v.predict_reward(v.encoder(o)).shape == (4, 2)
     with pytest.raises(ValueError, match="multiple of simnorm_dim"):
         WorldModelCriticConfig(latent_dim=30, simnorm_dim=8)
     with pytest.raises(ValueError, match="value_head must be one of"):
