@@ -87,7 +87,7 @@ def test_sac_trains_with_the_flow_critic_and_exports_no_critic(tmp_path):
         obs = step.obs
         if agent.ready():
             metrics = agent.update()
-    assert "loss/critic_loss" in metrics and torch.isfinite(torch.tensor(metrics["loss/critic_loss"]))
+    assert "loss/critic_loss" in metrics and torch.isfinite(torch.as_tensor(metrics["loss/critic_loss"]))
     policy_tensors = agent.policy().state_dict()
     assert not any("field" in name for name in policy_tensors)
     critic_numel = sum(p.numel() for p in agent.critic.parameters())

@@ -123,15 +123,15 @@ class Critic(nn.Module, abc.ABC):
 
     def loss(
         self, obs: torch.Tensor, action: torch.Tensor | None, target: torch.Tensor
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Regression loss of every member towards ``target`` ``[B, G]`` (mean squared error).
 
         Distributional critics override this with their own loss and ``target_shape``.
-        Returns the scalar loss and float metrics.
+        Returns the scalar loss and detached 0-d tensor metrics (no device sync per update).
         """
         pred = self.estimates(obs, action)
         loss = (pred - target.unsqueeze(0)).pow(2).mean()
-        return loss, {"critic_loss": float(loss.detach()), "value_mean": float(pred.detach().mean())}
+        return loss, {"critic_loss": loss.detach(), "value_mean": pred.detach().mean()}
 
     # --- shared behaviour ----------------------------------------------------------------------
 

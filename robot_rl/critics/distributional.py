@@ -111,12 +111,12 @@ class C51Critic(Critic):
 
     def loss(
         self, obs: torch.Tensor, action: torch.Tensor | None, target: torch.Tensor
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Cross-entropy of every member's logits to target probabilities ``[B, G, K]``."""
         logits = self.distribution(obs, action)
         loss = -(target.unsqueeze(0) * logits.log_softmax(-1)).sum(-1).mean()
         q = (logits.detach().softmax(-1) * self.support).sum(-1)
-        return loss, {"critic_loss": float(loss.detach()), "value_mean": float(q.mean())}
+        return loss, {"critic_loss": loss.detach(), "value_mean": q.detach().mean()}
 
 
 @dataclass
@@ -168,9 +168,9 @@ class QuantileCritic(Critic):
 
     def loss(
         self, obs: torch.Tensor, action: torch.Tensor | None, target: torch.Tensor
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Quantile Huber loss of every member towards target atoms ``[B, G, K]``."""
         quantiles = self.distribution(obs, action)  # [E, B, G, M]
         target = target.unsqueeze(0).expand(quantiles.shape[0], -1, -1, -1)
         loss = quantile_huber_loss(quantiles, target, self.kappa)
-        return loss, {"critic_loss": float(loss.detach()), "value_mean": float(quantiles.detach().mean())}
+        return loss, {"critic_loss": loss.detach(), "value_mean": quantiles.detach().mean()}

@@ -112,7 +112,7 @@ class FlowCritic(Critic):
 
     def loss(
         self, obs: torch.Tensor, action: torch.Tensor | None, target: torch.Tensor
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Conditional flow matching of every member towards the TD target ``[B, G]``."""
         x = critic_input(obs, self.check_action(action))
         w = self.cfg.init_width
@@ -123,4 +123,4 @@ class FlowCritic(Critic):
             zt = (1.0 - t) * z0 + t * target
             losses.append((self.velocity(e, x, zt, t) - (target - z0)).pow(2).mean())
         loss = torch.stack(losses).mean()
-        return loss, {"critic_loss": float(loss.detach()), "target_mean": float(target.mean())}
+        return loss, {"critic_loss": loss.detach(), "target_mean": target.detach().mean()}
