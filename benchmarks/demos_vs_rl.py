@@ -183,6 +183,8 @@ def main() -> None:
                    help="rlpd_bc: agent.critic_warmup_updates (first N updates train the critic only)")
     p.add_argument("--bc-decay", type=int, default=0, help="rlpd_bc: agent.bc_decay_updates (0 = constant bc_weight)")
     p.add_argument("--bc-actor-lr", type=float, default=3e-4, help="rlpd_bc: agent.actor_lr")
+    p.add_argument("--bc-anchor", choices=("demos", "clone"), default="demos",
+                   help="rlpd_bc: agent.bc_anchor (demos: demo actions, demo rows; clone: frozen clone, all rows)")
     p.add_argument("--merge", type=Path, nargs="*", default=[],
                    help="curves.json of earlier runs (other arms/seeds) to tabulate and plot with this one")
     p.add_argument("--out", type=Path, default=Path("outputs/benchmarks/demos_vs_rl"))
@@ -203,7 +205,8 @@ def main() -> None:
     common = {"learning_starts": args.learning_starts, "utd_ratio": args.utd, "init_alpha": args.init_alpha,
               "n_step": args.n_step, "backup_entropy": args.backup_entropy}
     bc_extra = {"bc_weight": args.bc_weight, "critic_warmup_updates": args.critic_warmup,
-                "bc_decay_updates": args.bc_decay, "actor_lr": args.bc_actor_lr}
+                "bc_decay_updates": args.bc_decay, "actor_lr": args.bc_actor_lr,
+                "bc_anchor": args.bc_anchor}
     print(f"every arm: {common}; rlpd_bc also: {bc_extra}", flush=True)
     with ProcessPoolExecutor(args.workers) as pool:
         bc_futures = [pool.submit(bc_reference, str(demos), args.task, args.episodes, s) for s in seeds]

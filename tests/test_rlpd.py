@@ -153,7 +153,7 @@ def test_bc_initialised_actor(reach_demos: Path, tmp_path: Path) -> None:
     weighted = make_rlpd(reach_demos, env, bc_weight=3.0)
     critic_obs, action = torch.randn(4, 21), torch.rand(4, 6) * 2 - 1
     plain = weighted.actor_q(critic_obs, action)
-    weighted._demo_actions = torch.zeros(2, 6)
+    weighted._anchor = torch.zeros(2, 6)
     penalised = weighted.actor_q(critic_obs, action)
     torch.testing.assert_close(penalised[:2], plain[:2] - 3.0 * action[:2].pow(2).sum(-1))
     torch.testing.assert_close(penalised[2:], plain[2:])
@@ -232,3 +232,37 @@ def test_backup_entropy_off_leaves_log_pi_out_of_the_target(reach_demos: Path) -
     torch.testing.assert_close(with_entropy - without,
                                -0.5 * batch.discount.unsqueeze(-1) * log_prob.unsqueeze(-1), rtol=1e-4, atol=1e-5)
     assert (batch.discount > 0).any() and (with_entropy != without).any()
+
+
+def test_bc_anchor_clone_pulls_every_row_to_the_frozen_clone(reach_demos: Path, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    env = sim.make_env("so101_reach", num_envs=2, seed=0, **SHORT)
+    result = train_bc(reach_demos, BCConfig(actor="gaussian", hidden_dims=[64, 64], epochs=3), progress=False)
+    save_bc(result, tmp_path / "bc")
+    agent = make_rlpd(reach_demos, env, normalize_obs=True, actor_hidden_dims=[64, 64], bc_weight=2.0,
+                      bc_anchor="clone", bc_checkpoint=str(tmp_path / "bc"))
+    assert agent.bc_prior is not None and not any(p.requires_grad for p in agent.bc_prior.parameters())
+    obs = env.reset(seed=0)
+    for _ in range(8):
+        action = agent.act(obs)
+        step = env.step(action)
+        agent.observe(obs, action, step)
+        obs = step.obs
+    batch = agent.sample_batch()
+    seen = {}
+    original = agent.actor_q
+
+    def spy(critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        seen["anchor"] = agent._anchor.clone()
+        return original(critic_obs, action)
+
+    agent.actor_q = spy
+    agent.learn(batch)
+    with torch.no_grad():  # every row (demo and online) is pulled to the clone's action, not to the demo action
+        torch.testing.assert_close(seen["anchor"], result.actor(batch.obs["policy"]))
+    moved = agent.actor(batch.obs["policy"]) - agent.bc_prior(batch.obs["policy"])
+    assert moved.abs().max() > 0  # the actor learns; the prior stays the clone
+    with pytest.raises(ValueError, match=r"bc_anchor=clone needs agent\.bc_checkpoint"):
+        RLPDConfig(demos=str(reach_demos), bc_anchor="clone")
+    with pytest.raises(ValueError, match=r"agent\.bc_anchor must be one of"):
+        RLPDConfig(demos=str(reach_demos), bc_anchor="prior")

@@ -17,6 +17,7 @@ the run's config) and the number of demo transitions, never the demo data. The c
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from robot_rl.agents.base import EnvSpec, register_agent
 from robot_rl.agents.sac import SAC, SACConfig
@@ -32,6 +34,7 @@ from robot_rl.data.replay_buffer import ReplayBatch
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 CRITIC_OBS = ("auto", "policy", "critic")
+BC_ANCHORS = ("demos", "clone")
 
 
 @dataclass
@@ -54,6 +57,9 @@ class RLPDConfig(SACConfig):
             instead of a random one (0 = off, RLPD as published).
         bc_decay_updates: ``> 0`` lowers ``bc_weight`` linearly to 0 over this many updates after the critic
             warm-up (then plain RLPD); 0 keeps ``bc_weight`` for the whole run.
+        bc_anchor: what ``bc_weight`` pulls the actor towards: ``demos`` (the demo actions, on the demo rows)
+            or ``clone`` (the frozen ``bc_checkpoint`` actor's action ``tanh(mean)``, on every row of the batch:
+            a prior that also holds on the online states and does not re-fit the few demos).
     """
 
     demos: str | None = None
@@ -64,6 +70,7 @@ class RLPDConfig(SACConfig):
     bc_weight: float = 0.0
     critic_warmup_updates: int = 0
     bc_decay_updates: int = 0
+    bc_anchor: str = "demos"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -73,6 +80,10 @@ class RLPDConfig(SACConfig):
             raise ValueError(f"agent.critic_obs must be one of {CRITIC_OBS}, got {self.critic_obs!r}")
         if self.bc_weight < 0:
             raise ValueError(f"agent.bc_weight must be >= 0, got {self.bc_weight}")
+        if self.bc_anchor not in BC_ANCHORS:
+            raise ValueError(f"agent.bc_anchor must be one of {BC_ANCHORS}, got {self.bc_anchor!r}")
+        if self.bc_anchor == "clone" and not self.bc_checkpoint:
+            raise ValueError("agent.bc_anchor=clone needs agent.bc_checkpoint=<robot-rl bc out dir> (the clone)")
         for name in ("critic_warmup_updates", "bc_decay_updates"):
             if getattr(self, name) < 0:
                 raise ValueError(f"agent.{name} must be >= 0 (0 = off), got {getattr(self, name)}")
@@ -99,11 +110,15 @@ class RLPD(SAC):
                                     cfg.demo_fraction, self.device)
         self.demo_transitions = len(demos)
         """Transitions in the demo partition (checked again on resume)."""
-        self._demo_actions: torch.Tensor | None = None  # demo rows' actions of the batch being learned
+        self._anchor: torch.Tensor | None = None  # [n, A] actions the first n rows of the batch are pulled to
         self._bc_weight = cfg.bc_weight  # bc_weight of the update being learned (bc_weight_now)
-        self._bc_mse: torch.Tensor | None = None  # mean squared (sampled - demo) action per dim, for the metrics
+        self._bc_mse: torch.Tensor | None = None  # mean squared (sampled - anchor) action per dim, for the metrics
+        self.bc_prior: nn.Module | None = None
+        """``bc_anchor=clone``: the frozen BC actor (normalised obs ``[B, D]`` -> ``[B, A]``); not checkpointed."""
         if cfg.bc_checkpoint:
             self._load_bc(cfg.bc_checkpoint)
+            if cfg.bc_anchor == "clone":
+                self.bc_prior = copy.deepcopy(self.actor).requires_grad_(False).eval()
         else:
             for g, norm in self.normalizers.items():
                 if isinstance(norm, EmpiricalNormalizer):
@@ -153,15 +168,20 @@ class RLPD(SAC):
         return cfg.bc_weight * max(0.0, 1.0 - done / cfg.bc_decay_updates)
 
     def learn(self, batch: ReplayBatch) -> dict[str, float | torch.Tensor]:
-        """SAC's update; with ``bc_weight`` the batch's leading demo rows also anchor the actor."""
+        """SAC's update; with ``bc_weight`` the demo rows (all rows with ``bc_anchor=clone``) anchor the actor."""
         n_demo = self.buffer.demo_rows(batch.action.shape[0])
         self._bc_weight = self.bc_weight_now()
-        self._demo_actions = batch.action[:n_demo] if self._bc_weight > 0 and n_demo else None
+        self._anchor = None
+        if self._bc_weight > 0 and self.bc_prior is not None:
+            with torch.no_grad():
+                self._anchor = self.bc_prior(batch.obs["policy"])
+        elif self._bc_weight > 0 and n_demo:
+            self._anchor = batch.action[:n_demo]
         self._bc_mse = None
         try:
             metrics = super().learn(batch)
         finally:
-            self._demo_actions = None
+            self._anchor = None
         if self._bc_mse is not None:
             metrics["train/bc_mse"] = self._bc_mse
             metrics["train/bc_weight"] = self._bc_weight
@@ -174,12 +194,12 @@ class RLPD(SAC):
         return super()._actor_and_alpha_step(obs, critic_obs)
 
     def actor_q(self, critic_obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """``[B]`` SAC's actor value, minus ``bc_weight * ||a - a_demo||^2`` on the demo rows (when set)."""
+        """``[B]`` SAC's actor value, minus ``bc_weight * ||a - a_anchor||^2`` on the anchored rows (when set)."""
         q = super().actor_q(critic_obs, action)
-        if self._demo_actions is None:
+        if self._anchor is None:
             return q
-        n = self._demo_actions.shape[0]
-        penalty = (action[:n] - self._demo_actions).pow(2).sum(-1)
+        n = self._anchor.shape[0]
+        penalty = (action[:n] - self._anchor).pow(2).sum(-1)
         self._bc_mse = penalty.detach().mean() / action.shape[-1]
         return torch.cat([q[:n] - self._bc_weight * penalty, q[n:]])
 
