@@ -12,7 +12,8 @@ sampled as chunks, ``--demo-fraction`` of every batch (the setting Q-chunking is
 ``--jobs`` parallel processes (one torch thread each), interleaved one-step / chunked per seed. Printed
 per run: the curve, CPU seconds and wall seconds; at the end the load average, the final success per arm,
 and the steps-to-match ratio per seed and of the seed-mean curves. ``--out`` writes ``curves.json`` and
-``chunked_vs_one_step.png``.
+``chunked_vs_one_step.png``; ``--merge a/curves.json b/curves.json`` reports and plots earlier runs together
+(e.g. one invocation per seed).
 
     robot-rl record --task so101_lift --episodes 30 --num-envs 8 --only-success --out /tmp/demos
     python benchmarks/chunked_vs_one_step.py --demos /tmp/demos --steps 30000 --seeds 0,1 --jobs 2
@@ -130,50 +131,72 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--jobs", type=int, default=1, help="parallel processes (one torch thread each)")
     p.add_argument("--out", type=Path, default=None, help="folder for curves.json and chunked_vs_one_step.png")
+    p.add_argument("--merge", type=Path, nargs="+", default=None,
+                   help="curves.json files of earlier runs (e.g. one per seed): report and plot them together "
+                        "instead of training")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.merge:
+        files = [json.loads(f.read_text()) for f in args.merge]
+        runs = [r for f in files for r in f["runs"]]
+        args.task, args.steps, args.demos = (files[0]["settings"][k] for k in ("task", "steps", "demos"))
+        print(f"merged {len(runs)} runs of {[str(f) for f in args.merge]}")
+        for f, path in zip(files, args.merge, strict=True):
+            load = f["load_average"]
+            print(f"  {path}: {f['wall_s']:.0f} s wall with {f['settings']['jobs']} job(s), load average "
+                  f"{load[0]:.2f} at start, {load[1]:.2f} at end")
+        report(runs, args)
+        return
     seeds = [int(s) for s in args.seeds.split(",")]
     agent_kw = {"learning_starts": args.learning_starts, "batch_size": args.batch_size, "utd_ratio": args.utd,
                 "demos": args.demos, "demo_fraction": args.demo_fraction, "bc_weight": args.bc_weight}
     critic_kw = {"layer_norm": args.layer_norm}
-    arms = {"one-step (h = 1)": 1, f"chunked (h = {args.chunk_len})": args.chunk_len}
     print(f"settings: {vars(args)}\nagent: {agent_kw}\ncritic: {critic_kw}", flush=True)
     load0, wall0 = os.getloadavg(), time.monotonic()
-    jobs = [(arm, seed) for seed in seeds for arm in arms]  # interleaved: one-step and chunked of a seed together
+    jobs = [(h, seed) for seed in seeds for h in (1, args.chunk_len)]  # one-step and chunked of a seed together
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {job: pool.submit(run, args.task, arms[job[0]], args.steps, job[1], args.num_envs,
+        futures = {job: pool.submit(run, args.task, job[0], args.steps, job[1], args.num_envs,
                                     args.eval_every, args.episodes, agent_kw, critic_kw) for job in jobs}
-        results = {job: f.result() for job, f in futures.items()}
+        runs = [{"chunk_len": h, "seed": seed, **f.result()} for (h, seed), f in futures.items()]
     load1, wall = os.getloadavg(), time.monotonic() - wall0
-    curves = {arm: {seed: results[(arm, seed)]["curve"] for seed in seeds} for arm in arms}
-    one_name, chunk_name = arms
+    print(f"{wall:.0f} s wall with {args.jobs} job(s); load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+        (args.out / "curves.json").write_text(json.dumps(
+            {"settings": settings, "runs": runs, "load_average": [load0[0], load1[0]], "wall_s": wall}, indent=1))
+    report(runs, args)
+
+
+def report(runs: list[dict], args: argparse.Namespace) -> None:
+    """Print the curves, CPU and the steps-to-match ratios of ``runs`` (one dict per arm and seed: ``chunk_len``,
+    ``seed``, ``curve``, ``cpu_s``, ``wall_s``, ``updates``); plot them to ``args.out`` when given."""
+    h = max(r["chunk_len"] for r in runs)
+    arms = {1: "one-step (h = 1)", h: f"chunked (h = {h})"}
+    seeds = sorted({r["seed"] for r in runs})
+    by = {(r["chunk_len"], r["seed"]): r for r in runs}
+    curves = {arms[k]: {s: [tuple(p) for p in by[(k, s)]["curve"]] for s in seeds} for k in arms}
+    one_name, chunk_name = arms.values()
     print(f"\n{args.task}, {args.steps} env steps x {len(seeds)} seed(s), demos: {args.demos}")
-    print("  env steps          : " + " ".join(f"{s:>7d}" for s, _ in curves[one_name][seeds[0]]))
-    for arm in arms:
+    print("  env steps             : " + " ".join(f"{s:>7d}" for s, _ in curves[one_name][seeds[0]]))
+    for k, arm in arms.items():
         for seed in seeds:
-            r = results[(arm, seed)]
-            print(f"  {arm:<17s} s{seed}: " + " ".join(f"{v:7.3f}" for _, v in r["curve"])
+            r = by[(k, seed)]
+            print(f"  {arm:<17s} s{seed:<3d}: " + " ".join(f"{v:7.3f}" for _, v in r["curve"])
                   + f"   {r['cpu_s']:.0f} CPU-s, {r['wall_s']:.0f} s wall, {r['updates']} updates")
     for seed in seeds:
         print(f"  seed {seed}: steps-to-match ratio {match_ratio(curves[one_name][seed], curves[chunk_name][seed])[1]}")
-    means = {arm: mean_curve(list(curves[arm].values())) for arm in arms}
+    means = {arm: mean_curve(list(curves[arm].values())) for arm in curves}
     print(f"final success (mean of seeds)  one-step {means[one_name][-1][1]:.3f}  "
           f"chunked {means[chunk_name][-1][1]:.3f}")
     print(f"steps-to-match ratio of the seed-mean curves: {match_ratio(means[one_name], means[chunk_name])[1]}")
-    cpu = {arm: sum(results[(arm, s)]["cpu_s"] for s in seeds) for arm in arms}
-    print(f"CPU-s all seeds: one-step {cpu[one_name]:.0f}, chunked {cpu[chunk_name]:.0f} "
-          f"(ratio {cpu[chunk_name] / cpu[one_name]:.2f}); {wall:.0f} s wall with {args.jobs} job(s); "
-          f"load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
+    cpu = {k: sum(by[(k, s)]["cpu_s"] for s in seeds) for k in arms}
+    print(f"CPU-s all seeds: one-step {cpu[1]:.0f}, chunked {cpu[h]:.0f} (ratio {cpu[h] / cpu[1]:.2f})")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "curves.json").write_text(json.dumps(
-            {"settings": vars(args) | {"out": str(args.out)},
-             "runs": [{"arm": arm, "seed": seed, **results[(arm, seed)]} for arm, seed in jobs],
-             "load_average": [load0[0], load1[0]], "wall_s": wall}, indent=1))
         plot(curves, args.out / "chunked_vs_one_step.png",
              f"{args.task}{' + demos' if args.demos else ''}, {len(seeds)} seed(s)")
-        print(f"wrote {args.out / 'curves.json'} and {args.out / 'chunked_vs_one_step.png'}")
-
+        print(f"wrote {args.out / 'chunked_vs_one_step.png'}")
 
 if __name__ == "__main__":
     main()
