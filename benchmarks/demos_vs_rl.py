@@ -207,7 +207,8 @@ def main() -> None:
     bc_extra = {"bc_weight": args.bc_weight, "critic_warmup_updates": args.critic_warmup,
                 "bc_decay_updates": args.bc_decay, "actor_lr": args.bc_actor_lr,
                 "bc_anchor": args.bc_anchor}
-    print(f"every arm: {common}; rlpd_bc also: {bc_extra}", flush=True)
+    if seeds:
+        print(f"every arm: {common}; rlpd_bc also: {bc_extra}", flush=True)
     with ProcessPoolExecutor(args.workers) as pool:
         bc_futures = [pool.submit(bc_reference, str(demos), args.task, args.episodes, s) for s in seeds]
         futures = [pool.submit(run_arm, arm, args.task, str(demos), args.steps, seed, args.num_envs,
@@ -227,8 +228,10 @@ def main() -> None:
     (args.out / "curves.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
                                                       "results": results, "bc": bc}, indent=1))
     plot(results, bc, args.out / "demos_vs_rl.png", f"{args.task}, demos: {demos.name}, {len(seeds)} seed(s)")
-    print(f"\n{args.task}, {args.steps} env steps x {len(seeds)} seed(s), UTD {args.utd}, {args.num_envs} envs, "
-          f"demos {demos}")
+    steps_run = max(r["curve"][-1][0] for r in results)
+    print(f"\n{args.task}, {steps_run} env steps x {len(seeds)} seed(s)" + (
+        f", UTD {args.utd}, {args.num_envs} envs, demos {demos}"
+        if not args.merge else " (settings: the merged runs')"))
     steps_row = " ".join(f"{s:>7d}" for s, _ in results[0]["curve"])
     print(f"{'env steps':<16}{steps_row}")
     for r in results:
