@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from agent_loop import drive
 
 import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
@@ -143,14 +144,7 @@ def test_bc_term_pulls_the_actor_to_the_demo_chunks(lift_demos: Path) -> None:
 def test_online_steps_then_mixed_updates_and_checkpoint(lift_demos: Path, tmp_path: Path) -> None:
     agent = _agent(lift_demos, bc_weight=1.0, utd_ratio=1.0)
     env = sim.make_env("so101_lift", num_envs=2, seed=0)
-    obs = env.reset(seed=0)
-    for _ in range(6):
-        action = agent.act(obs)
-        step = env.step(action)
-        agent.observe(obs, action, step)
-        obs = step.obs
-        if agent.ready():
-            metrics = agent.update()
+    _, metrics = drive(agent, env, 6)
     assert len(agent.buffer) == 12 and "loss/bc" in metrics and metrics["train/updates"] == 12
     path = save_checkpoint(tmp_path, agent.env_steps, agent.state_dict())
     again = _agent(lift_demos, bc_weight=1.0, utd_ratio=1.0)

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from agent_loop import drive
 from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
@@ -35,16 +36,7 @@ def _success(agent) -> float:
 
 
 def _collect(agent, env, steps):
-    obs = env.reset(seed=0)
-    metrics = {}
-    for _ in range(steps):
-        action = agent.act(obs)
-        step = env.step(action)
-        agent.observe(obs, action, step)
-        obs = step.obs
-        if agent.ready():
-            metrics = agent.update()
-    return metrics
+    return drive(agent, env, steps)[1]
 
 
 def _fake_step(t, done_env=None, success=False, terminated=False):

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from agent_loop import drive
 from safetensors.torch import load_file, save_file
 from toy_vecenv import ToyReach
 
@@ -222,16 +223,7 @@ def _toy_success(agent) -> float:
 
 
 def _collect(agent, env, steps):
-    obs = env.reset(seed=0)
-    metrics = {}
-    for _ in range(steps):
-        action = agent.act(obs)
-        step = env.step(action)
-        agent.observe(obs, action, step)
-        obs = step.obs
-        if agent.ready():
-            metrics = agent.update()
-    return metrics
+    return drive(agent, env, steps)[1]
 
 
 def test_chunked_td3_learns_toy_reach_with_open_loop_chunks():

@@ -3,6 +3,7 @@ save/load, and a policy export without the critic."""
 
 import pytest
 import torch
+from agent_loop import drive
 from safetensors.torch import load_file, save_file
 from toy_vecenv import ToyReach
 
@@ -78,15 +79,7 @@ def test_sac_trains_with_the_flow_critic_and_exports_no_critic(tmp_path):
     env = ToyReach(num_envs=8, seed=0)
     cfg = SACConfig(learning_starts=64, batch_size=32, actor_hidden_dims=[32], buffer_size=2000)
     agent = make_agent(cfg, FlowCriticConfig(hidden_dims=[32], num_steps=2), EnvSpec.from_env(env))
-    obs = env.reset(seed=0)
-    metrics = {}
-    for _ in range(16):
-        action = agent.act(obs)
-        step = env.step(action)
-        agent.observe(obs, action, step)
-        obs = step.obs
-        if agent.ready():
-            metrics = agent.update()
+    _, metrics = drive(agent, env, 16)
     assert "loss/critic_loss" in metrics and torch.isfinite(torch.as_tensor(metrics["loss/critic_loss"]))
     policy_tensors = agent.policy().state_dict()
     assert not any("field" in name for name in policy_tensors)

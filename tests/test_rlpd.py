@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from agent_loop import drive
 
 import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
@@ -115,14 +116,7 @@ def test_tiny_rlpd_run_and_checkpoint_round_trip(reach_demos: Path, tmp_path: Pa
     agent = make_rlpd(reach_demos, env, normalize_obs=True)
     assert agent.critic_group == "policy" and set(agent.buffer.obs) == {"policy"}  # demos hold no critic obs
     assert agent.demo_transitions == 100 and int(agent.normalizers["policy"].count) == 100  # demo stats folded in
-    obs, metrics = env.reset(seed=0), {}
-    for _ in range(12):
-        action = agent.act(obs)
-        step = env.step(action)
-        agent.observe(obs, action, step)
-        obs = step.obs
-        if agent.ready():
-            metrics = agent.update()
+    _, metrics = drive(agent, env, 12)
     assert metrics["train/updates"] > 0 and all(np.isfinite(float(v)) for v in metrics.values())
     path = save_checkpoint(tmp_path / "run", agent.env_steps, agent.state_dict())
     _, state = load_checkpoint(path)

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from agent_loop import drive
 from pendulum_vecenv import PendulumVecEnv, train_and_evaluate
 
 from robot_rl.agents.base import EnvSpec
@@ -38,14 +39,7 @@ def test_bf16_updates_are_finite_and_move_every_parameter():
     agent = _agent(env, amp="bf16", learning_starts=64, batch_size=64, utd_ratio=1.0)
     before = {k: v.clone() for k, v in agent.state_dict()["critic"].items()}
     actor_before = [p.detach().clone() for p in agent.actor.parameters()]
-    obs, metrics = env.reset(seed=0), {}
-    for _ in range(40):
-        action = agent.act(obs)
-        step = env.step(action)
-        agent.observe(obs, action, step)
-        obs = step.obs
-        if agent.ready():
-            metrics = agent.update()
+    _, metrics = drive(agent, env, 40)
     assert agent.updates == 4 * 40 - 64 + 4
     assert {"loss/critic_loss", "loss/actor", "loss/alpha"} <= metrics.keys()
     assert all(torch.isfinite(torch.as_tensor(v)) for v in metrics.values()), metrics
