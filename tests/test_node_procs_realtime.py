@@ -2,6 +2,7 @@
 and the suite's guard against a test that leaves the runner at another scheduling policy."""
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -27,6 +28,17 @@ def test_nodes_start_in_the_ros_environment_with_the_node_sources_on_the_path(tm
     domain, path = nodes.log("echo").split()
     assert domain == "7" and path.split(os.pathsep)[:2] == node_environment(7)["PYTHONPATH"].split(os.pathsep)[:2]
     assert path.split(os.pathsep)[0].endswith("ros_nodes") and nodes.commands["echo"][0] == sys.executable
+
+
+def test_nodes_stop_on_sigint_even_when_the_runner_ignores_it(tmp_path):
+    # as under `nohup ... &` from a script: ignored signals survive exec unless the group resets them
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        nodes = NodeGroup(domain_id=7, log_dir=tmp_path / "logs")
+        nodes.start("sim_robot", ["sleep", "30"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert nodes.stop(timeout=5.0) == {"sim_robot": -signal.SIGINT}
 
 
 def test_only_the_named_nodes_become_real_time(two_nodes):

@@ -37,6 +37,14 @@ def node_environment(domain_id: int) -> dict[str, str]:
     return env
 
 
+def _default_sigint() -> None:
+    """In a node's child process before exec: SIGINT back to its default action. A runner started in the
+    background by a non-interactive shell (CI, ``nohup ... &``) ignores SIGINT, and ignored signals survive
+    exec, so without this the nodes would ignore :meth:`NodeGroup.stop`'s SIGINT and be killed after the
+    timeout instead of shutting down."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class NodeGroup:
     """Node processes of one ROS domain by name: their command lines, processes and log files.
 
@@ -58,11 +66,13 @@ class NodeGroup:
         """Run ``cmd`` as node ``name`` in the group's environment (it inherits this process's scheduling)."""
         self.commands[name] = cmd
         if self.log_dir is None:
-            self.procs[name] = subprocess.Popen(cmd, env=self.env)
+            self.procs[name] = subprocess.Popen(cmd, env=self.env, preexec_fn=_default_sigint)
             return self.procs[name]
         self.logs[name] = self.log_dir / f"{name}.log"
         with open(self.logs[name], "w") as log:
-            self.procs[name] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            self.procs[name] = subprocess.Popen(
+                cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_default_sigint
+            )
         return self.procs[name]
 
     def log(self, name: str) -> str:
