@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+from agent_loop import drive
 
 from robot_rl.agents.base import Agent
 from sim.vecenv import Obs, Step, VecEnv
@@ -87,14 +88,7 @@ class PendulumVecEnv(VecEnv):
 def train_and_evaluate(agent: Agent, env: PendulumVecEnv, env_steps: int, eval_env: PendulumVecEnv) -> float:
     """Train ``agent`` for ``env_steps`` vector steps, then return its mean deterministic return on
     one episode of each of ``eval_env``'s envs."""
-    obs = env.reset(seed=0)
-    for _ in range(env_steps):
-        action = agent.act(obs)
-        step = env.step(action)
-        agent.observe(obs, action, step)
-        obs = step.obs
-        if agent.ready():
-            agent.update()
+    drive(agent, env, env_steps)
     obs = eval_env.reset(seed=123)
     total = torch.zeros(eval_env.num_envs)
     for _ in range(eval_env.max_episode_steps):
