@@ -11,11 +11,18 @@ wall-clock (collection + updates, evaluation excluded) and the mean deterministi
 The issue's target is 100k steps x 3 seeds (the default; hours on CPU). ``--steps`` shortens it:
 
     python benchmarks/sac_vs_sb3.py --steps 5000 --seeds 0 --learning-starts 1000
+
+``--parallel`` runs the two libraries at the same time in two processes, one per library, each
+going through the seeds in order (one core each on a 2-core machine), so both see the same machine
+load; the table is printed when both are done. Each library's wall-clock is then that of one core
+while the other core is busy (with the peer, or idle once the faster library has finished).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import multiprocessing
 import os
 import statistics
 import time
@@ -141,6 +148,25 @@ def run_sb3(steps: int, seed: int, learning_starts: int, eval_episodes: int,
     return wall, cpu, evaluate()
 
 
+def run_library(name: str, seeds: list[int], args: argparse.Namespace) -> dict[int, tuple[float, float, float]]:
+    """Every seed of one library in order; ``{seed: (wall, CPU, return)}`` (a ``--parallel`` worker)."""
+    torch.set_num_threads(args.threads)
+    done = {}
+    for seed in seeds:
+        if name == "ours":
+            done[seed] = run_ours(args.steps, seed, args.learning_starts, args.eval_episodes, args.amp, args.eval_every)
+        else:
+            done[seed] = run_sb3(args.steps, seed, args.learning_starts, args.eval_episodes, args.eval_every)
+        _final(name, seed, args.steps, done[seed])
+    return done
+
+
+def _final(name: str, seed: int, steps: int, result: tuple[float, float, float]) -> None:
+    wall, cpu, ret = result
+    print(f"  seed {seed} {name} step {steps} (final): train wall {wall:.1f} s, train CPU {cpu:.1f} s, "
+          f"return {ret:.1f}, load average {os.getloadavg()[0]:.1f}", flush=True)
+
+
 def main() -> None:
     """Run both libraries for every seed and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -157,6 +183,8 @@ def main() -> None:
                         help="run one library (e.g. one process per library and seed); the table needs both")
     parser.add_argument("--eval-every", type=int, default=20_000,
                         help="also evaluate every this many steps, printing a progress line (0 = only at the end)")
+    parser.add_argument("--parallel", action="store_true",
+                        help="run the two libraries at the same time, one process each (seeds in order in each)")
     args = parser.parse_args()
     if args.learning_starts >= args.steps:
         parser.error(f"--learning-starts {args.learning_starts} must be < --steps {args.steps}")
@@ -167,7 +195,16 @@ def main() -> None:
     header = ["seed", "ours wall", "sb3 wall", "ratio", "ours cpu", "sb3 cpu", "ratio", "ours ret", "sb3 ret"]
     print(" ".join(f"{h:>9s}" for h in header))
     rows = []
-    for seed in args.seeds:
+    if args.parallel:
+        if args.only != "both":
+            parser.error("--parallel runs both libraries; drop --only")
+        with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {name: pool.submit(run_library, name, args.seeds, args) for name in ("ours", "sb3")}
+            results = {name: f.result() for name, f in futures.items()}
+        for seed in args.seeds:
+            rows.append((results["ours"][seed], results["sb3"][seed]))
+            print(_row(str(seed), *rows[-1]), flush=True)
+    for seed in [] if args.parallel else args.seeds:
         runs = {
             "ours": lambda s=seed: run_ours(args.steps, s, args.learning_starts, args.eval_episodes, args.amp,
                                             args.eval_every),
@@ -177,9 +214,7 @@ def main() -> None:
         done = {}
         for name in order if args.only == "both" else [args.only]:
             done[name] = runs[name]()
-            wall, cpu, ret = done[name]
-            print(f"  seed {seed} {name} step {args.steps} (final): train wall {wall:.1f} s, train CPU {cpu:.1f} s, "
-                  f"return {ret:.1f}, load average {os.getloadavg()[0]:.1f}", flush=True)
+            _final(name, seed, args.steps, done[name])
         if args.only != "both":
             continue
         ours, peer = done["ours"], done["sb3"]
@@ -199,6 +234,7 @@ def _row(label: str, ours: tuple[float, float, float], peer: tuple[float, float,
     """One table row: wall, CPU (each with the ours/sb3 ratio) and returns."""
     cells = [ours[0], peer[0], ours[0] / peer[0], ours[1], peer[1], ours[1] / peer[1], ours[2], peer[2]]
     return f"{label:>9s} " + " ".join(f"{c:9.2f}" for c in cells)
+
 
 if __name__ == "__main__":
     main()
