@@ -10,9 +10,11 @@ seed, two arms with the same networks, settings and env-step budget:
   demo rows (``agent.bc_weight``).
 
 Every ``--eval-every`` env steps the deterministic policy runs ``--episodes`` fresh episodes. Printed:
-the curves, final success per arm, env steps to reach 50% / 80%, and the issue's ratio (env steps the
-RLPD arm needs to reach the SAC arm's final success / the SAC arm's). Curves go to ``--out``
-(``curves.json``, ``demos_vs_rl.png``). Seeds run as parallel processes (``--workers``), one torch thread each.
+the curves, final and best success per arm, env steps to reach 50% / 80%, and the issue's ratio per seed
+(the first env steps at which the demo arm reaches the SAC arm's best success / the SAC arm's own). Curves
+go to ``--out`` (``curves.json``, ``demos_vs_rl.png``); each run also rewrites ``runs/<arm>_seed<s>.json``
+after every evaluation, so a run stopped early leaves its curve (tabulate with ``--seeds "" --merge``).
+Seeds run as parallel processes (``--workers``), one torch thread each.
 
     python benchmarks/demos_vs_rl.py --steps 16000 --seeds 0,1 --workers 2
 """
@@ -45,13 +47,22 @@ def record_demos(task: str, root: Path, episodes: int) -> None:
     print(summary, flush=True)
 
 
+def write_json(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` atomically (a reader never sees half a file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
 def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: int, eval_every: int,
-            episodes: int, common: dict, bc_extra: dict) -> dict:
+            episodes: int, common: dict, bc_extra: dict, run_file: str | None = None) -> dict:
     """Train one arm; returns its curve ``[(env_steps, success)]``, critic/actor probes and CPU/wall seconds.
 
     ``common``: agent settings of every arm; ``bc_extra``: the ``rlpd_bc`` arm's own (bc_weight, warm-up...).
     At every evaluation (and before training) the probes measure, on the demo partition's states, the critic's
     mean Q of the demo actions and the deterministic actor's mean squared distance to them (per action dim).
+    ``run_file``: after every evaluation the result so far (``"done": false`` until the budget is spent) is
+    written there, so a run stopped early still leaves its curve (``--merge`` reads such files).
     """
     import torch
 
@@ -100,8 +111,12 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
                            "actor_mse": actor_mse})
             print(f"  {arm} seed {seed}: {agent.env_steps:>7d} steps {agent.updates:>6d} updates  success "
                   f"{result['success_rate']:.3f}  Q(demo) {q_demo:+.3f}  actor-demo MSE {actor_mse:.4f}  "
-                  f"({time.monotonic() - wall:.0f} s)", flush=True)
+                  f"({time.monotonic() - wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU)", flush=True)
             next_eval += eval_every
+            if run_file:
+                write_json(Path(run_file), {"arm": arm, "seed": seed, "curve": curve, "probes": probes,
+                                            "wall_s": time.monotonic() - wall, "cpu_s": time.process_time() - cpu,
+                                            "done": agent.env_steps >= steps})
         if agent.env_steps >= steps:
             break
         action = agent.act(obs)
@@ -111,7 +126,7 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
         if agent.ready():
             agent.update()
     return {"arm": arm, "seed": seed, "curve": curve, "probes": probes, "wall_s": time.monotonic() - wall,
-            "cpu_s": time.process_time() - cpu}
+            "cpu_s": time.process_time() - cpu, "done": True}
 
 
 def bc_reference(demos: str, task: str, episodes: int, seed: int) -> dict:
@@ -136,6 +151,12 @@ def steps_to_reach(curve: list[tuple[int, float]], level: float) -> float:
     return next((float(s) for s, v in curve if v >= level), float("nan"))
 
 
+def mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]:
+    """Mean success over seeds at the env-step counts every curve evaluated (a run cut short ends it early)."""
+    common = set.intersection(*({s for s, _ in c} for c in curves))
+    return [(s, statistics.fmean(dict(c)[s] for c in curves)) for s in sorted(common)]
+
+
 def plot(results: list[dict], bc: list[dict], path: Path, title: str) -> None:
     """Success vs env steps, one thin line per seed and a thick mean per arm, BC-only as a dashed line."""
     import matplotlib
@@ -149,14 +170,71 @@ def plot(results: list[dict], bc: list[dict], path: Path, title: str) -> None:
         curves = [r["curve"] for r in results if r["arm"] == arm]
         for c in curves:
             ax.plot([s for s, _ in c], [v for _, v in c], color=color, alpha=0.3, lw=1)
-        xs = [s for s, _ in curves[0]]
-        mean = [statistics.fmean(c[i][1] for c in curves) for i in range(len(xs))]
-        ax.plot(xs, mean, color=color, lw=2.5, label=f"{arm} (mean of {len(curves)} seeds)")
-    ax.axhline(statistics.fmean(b["success"] for b in bc), color="gray", ls="--", label="BC only (mean)")
+        mean = mean_curve(curves)
+        ax.plot([s for s, _ in mean], [v for _, v in mean], color=color, lw=2.5,
+                label=f"{arm} (mean of {len(curves)} seeds)")
+    if bc:
+        ax.axhline(statistics.fmean(b["success"] for b in bc), color="gray", ls="--", label="BC only (mean)")
     ax.set(xlabel="env steps", ylabel="eval success rate", ylim=(-0.02, 1.02), title=title)
     ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def load_merged(paths: list[Path]) -> tuple[list[dict], list[dict]]:
+    """Results and BC references of ``--merge`` files: a ``curves.json`` or one run's ``runs/<arm>_seed<s>.json``."""
+    results: list[dict] = []
+    bc: list[dict] = []
+    for path in paths:
+        saved = json.loads(path.read_text())
+        if "arm" in saved:
+            results.append(saved)
+        elif "results" in saved:
+            results += saved["results"]
+            bc += saved["bc"]
+        else:
+            raise SystemExit(f"--merge {path}: neither a curves.json (results, bc) nor a run file (arm, curve)")
+    return results, bc
+
+
+def report(results: list[dict], bc: list[dict]) -> None:
+    """Print every curve, final and best success per arm, and the issue's env-step ratio per seed.
+
+    The ratio: pure RL's (``sac``) best evaluated success and the first env-step count it reached it at;
+    the first env-step count at which the demo arm reached the same success; demo steps / sac steps.
+    """
+    for arm in [a for a in ARMS if any(r["arm"] == a for r in results)]:
+        arm_results = [r for r in results if r["arm"] == arm]
+        for r in arm_results:
+            cut = "" if r.get("done", True) else f" (stopped early, {r['cpu_s']:.0f} s CPU)"
+            print(f"{arm} seed {r['seed']}{cut}: " + " ".join(f"{s}:{v:.3f}" for s, v in r["curve"]))
+        finals = [r["curve"][-1][1] for r in arm_results]
+        best = [max(v for _, v in r["curve"]) for r in arm_results]
+        reach = {lvl: [steps_to_reach(r["curve"], lvl) for r in arm_results] for lvl in (0.5, 0.8)}
+        evals = sum(len(r["curve"]) for r in arm_results)
+        print(f"{arm}: final success mean {statistics.fmean(finals):.3f} {finals} (at env steps "
+              f"{[r['curve'][-1][0] for r in arm_results]}); best {best} over {evals} evaluations; env steps to "
+              f"50%: {reach[0.5]}, to 80%: {reach[0.8]}; CPU {sum(r['cpu_s'] for r in arm_results):.0f} s")
+        if bc:
+            bc_mean = statistics.fmean(b["success"] for b in bc)
+            print(f"{arm} final success / BC only's: {statistics.fmean(finals):.3f} / {bc_mean:.3f} = "
+                  f"{statistics.fmean(finals) / bc_mean if bc_mean else float('nan'):.2f}x")
+    if bc:
+        print("BC only (gaussian actor): " + ", ".join(f"seed {b['seed']} {b['success']:.3f}" for b in bc))
+    for arm in [a for a in ARMS if a != "sac" and any(r["arm"] == a for r in results)]:
+        for seed in sorted({r["seed"] for r in results}):
+            sac = next((r["curve"] for r in results if r["arm"] == "sac" and r["seed"] == seed), None)
+            demo = next((r["curve"] for r in results if r["arm"] == arm and r["seed"] == seed), None)
+            if sac is None or demo is None:
+                continue
+            best = max(v for _, v in sac)
+            if best == 0:
+                print(f"seed {seed}: sac's success is 0 at every evaluation up to {sac[-1][0]} env steps: "
+                      f"the <= 0.5x target is met only trivially ({arm} final {demo[-1][1]:.3f} at {demo[-1][0]})")
+                continue
+            sac_at, demo_at = steps_to_reach(sac, best), steps_to_reach(demo, best)
+            print(f"seed {seed}: sac's best success {best:.3f} first at {sac_at:.0f} env steps; {arm} reaches it at "
+                  f"{demo_at:.0f}: ratio {demo_at / sac_at:.3f} (target <= 0.5)")
 
 
 def main() -> None:
@@ -186,7 +264,8 @@ def main() -> None:
     p.add_argument("--bc-anchor", choices=("demos", "clone"), default="demos",
                    help="rlpd_bc: agent.bc_anchor (demos: demo actions, demo rows; clone: frozen clone, all rows)")
     p.add_argument("--merge", type=Path, nargs="*", default=[],
-                   help="curves.json of earlier runs (other arms/seeds) to tabulate and plot with this one")
+                   help="curves.json or runs/<arm>_seed<s>.json of earlier runs (other arms/seeds) to tabulate and "
+                        "plot with this one; an (arm, seed) is taken from this run, else from the first file giving it")
     p.add_argument("--out", type=Path, default=Path("outputs/benchmarks/demos_vs_rl"))
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -196,7 +275,7 @@ def main() -> None:
     demos = Path(args.demos or f"outputs/demos/{args.task}_{args.demos_episodes}")
     if seeds and not (demos / "meta" / "info.json").is_file():
         record_demos(args.task, demos, args.demos_episodes)
-    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "runs").mkdir(parents=True, exist_ok=True)
     start, load0 = time.monotonic(), os.getloadavg()
     arms = args.arms.split(",")
     if unknown := sorted(set(arms) - set(ARMS)):
@@ -212,58 +291,30 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         bc_futures = [pool.submit(bc_reference, str(demos), args.task, args.episodes, s) for s in seeds]
         futures = [pool.submit(run_arm, arm, args.task, str(demos), args.steps, seed, args.num_envs,
-                               args.eval_every, args.episodes, common, bc_extra)
+                               args.eval_every, args.episodes, common, bc_extra,
+                               str(args.out / "runs" / f"{arm}_seed{seed}.json"))
                    for arm, seed in jobs]
         bc = [f.result() for f in bc_futures]
         results = [f.result() for f in futures]
-    for earlier in args.merge:
-        saved = json.loads(earlier.read_text())
-        have = {(r["arm"], r["seed"]) for r in results}
-        results += [r for r in saved["results"] if (r["arm"], r["seed"]) not in have]
-        bc += [b for b in saved["bc"] if b["seed"] not in {x["seed"] for x in bc}]
+    merged, merged_bc = load_merged(args.merge)  # this run's (arm, seed) first, then the first file holding one
+    for r in merged:
+        if (r["arm"], r["seed"]) not in {(x["arm"], x["seed"]) for x in results}:
+            results.append(r)
+    for b in merged_bc:
+        if b["seed"] not in {x["seed"] for x in bc}:
+            bc.append(b)
+    if not results:
+        p.error("nothing to tabulate: the --merge files hold no runs")
     results.sort(key=lambda r: (r["seed"], ARMS.index(r["arm"])))
     seeds = sorted({r["seed"] for r in results})
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.monotonic() - start
-    (args.out / "curves.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                                      "results": results, "bc": bc}, indent=1))
+    write_json(args.out / "curves.json", {"args": {k: str(v) for k, v in vars(args).items()}, "results": results,
+                                          "bc": bc})
     plot(results, bc, args.out / "demos_vs_rl.png", f"{args.task}, demos: {demos.name}, {len(seeds)} seed(s)")
-    steps_run = max(r["curve"][-1][0] for r in results)
-    print(f"\n{args.task}, {steps_run} env steps x {len(seeds)} seed(s)" + (
-        f", UTD {args.utd}, {args.num_envs} envs, demos {demos}"
-        if not args.merge else " (settings: the merged runs')"))
-    steps_row = " ".join(f"{s:>7d}" for s, _ in results[0]["curve"])
-    print(f"{'env steps':<16}{steps_row}")
-    for r in results:
-        print(f"{r['arm'] + ' seed ' + str(r['seed']):<16}" + " ".join(f"{v:7.3f}" for _, v in r["curve"]))
-    print("BC only (gaussian actor): " + ", ".join(f"seed {b['seed']} {b['success']:.3f}" for b in bc))
-    present = [a for a in ARMS if any(r["arm"] == a for r in results)]
-    for arm in present:
-        arm_results = [r for r in results if r["arm"] == arm]
-        finals = [r["curve"][-1][1] for r in arm_results]
-        reach = {lvl: [steps_to_reach(r["curve"], lvl) for r in arm_results] for lvl in (0.5, 0.8)}
-        print(f"{arm}: final success mean {statistics.fmean(finals):.3f} {finals}; env steps to 50%: "
-              f"{reach[0.5]}, to 80%: {reach[0.8]}; CPU {sum(r['cpu_s'] for r in arm_results):.0f} s")
-    bc_mean = statistics.fmean(b["success"] for b in bc) if bc else float("nan")
-    for arm in present:
-        finals = [r["curve"][-1][1] for r in results if r["arm"] == arm]
-        print(f"{arm} final success / BC only's: {statistics.fmean(finals):.3f} / {bc_mean:.3f} "
-              f"= {statistics.fmean(finals) / bc_mean if bc_mean else float('nan'):.2f}x")
-    for arm in [a for a in present if a != "sac"]:
-        ratios, pairs = [], 0
-        for seed in seeds:
-            sac = next((r["curve"] for r in results if r["arm"] == "sac" and r["seed"] == seed), None)
-            demo = next((r["curve"] for r in results if r["arm"] == arm and r["seed"] == seed), None)
-            if sac is None or demo is None:
-                continue
-            pairs += 1
-            if sac[-1][1] > 0:
-                ratios.append(steps_to_reach(demo, sac[-1][1]) / steps_to_reach(sac, sac[-1][1]))
-        if ratios:
-            print(f"env steps for {arm} to reach sac's final success / sac's own: {ratios} (target <= 0.5)")
-        elif pairs:
-            print(f"sac's final success is 0 in all {pairs} seed(s) paired with {arm}: the <= 0.5x target is met "
-                  "only trivially (0 success needs 0 steps)")
+    print(f"\n{args.task}, {len(seeds)} seed(s)" + (f", UTD {args.utd}, {args.num_envs} envs, demos {demos}"
+                                                    if not args.merge else " (settings: the merged runs')"))
+    report(results, bc)
     print(f"wall {wall:.0f} s, CPU {children.ru_utime + children.ru_stime:.0f} s (all processes), load average "
           f"{load0[0]:.1f} at start / {os.getloadavg()[0]:.1f} at end (2 shared cores), workers {args.workers}")
     print(f"wrote {args.out / 'curves.json'} and {args.out / 'demos_vs_rl.png'}")
