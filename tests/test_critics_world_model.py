@@ -218,3 +218,26 @@ def test_world_model_round_trip_and_errors(tmp_path, value_head):
 def test_config_file_composes_to_the_typed_schema():
     cfg = compose(['critic=world_model'])
     assert isinstance(cfg.critic, WorldModelCriticConfig) and cfg.critic.num_q == 5
+
+
+@pytest.mark.parametrize("td_encoder", ["target", "online"])
+def test_td_target_embeds_next_obs_with_the_chosen_encoder(td_encoder):
+    """``td_encoder=online`` (TD-MPC2) reads o' through the online encoder and the target Q heads; ``target``
+    through the target copy of both. Moving only the target encoder must change the second alone."""
+    torch.manual_seed(0)
+    critic = make_critic(_cfg(td_encoder=td_encoder), CriticSpec(obs_dim=2, action_dim=2))
+    critic.update_target(1.0)
+    obs, act, rew, disc = torch.rand(3, 4, 2), torch.rand(3, 4, 2), torch.rand(3, 4, 1), torch.full((3, 4), GAMMA)
+    torch.manual_seed(1)  # the same random target heads in every call
+    before = critic.td_targets(obs, act, rew, disc)
+    with torch.no_grad():
+        for p in critic.target_critic().encoder.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    torch.manual_seed(1)
+    after = critic.td_targets(obs, act, rew, disc)
+    torch.manual_seed(1)
+    again = critic.td_targets(obs, act, rew, disc)
+    assert torch.equal(after, again)
+    assert torch.equal(before, after) == (td_encoder == "online")
+    with pytest.raises(ValueError, match="td_encoder must be one of"):
+        WorldModelCriticConfig(td_encoder="ema")

@@ -62,6 +62,7 @@ from robot_rl.models.mlp import activation
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 VALUE_HEADS = ("scalar", "two_hot")
+TD_ENCODERS = ("target", "online")
 
 
 def normed_mlp(in_dim: int, hidden_dims: list[int], out_dim: int, act: str) -> nn.Sequential:
@@ -111,6 +112,9 @@ class WorldModelCriticConfig:
             ``num_bins`` symlog bins on ``[vmin, vmax]``) for the reward and Q heads (V kind: the reward
             head only; PPO trains the value itself).
         num_bins, vmin, vmax: the two-hot bins (TD-MPC2: 101 on ``[-10, 10]`` in symlog space).
+        td_encoder: which encoder embeds ``o'`` for the TD target: ``target`` (the Polyak copy, moving with the
+            target Q heads; our first choice, with which docs/results/critics.md was measured) or ``online``
+            (TD-MPC2: the current encoder without gradient; only the Q heads have target copies there).
     """
 
     latent_dim: int = 64
@@ -137,6 +141,7 @@ class WorldModelCriticConfig:
     num_bins: int = 101
     vmin: float = -10.0
     vmax: float = 10.0
+    td_encoder: str = "target"
 
     def __post_init__(self) -> None:
         if self.latent_dim < 1 or (self.simnorm_dim and self.latent_dim % self.simnorm_dim):
@@ -157,6 +162,8 @@ class WorldModelCriticConfig:
         if not 0.0 < self.plan_min_std <= self.plan_max_std:
             raise ValueError(f"critic.plan_min_std must be in (0, plan_max_std={self.plan_max_std}], "
                              f"got {self.plan_min_std}")
+        if self.td_encoder not in TD_ENCODERS:
+            raise ValueError(f"critic.td_encoder must be one of {TD_ENCODERS}, got {self.td_encoder!r}")
         if self.value_head not in VALUE_HEADS:
             raise ValueError(f"critic.value_head must be one of {VALUE_HEADS}, got {self.value_head!r}")
         if self.value_head == "two_hot":
@@ -254,12 +261,13 @@ class WorldModelCritic(Critic):
     def td_targets(
         self, next_obs: torch.Tensor, next_action: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor
     ) -> torch.Tensor:
-        """``r + discount * min_2 Q_target(h_target(o'), a')``: next obs ``[..., D]``, next action ``[..., A]``,
-        reward ``[..., G]``, discount ``[...]`` -> ``[..., G]`` (TD-MPC2's target)."""
+        """``r + discount * min_2 Q_target(h(o'), a')``: next obs ``[..., D]``, next action ``[..., A]``,
+        reward ``[..., G]``, discount ``[...]`` -> ``[..., G]``. ``h`` is the target encoder or, with
+        ``td_encoder=online``, the online one (TD-MPC2's target)."""
         lead = next_obs.shape[:-1]
         target = self.target_critic()
-        # The target heads read the target encoder's latents: both moved together by update_target.
-        z = target._encode(next_obs.reshape(-1, next_obs.shape[-1]))
+        encoder = self if self.cfg.td_encoder == "online" else target
+        z = encoder._encode(next_obs.reshape(-1, next_obs.shape[-1]))
         q = target.head_estimates(z, next_action.reshape(-1, next_action.shape[-1]), self.random_heads())
         boot = reduce_members(q, "min").reshape(*lead, -1)
         return reward + discount.unsqueeze(-1) * boot
