@@ -61,6 +61,8 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
     ``common``: agent settings of every arm; ``bc_extra``: the ``rlpd_bc`` arm's own (bc_weight, warm-up...).
     At every evaluation (and before training) the probes measure, on the demo partition's states, the critic's
     mean Q of the demo actions and the deterministic actor's mean squared distance to them (per action dim).
+    The probes also count the training episodes so far and those that ended in success (``train_successes``:
+    how often the arm's own exploration met the sparse reward).
     ``run_file``: after every evaluation the result so far (``"done": false`` until the budget is spent) is
     written there, so a run stopped early still leaves its curve (``--merge`` reads such files).
     """
@@ -98,7 +100,7 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
     probes: list[dict[str, float]] = []
     obs = env.reset(seed=seed)
     wall, cpu = time.monotonic(), time.process_time()
-    next_eval = 0
+    next_eval, train_episodes, train_successes = 0, 0, 0
     while True:
         if agent.env_steps >= next_eval or agent.env_steps >= steps:
             result = evaluate(agent.policy(), eval_env, episodes, seed=seed + 1000).summary()
@@ -108,9 +110,11 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
                 actor_mse = float((agent.actor(norm_obs) - probe_action).pow(2).mean())
             curve.append((agent.env_steps, result["success_rate"]))
             probes.append({"env_steps": agent.env_steps, "updates": agent.updates, "q_demo": q_demo,
-                           "actor_mse": actor_mse})
+                           "actor_mse": actor_mse, "train_episodes": train_episodes,
+                           "train_successes": train_successes})
             print(f"  {arm} seed {seed}: {agent.env_steps:>7d} steps {agent.updates:>6d} updates  success "
                   f"{result['success_rate']:.3f}  Q(demo) {q_demo:+.3f}  actor-demo MSE {actor_mse:.4f}  "
+                  f"train successes {train_successes}/{train_episodes}  "
                   f"({time.monotonic() - wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU)", flush=True)
             next_eval += eval_every
             if run_file:
@@ -123,6 +127,8 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
         step = env.step(action)
         agent.observe(obs, action, step)
         obs = step.obs
+        train_episodes += int(step.done.sum())
+        train_successes += int((step.done & step.info["success"]).sum())
         if agent.ready():
             agent.update()
     return {"arm": arm, "seed": seed, "curve": curve, "probes": probes, "wall_s": time.monotonic() - wall,

@@ -45,6 +45,8 @@ def test_run_arm_rewrites_its_run_file_after_every_evaluation(tmp_path: Path, mo
     assert snapshots == [(1, False), (2, False), (3, True)]  # written at each evaluation, done at the last
     saved = json.loads(run_file.read_text())
     assert saved["curve"] == [list(point) for point in result["curve"]] and saved["done"]
+    assert [sorted(probe) for probe in saved["probes"]][-1] == sorted(
+        ["env_steps", "updates", "q_demo", "actor_mse", "train_episodes", "train_successes"])
     assert not list(tmp_path.glob("*.tmp"))
 
 
