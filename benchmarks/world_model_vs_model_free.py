@@ -46,7 +46,8 @@ def make_arm(arm: str, env: object, args: argparse.Namespace) -> object:
         from robot_rl.agents.tdmpc import TDMPCConfig
         from robot_rl.critics.world_model import WorldModelCriticConfig
 
-        critic = WorldModelCriticConfig(value_head=args.value_head or WorldModelCriticConfig.value_head)
+        critic = WorldModelCriticConfig(value_head=args.value_head or WorldModelCriticConfig.value_head,
+                                        td_encoder=args.td_encoder)
         return make_agent(TDMPCConfig(act_with=args.act_with, **shared), critic, spec)
     if arm == "sac":
         from robot_rl.agents.sac import SACConfig
@@ -88,6 +89,7 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
             next_eval += args.eval_every
     out = {"arm": arm, "seed": seed, "curve": curve, "updates": agent.updates,
            "value_head": getattr(agent.critic.cfg, "value_head", None),
+           "td_encoder": getattr(agent.critic.cfg, "td_encoder", None),
            "cpu_s": time.process_time() - cpu0, "wall_s": time.monotonic() - wall0, "load_avg": os.getloadavg()[0]}
     if arm == "tdmpc" and args.plan_eval:
         cpu1 = time.process_time()
@@ -96,15 +98,18 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
                                           seed=seed + 1000).summary()["return_mean"]
         out["plan_eval_cpu_s"] = time.process_time() - cpu1
         print(f"[{arm} seed {seed}] MPPI planning: return {out['plan_return']:.1f}", flush=True)
-    name = f"{arm}_{out['value_head']}" if arm == "tdmpc" else arm
+    name = f"{arm}_{out['value_head']}{'_online' if out['td_encoder'] == 'online' else ''}" if arm == "tdmpc" else arm
     Path(args.out, f"{name}_seed{seed}.json").write_text(json.dumps(out, indent=1))
     return out
 
 
 def label(run: dict) -> str:
     """The curve a run belongs to: its arm, and for tdmpc its reward/Q heads (JSONs written before the
-    ``value_head`` option had scalar heads)."""
-    return f"{run['arm']} ({run.get('value_head') or 'scalar'})" if run["arm"] == "tdmpc" else run["arm"]
+    ``value_head`` option had scalar heads; those before ``td_encoder`` the target encoder)."""
+    if run["arm"] != "tdmpc":
+        return run["arm"]
+    online = ", online encoder" if run.get("td_encoder") == "online" else ""
+    return f"{run['arm']} ({run.get('value_head') or 'scalar'}{online})"
 
 
 def report(args: argparse.Namespace) -> None:
@@ -168,6 +173,8 @@ def main() -> None:
     p.add_argument("--plan-eval", action="store_true", help="tdmpc: also evaluate MPPI planning at the end")
     p.add_argument("--value-head", choices=("scalar", "two_hot"), default=None,
                    help="tdmpc: reward/Q heads (default: critic=world_model's default)")
+    p.add_argument("--td-encoder", choices=("target", "online"), default="target",
+                   help="tdmpc: critic.td_encoder, the encoder of o' in TD targets (online = TD-MPC2)")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--eval-every", type=int, default=4000)
     p.add_argument("--episodes", type=int, default=4, help="evaluation episodes (one per eval env)")
