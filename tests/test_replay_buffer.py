@@ -33,11 +33,22 @@ def _sample_all(buffer, n_step, gamma):
 
 def test_one_step_sampling_returns_stored_transitions():
     buffer = ReplayBuffer(8, 2, {"policy": 1}, 1)
-    _fill(buffer, [[1.0, 2.0], [3.0, 4.0]], terminated=[[False, True], [False, False]])
+    _fill(buffer, [[1.0, 2.0], [3.0, 4.0]], terminated=[[False, True], [False, False]],
+          truncated=[[False, False], [True, False]])
     table = _sample_all(buffer, n_step=1, gamma=0.9)
     assert len(buffer) == 4 and set(table) == {0.0, 1.0, 100.0, 101.0}
     assert table[0.0] == pytest.approx((1.0, 0.9, 0.5))
     assert table[1.0] == pytest.approx((2.0, 0.0, 1.5))  # terminated: no bootstrap
+    assert table[100.0] == pytest.approx((3.0, 0.9, 100.5))  # truncated: bootstraps from its own (final) obs
+
+
+def test_one_step_sampling_after_the_ring_wrapped():
+    buffer = ReplayBuffer(3, 2, {"policy": 1}, 1)
+    _fill(buffer, [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]], terminated=[[False] * 2] * 3 + [[True, False]])
+    table = _sample_all(buffer, n_step=1, gamma=0.5)
+    assert set(table) == {100.0, 101.0, 200.0, 201.0, 300.0, 301.0}  # step 0 overwritten by step 3
+    assert table[300.0] == pytest.approx((7.0, 0.0, 300.5))
+    assert table[301.0] == pytest.approx((8.0, 0.5, 301.5))
 
 
 def test_nstep_windows_stop_at_boundaries_and_at_the_newest_row():

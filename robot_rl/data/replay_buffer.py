@@ -153,6 +153,8 @@ class ReplayBuffer:
         offset = torch.randint(0, self.size, (batch_size,), generator=generator, device=gen_device)
         env = torch.randint(0, self.num_envs, (batch_size,), generator=generator, device=gen_device)
         offset, env = offset.to(self.device), env.to(self.device)
+        if n_step == 1:
+            return self._sample_one_step(oldest, offset, env, gamma)
         steps = torch.arange(n_step, device=self.device)
         window_offset = offset[:, None] + steps[None, :]  # [B, n]
         in_buffer = window_offset < self.size
@@ -173,4 +175,23 @@ class ReplayBuffer:
             reward=target.returns,
             next_obs={k: v[bootstrap_row, env] for k, v in self.next_obs.items()},
             discount=target.discount,
+        )
+
+    def _sample_one_step(self, oldest: int, offset: torch.Tensor, env: torch.Tensor, gamma: float) -> ReplayBatch:
+        """:meth:`sample` for ``n_step = 1`` (the same batch, with fewer ops): the reward itself, bootstrap from
+        the transition's own next observation with discount ``gamma`` (0 after a termination).
+
+        Each stored tensor is gathered by one ``index_select`` on its ``[capacity * num_envs, ...]`` view.
+        """
+        flat = ((oldest + offset) % self.capacity) * self.num_envs + env  # [B]
+
+        def take(store: torch.Tensor) -> torch.Tensor:
+            return store.flatten(0, 1).index_select(0, flat)
+
+        return ReplayBatch(
+            obs={k: take(v) for k, v in self.obs.items()},
+            action=take(self.action),
+            reward=take(self.reward),
+            next_obs={k: take(v) for k, v in self.next_obs.items()},
+            discount=gamma * (~take(self.terminated)).to(self.reward.dtype),
         )
