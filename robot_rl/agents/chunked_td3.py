@@ -32,6 +32,13 @@ Options:
   ``bc_weight * ||pi(s) - a_demo||^2`` (over the executed steps of each demo chunk) to the actor loss on
   the demo rows, a TD3+BC-style behaviour regulariser (Q-chunking's QC-FQL also keeps its policy near the
   data). Demos recorded without ``observation.critic`` make the critic read the policy observation.
+- **Offline-to-online** (the recipe that makes demo-augmented SAC work on sparse so101_lift, docs/results/demos.md,
+  as :mod:`robot_rl.agents.rlpd` has it): ``bc_checkpoint=<robot-rl bc out dir>`` starts the actor (and the
+  frozen observation normaliser; needs ``normalize_obs=true``) from a BC clone of the actor's own type: a
+  ``chunked`` clone of ``l`` actions, or for ``l = 1`` a ``deterministic`` one (the same network);
+  ``critic_warmup_updates`` trains the critic alone for that many updates first; ``bc_anchor=clone`` makes
+  ``bc_weight`` pull the actor's whole chunk towards the frozen clone's on every state of the batch
+  (``bc_weight * mean_k ||pi(s)_k - clone(s)_k||^2``) instead of towards the demo actions.
 
 Shapes: ``N`` envs, ``B`` batch, ``h`` chunk, ``A`` actions, ``D`` / ``Dc`` policy / critic obs.
 """
@@ -51,6 +58,7 @@ from torch import nn
 
 from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
 from robot_rl.agents.off_policy import ExportedPolicy, OffPolicyConfig
+from robot_rl.agents.rlpd import BC_ANCHORS
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.base import reduce_members
 from robot_rl.data.demo_buffer import demo_features, demo_replay
@@ -76,7 +84,12 @@ class ChunkedTD3Config(OffPolicyConfig):
         demos: a ``robot-rl record`` dataset directory for the demo partition (None = online only).
         demo_fraction: share of every batch drawn (as chunks) from the demos (0.5 = RLPD's symmetric sampling).
         only_success_demos: keep only demo episodes that succeeded.
-        bc_weight: ``> 0`` adds ``bc_weight * ||pi(s) - a_demo||^2`` on the batch's demo chunks to the actor loss.
+        bc_weight: ``> 0`` adds ``bc_weight * ||pi(s) - a_demo||^2`` on the batch's demo chunks to the actor loss
+            (``bc_anchor=clone``: ``||pi(s) - clone(s)||^2`` on every state of the batch).
+        bc_checkpoint: a ``robot-rl bc`` output directory (``--actor chunked --chunk-len l``, or ``deterministic``
+            for ``l = 1``; the actor's widths) to start the actor and the (then frozen) normaliser from.
+        critic_warmup_updates: the first this many updates train the critic only (0 = off).
+        bc_anchor: ``demos`` (the demo actions, demo rows) or ``clone`` (the frozen ``bc_checkpoint`` actor's chunk).
     """
 
     learning_starts: int = 5000
@@ -96,6 +109,9 @@ class ChunkedTD3Config(OffPolicyConfig):
     demo_fraction: float = 0.5
     only_success_demos: bool = False
     bc_weight: float = 0.0
+    bc_checkpoint: str | None = None
+    critic_warmup_updates: int = 0
+    bc_anchor: str = "demos"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -113,9 +129,18 @@ class ChunkedTD3Config(OffPolicyConfig):
                              f"{self.execute_len}")
         if not 0.0 <= self.demo_fraction <= 1.0:
             raise ValueError(f"agent.demo_fraction must be in [0, 1], got {self.demo_fraction}")
-        if self.bc_weight < 0 or (self.bc_weight > 0 and not self.demos):
+        if self.bc_anchor not in BC_ANCHORS:
+            raise ValueError(f"agent.bc_anchor must be one of {BC_ANCHORS}, got {self.bc_anchor!r}")
+        if self.bc_anchor == "clone" and not self.bc_checkpoint:
+            raise ValueError("agent.bc_anchor=clone needs agent.bc_checkpoint=<robot-rl bc out dir> (the clone)")
+        if self.bc_weight < 0 or (self.bc_weight > 0 and self.bc_anchor == "demos" and not self.demos):
             raise ValueError(f"agent.bc_weight={self.bc_weight} needs to be >= 0, and > 0 only with demos "
-                             "(agent.demos=<dataset dir>)")
+                             "(agent.demos=<dataset dir>) or agent.bc_anchor=clone")
+        if self.critic_warmup_updates < 0:
+            raise ValueError(f"agent.critic_warmup_updates must be >= 0 (0 = off), got {self.critic_warmup_updates}")
+        if self.bc_checkpoint and not self.normalize_obs:
+            raise ValueError(f"agent.bc_checkpoint={self.bc_checkpoint} was trained on normalised observations; "
+                             "set agent.normalize_obs=true")
         if self.demos and self.success_only_actor and not self.only_success_demos:
             raise ValueError("agent.success_only_actor with agent.demos needs agent.only_success_demos=true "
                              "(demo states then count as states of successful episodes)")
@@ -211,12 +236,40 @@ class ChunkedTD3(Agent):
         self.current_episode = torch.zeros(N, dtype=torch.long, device=self.device)
         self.demos: ReplayBuffer | None = None
         """The read-only demo partition (one env, episodes back to back), or None."""
+        self.bc_prior: ChunkedActor | None = None
+        """``bc_anchor=clone``: the frozen clone (normalised obs ``[B, D]`` -> ``[B, l, A]``); not checkpointed."""
+        if cfg.bc_checkpoint:
+            self._load_bc(cfg.bc_checkpoint)
+            if cfg.bc_anchor == "clone":
+                self.bc_prior = copy.deepcopy(self.actor).requires_grad_(False).eval()
         if cfg.demos:
             self.demos = demo_replay(cfg.demos, groups, A, self.device, cfg.only_success_demos)
             self.demos.action[:] = self.from_env_action(self.demos.action)
             for g, norm in self.normalizers.items():
-                if isinstance(norm, EmpiricalNormalizer):
+                if isinstance(norm, EmpiricalNormalizer) and not cfg.bc_checkpoint:
                     norm.update(self.demos.obs[g][:, 0])
+
+    def _load_bc(self, path: str) -> None:
+        """Copy a BC checkpoint's actor (into the actor and its target) and normaliser (then frozen)."""
+        from robot_rl.demos.bc import load_bc
+
+        bc, cfg = load_bc(path), self.cfg
+        kinds = ("chunked", "deterministic") if self.actor_len == 1 else ("chunked",)
+        if bc.cfg.actor not in kinds or bc.cfg.chunk_len != self.actor_len \
+                or list(bc.cfg.hidden_dims) != list(cfg.actor_hidden_dims) or bc.cfg.activation != cfg.activation:
+            want = "--actor chunked --chunk-len" if self.actor_len > 1 else "--actor deterministic, chunk"
+            raise ValueError(
+                f"agent.bc_checkpoint={path} holds a {bc.cfg.actor} actor of {bc.cfg.chunk_len} action(s) "
+                f"{bc.cfg.hidden_dims}/{bc.cfg.activation}; this agent's actor plays {self.actor_len} action(s) "
+                f"{list(cfg.actor_hidden_dims)}/{cfg.activation}: `robot-rl bc <dataset> {want} {self.actor_len} "
+                "--hidden-dims ...`"
+            )
+        self.actor.net.load_state_dict(bc.actor.net.state_dict())  # DeterministicActor = ChunkedActor with h = 1
+        self.actor_target.load_state_dict(self.actor.state_dict())
+        for norm in self.normalizers.values():
+            if isinstance(norm, EmpiricalNormalizer) and norm.mean.shape == bc.normalizer.mean.shape:
+                norm.load_state_dict(bc.normalizer.state_dict())
+                norm.until = int(norm.count)  # frozen: the clone only knows these statistics
 
     @staticmethod
     def _demo_view(root: str, env: EnvSpec) -> EnvSpec:
@@ -364,7 +417,7 @@ class ChunkedTD3(Agent):
             loss.backward()
             self.critic_optimizer.step()
             metrics.update({f"loss/{k}": v for k, v in critic_metrics.items()})
-        if self.updates % cfg.policy_delay == 0:
+        if self.updates % cfg.policy_delay == 0 and self.updates >= cfg.critic_warmup_updates:
             states = batch.obs
             if cfg.success_only_actor:
                 online = self.succeeded[batch.rows[n_demo:, 0], batch.env[n_demo:]]
@@ -374,8 +427,12 @@ class ChunkedTD3(Agent):
             if states["policy"].shape[0] > 0:
                 self.critic.requires_grad_(False)
                 actor_loss = -self.policy_value(states).mean()
-                if cfg.bc_weight > 0 and n_demo:
+                bc = None
+                if cfg.bc_weight > 0 and self.bc_prior is not None:
+                    bc = self.clone_loss(states["policy"])
+                elif cfg.bc_weight > 0 and n_demo:
                     bc = self.bc_loss(batch, n_demo)
+                if bc is not None:
                     metrics["loss/bc"] = float(bc.detach())
                     actor_loss = actor_loss + cfg.bc_weight * bc
                 self.actor_optimizer.zero_grad(set_to_none=True)
@@ -383,6 +440,7 @@ class ChunkedTD3(Agent):
                 self.actor_optimizer.step()
                 self.critic.requires_grad_(True)
                 metrics["loss/actor"] = float(actor_loss.detach())
+        if self.updates % cfg.policy_delay == 0:
             self.critic.update_target(cfg.tau)
             with torch.no_grad():
                 torch._foreach_lerp_(list(self.actor_target.parameters()), list(self.actor.parameters()), cfg.tau)
@@ -396,6 +454,15 @@ class ChunkedTD3(Agent):
         executed = (torch.arange(length, device=self.device)[None, :] <= batch.target.last[:n_demo, None]).float()
         error = (chunk - batch.actions[:n_demo, :length]).pow(2).sum(-1)  # [n, l]
         return ((error * executed).sum(1) / executed.sum(1)).mean()
+
+    def clone_loss(self, obs: torch.Tensor) -> torch.Tensor:
+        """Mean over the normalised policy ``obs`` ``[B, D]`` of ``||pi(s)_k - clone(s)_k||^2`` summed over actions
+        and averaged over the chunk's ``l`` steps (``bc_anchor=clone``)."""
+        if self.bc_prior is None:
+            raise RuntimeError("clone_loss needs the frozen clone: agent.bc_checkpoint=<dir> agent.bc_anchor=clone")
+        with torch.no_grad():
+            anchor = self.bc_prior(obs)  # [B, l, A]
+        return (self.actor(obs) - anchor).pow(2).sum(-1).mean()
 
     # --- persistence and export ----------------------------------------------------------------
 
