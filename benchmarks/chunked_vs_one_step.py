@@ -8,15 +8,27 @@ final success in <= 0.5x the env steps.
 
 ``--demos <robot-rl record dataset>`` puts demonstrations in a separate replay partition of both arms,
 sampled as chunks, ``--demo-fraction`` of every batch (the setting Q-chunking is evaluated in);
-``--bc-weight`` adds a behaviour-cloning term on the demo chunks to the actor loss. Runs go to
+``--bc-weight`` adds a behaviour-cloning term on the demo chunks to the actor loss.
+
+``--bc-init`` is the offline-to-online setting (Q-chunking's; the recipe of docs/results/demos.md): per seed,
+each arm's actor and normaliser start from a BC clone of its own type trained on the same demos with the
+same settings (``robot-rl bc``'s ``chunked`` actor of ``h`` actions for the chunked arm, ``deterministic`` for
+the one-step arm), the critic trains alone for ``--critic-warmup`` updates, and ``--bc-anchor clone`` pulls
+the actor towards its frozen clone on every state. The point at 0 env steps is then the clone itself.
+With ``--out``, every run rewrites ``runs/h<h>_seed<s>.json`` after each evaluation (``"done": false``
+until its budget is spent), so a stopped run still leaves its curve (``--merge`` reads these too). Runs go to
 ``--jobs`` parallel processes (one torch thread each), interleaved one-step / chunked per seed. Printed
 per run: the curve, CPU seconds and wall seconds; at the end the load average, the final success per arm,
-and the steps-to-match ratio per seed and of the seed-mean curves. ``--out`` writes ``curves.json`` and
+and the steps-to-match ratio (env steps at which the chunked arm first reaches the one-step arm's final
+success / the one-step arm's total) per seed and of the seed-mean curves. ``--out`` writes ``curves.json`` and
 ``chunked_vs_one_step.png``; ``--merge a/curves.json b/curves.json`` reports and plots earlier runs together
 (e.g. one invocation per seed).
 
     robot-rl record --task so101_lift --episodes 30 --num-envs 8 --only-success --out /tmp/demos
     python benchmarks/chunked_vs_one_step.py --demos /tmp/demos --steps 30000 --seeds 0,1 --jobs 2
+    python benchmarks/chunked_vs_one_step.py --demos /tmp/demos --bc-init --bc-anchor clone --bc-weight 10 \
+        --critic-warmup 2000 --actor-lr 1e-4 --layer-norm --utd 1 --learning-starts 1000 --steps 12000 \
+        --eval-every 2000 --episodes 64 --seeds 0,1,2 --jobs 2 --out /tmp/o2o
 
 Without demos (the default) sparse lifting needs ~1e6+ steps (``--steps 2000000 --num-envs 64``).
 """
@@ -27,6 +39,7 @@ import argparse
 import json
 import os
 import statistics
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -34,9 +47,31 @@ from pathlib import Path
 Curve = list[tuple[int, float]]
 
 
+def write_json(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` atomically (a reader never sees half a file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def clone(demos: str, chunk_len: int, seed: int, hidden_dims: list[int]) -> tuple[str, float]:
+    """``(dir, cpu_s)``: a BC clone of ``demos`` of the arm's actor type (``chunked`` of ``chunk_len`` actions, or
+    ``deterministic`` for 1), ``robot-rl bc``'s settings otherwise, saved to a temporary directory."""
+    from robot_rl.demos.bc import BCConfig, save_bc, train_bc
+
+    cpu0 = time.process_time()
+    kind = {"actor": "chunked", "chunk_len": chunk_len} if chunk_len > 1 else {"actor": "deterministic"}
+    result = train_bc(demos, BCConfig(hidden_dims=hidden_dims, seed=seed, **kind), progress=False)
+    out = save_bc(result, tempfile.mkdtemp(prefix=f"bc_h{chunk_len}_s{seed}_"))
+    return str(out), time.process_time() - cpu0
+
+
 def run(task: str, chunk_len: int, steps: int, seed: int, num_envs: int, eval_every: int, episodes: int,
-        agent_kw: dict, critic_kw: dict) -> dict:
-    """Train one arm; returns ``{"curve": [(env_steps, success)], "cpu_s", "wall_s", "updates"}``."""
+        agent_kw: dict, critic_kw: dict, bc_init: bool = False, run_file: str | None = None) -> dict:
+    """Train one arm; returns ``{"curve": [(env_steps, success)], "cpu_s", "wall_s", "updates", "bc_cpu_s"}``.
+
+    ``bc_init``: start from a clone of the arm's type (:func:`clone`) and evaluate it at 0 env steps.
+    ``run_file``: rewritten after every evaluation with the result so far (``"done": false`` until the end)."""
     import torch
 
     torch.set_num_threads(1)
@@ -50,26 +85,38 @@ def run(task: str, chunk_len: int, steps: int, seed: int, num_envs: int, eval_ev
     torch.manual_seed(seed)
     env = sim.make_env(task, num_envs=num_envs, seed=seed)
     eval_env = sim.make_env(task, num_envs=min(episodes, 16), seed=seed + 1000)
+    bc_cpu = 0.0
+    if bc_init:
+        bc_dir, bc_cpu = clone(agent_kw["demos"], chunk_len, seed, list(agent_kw.get("actor_hidden_dims", [256, 256])))
+        agent_kw = {**agent_kw, "bc_checkpoint": bc_dir, "normalize_obs": True}
     cfg = ChunkedTD3Config(buffer_size=max(steps, 10_000), **agent_kw)
     agent = make_agent(cfg, ChunkedCriticConfig(chunk_len=chunk_len, **critic_kw), EnvSpec.from_env(env))
     curve: Curve = []
     obs = env.reset(seed=seed)
-    next_eval = eval_every
-    while agent.env_steps < steps:
+    next_eval = 0 if bc_init else eval_every
+
+    def result(done: bool) -> dict:
+        return {"task": task, "steps": steps, "demos": agent_kw["demos"], "chunk_len": chunk_len, "seed": seed,
+                "curve": curve, "cpu_s": time.process_time() - cpu0,
+                "wall_s": time.monotonic() - wall0, "updates": agent.updates, "bc_cpu_s": bc_cpu, "done": done}
+
+    while True:
+        if agent.env_steps >= next_eval or agent.env_steps >= steps:
+            success = evaluate(agent.policy(), eval_env, episodes, seed=seed + 1000).summary()["success_rate"]
+            curve.append((agent.env_steps, success))
+            print(f"  seed {seed} h={chunk_len}: {agent.env_steps:>7d} steps  success {success:.3f}  "
+                  f"({time.process_time() - cpu0:.0f} CPU-s)", flush=True)
+            next_eval += eval_every
+            if run_file:
+                write_json(Path(run_file), result(agent.env_steps >= steps))
+        if agent.env_steps >= steps:
+            return result(True)
         action = agent.act(obs)
         step = env.step(action.clamp(env.action_low, env.action_high))
         agent.observe(obs, action, step)
         obs = step.obs
         if agent.ready():
             agent.update()
-        if agent.env_steps >= next_eval or agent.env_steps >= steps:
-            result = evaluate(agent.policy(), eval_env, episodes, seed=seed + 1000).summary()
-            curve.append((agent.env_steps, result["success_rate"]))
-            print(f"  seed {seed} h={chunk_len}: {agent.env_steps:>7d} steps  success {result['success_rate']:.3f}  "
-                  f"({time.process_time() - cpu0:.0f} CPU-s)", flush=True)
-            next_eval += eval_every
-    return {"curve": curve, "cpu_s": time.process_time() - cpu0, "wall_s": time.monotonic() - wall0,
-            "updates": agent.updates}
 
 
 def steps_to_reach(curve: Curve, level: float) -> float:
@@ -78,20 +125,24 @@ def steps_to_reach(curve: Curve, level: float) -> float:
 
 
 def match_ratio(one: Curve, chunked: Curve) -> tuple[float, str]:
-    """``(ratio, note)``: env steps for ``chunked`` to reach ``one``'s final success over ``one``'s own steps.
+    """``(ratio, note)``: the env steps at which ``chunked`` first reaches ``one``'s final success, over ``one``'s
+    total env steps (where that final success was measured).
 
     The ratio is nan when the one-step arm's final success is 0 (trivially matched, no evidence) or the
     chunked arm never reaches it (target missed)."""
     target = one[-1][1]
     if target <= 0:
         return float("nan"), "one-step final success is 0: trivially matched, undefined"
-    ratio = steps_to_reach(chunked, target) / steps_to_reach(one, target)
-    return ratio, ("chunked never reaches it" if ratio != ratio else f"{ratio:.3f} (target <= 0.5)")
+    reached = steps_to_reach(chunked, target)
+    ratio = reached / one[-1][0]
+    if ratio != ratio:
+        return ratio, f"chunked never reaches {target:.3f}"
+    return ratio, f"{ratio:.3f} (chunked reaches {target:.3f} at {reached:.0f} of {one[-1][0]} steps; target <= 0.5)"
 
 
 def mean_curve(curves: list[Curve]) -> Curve:
-    """Pointwise mean over seeds of curves evaluated at the same env steps."""
-    return [(pts[0][0], statistics.fmean(v for _, v in pts)) for pts in zip(*curves, strict=True)]
+    """Pointwise mean over seeds of curves evaluated at the same env steps (up to the shortest: a stopped run)."""
+    return [(pts[0][0], statistics.fmean(v for _, v in pts)) for pts in zip(*curves, strict=False)]
 
 
 def plot(curves: dict[str, dict[int, Curve]], path: Path, title: str) -> None:
@@ -126,38 +177,58 @@ def main() -> None:
     p.add_argument("--demo-fraction", type=float, default=0.5, help="share of every batch from the demos")
     p.add_argument("--bc-weight", type=float, default=0.0, help="BC term on the demo chunks (needs --demos)")
     p.add_argument("--layer-norm", action="store_true", help="LayerNorm critics (critic.layer_norm=true)")
+    p.add_argument("--bc-init", action="store_true",
+                   help="start each arm from a BC clone of its own actor type (needs --demos; evaluated at step 0)")
+    p.add_argument("--bc-anchor", default="demos", choices=["demos", "clone"],
+                   help="what --bc-weight pulls towards: the demo actions, or the frozen clone (needs --bc-init)")
+    p.add_argument("--critic-warmup", type=int, default=0, help="critic-only updates before the actor moves")
+    p.add_argument("--actor-lr", type=float, default=1e-3, help="actor learning rate (agent.actor_lr)")
     p.add_argument("--utd", type=float, default=0.25, help="gradient updates per env step")
     p.add_argument("--learning-starts", type=int, default=5000, help="uniform-random env steps before updates")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--jobs", type=int, default=1, help="parallel processes (one torch thread each)")
     p.add_argument("--out", type=Path, default=None, help="folder for curves.json and chunked_vs_one_step.png")
     p.add_argument("--merge", type=Path, nargs="+", default=None,
-                   help="curves.json files of earlier runs (e.g. one per seed): report and plot them together "
-                        "instead of training")
+                   help="curves.json files of earlier runs (e.g. one per seed), or the runs/h<h>_seed<s>.json files "
+                        "of runs in progress or stopped: report and plot them together instead of training")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.bc_init and not args.demos:
+        p.error("--bc-init clones the demos: pass --demos <robot-rl record dataset>")
+    if args.bc_anchor == "clone" and not args.bc_init:
+        p.error("--bc-anchor clone anchors to the arm's BC clone: add --bc-init")
     if args.merge:
         files = [json.loads(f.read_text()) for f in args.merge]
-        runs = [r for f in files for r in f["runs"]]
-        args.task, args.steps, args.demos = (files[0]["settings"][k] for k in ("task", "steps", "demos"))
+        runs = [r for f in files for r in (f["runs"] if "runs" in f else [f])]
         print(f"merged {len(runs)} runs of {[str(f) for f in args.merge]}")
         for f, path in zip(files, args.merge, strict=True):
-            load = f["load_average"]
-            print(f"  {path}: {f['wall_s']:.0f} s wall with {f['settings']['jobs']} job(s), load average "
-                  f"{load[0]:.2f} at start, {load[1]:.2f} at end")
+            args.task, args.steps, args.demos = (f.get("settings", f)[k] for k in ("task", "steps", "demos"))
+            if "load_average" in f:
+                load = f["load_average"]
+                print(f"  {path}: {f['wall_s']:.0f} s wall with {f['settings']['jobs']} job(s), load average "
+                      f"{load[0]:.2f} at start, {load[1]:.2f} at end")
+            elif not f.get("done", True):
+                print(f"  {path}: stopped early at {f['curve'][-1][0]} env steps")
         report(runs, args)
         return
     seeds = [int(s) for s in args.seeds.split(",")]
     agent_kw = {"learning_starts": args.learning_starts, "batch_size": args.batch_size, "utd_ratio": args.utd,
-                "demos": args.demos, "demo_fraction": args.demo_fraction, "bc_weight": args.bc_weight}
+                "demos": args.demos, "demo_fraction": args.demo_fraction, "bc_weight": args.bc_weight,
+                "bc_anchor": args.bc_anchor, "critic_warmup_updates": args.critic_warmup, "actor_lr": args.actor_lr}
     critic_kw = {"layer_norm": args.layer_norm}
     print(f"settings: {vars(args)}\nagent: {agent_kw}\ncritic: {critic_kw}", flush=True)
     load0, wall0 = os.getloadavg(), time.monotonic()
     jobs = [(h, seed) for seed in seeds for h in (1, args.chunk_len)]  # one-step and chunked of a seed together
+    if args.out:
+        (args.out / "runs").mkdir(parents=True, exist_ok=True)
+
+    def run_file(h: int, seed: int) -> str | None:
+        return str(args.out / "runs" / f"h{h}_seed{seed}.json") if args.out else None
+
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {job: pool.submit(run, args.task, job[0], args.steps, job[1], args.num_envs,
-                                    args.eval_every, args.episodes, agent_kw, critic_kw) for job in jobs}
-        runs = [{"chunk_len": h, "seed": seed, **f.result()} for (h, seed), f in futures.items()]
+        futures = {job: pool.submit(run, args.task, job[0], args.steps, job[1], args.num_envs, args.eval_every,
+                                    args.episodes, agent_kw, critic_kw, args.bc_init, run_file(*job)) for job in jobs}
+        runs = [f.result() for f in futures.values()]
     load1, wall = os.getloadavg(), time.monotonic() - wall0
     print(f"{wall:.0f} s wall with {args.jobs} job(s); load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
     if args.out:
