@@ -163,8 +163,11 @@ def mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]
     return [(s, statistics.fmean(dict(c)[s] for c in curves)) for s in sorted(common)]
 
 
-def plot(results: list[dict], bc: list[dict], path: Path, title: str) -> None:
-    """Success vs env steps, one thin line per seed and a thick mean per arm, BC-only as a dashed line."""
+def plot(results: list[dict], bc: list[dict], path: Path, title: str, xscale: str = "linear") -> None:
+    """Success vs env steps, one thin line per seed and a thick mean per arm, BC-only as a dashed line.
+
+    ``xscale="symlog"``: linear up to 2,000 env steps, logarithmic beyond (arms run for 10k and 100k+ steps).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -182,6 +185,8 @@ def plot(results: list[dict], bc: list[dict], path: Path, title: str) -> None:
     if bc:
         ax.axhline(statistics.fmean(b["success"] for b in bc), color="gray", ls="--", label="BC only (mean)")
     ax.set(xlabel="env steps", ylabel="eval success rate", ylim=(-0.02, 1.02), title=title)
+    if xscale == "symlog":
+        ax.set_xscale("symlog", linthresh=2000)
     ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -272,6 +277,8 @@ def main() -> None:
     p.add_argument("--merge", type=Path, nargs="*", default=[],
                    help="curves.json or runs/<arm>_seed<s>.json of earlier runs (other arms/seeds) to tabulate and "
                         "plot with this one; an (arm, seed) is taken from this run, else from the first file giving it")
+    p.add_argument("--xscale", choices=("linear", "symlog"), default="linear",
+                   help="plot's env-step axis (symlog: linear to 2,000, then log; for arms of very different budgets)")
     p.add_argument("--out", type=Path, default=Path("outputs/benchmarks/demos_vs_rl"))
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -317,7 +324,8 @@ def main() -> None:
     wall = time.monotonic() - start
     write_json(args.out / "curves.json", {"args": {k: str(v) for k, v in vars(args).items()}, "results": results,
                                           "bc": bc})
-    plot(results, bc, args.out / "demos_vs_rl.png", f"{args.task}, demos: {demos.name}, {len(seeds)} seed(s)")
+    plot(results, bc, args.out / "demos_vs_rl.png", f"{args.task}, demos: {demos.name}, {len(seeds)} seed(s)",
+         args.xscale)
     print(f"\n{args.task}, {len(seeds)} seed(s)" + (f", UTD {args.utd}, {args.num_envs} envs, demos {demos}"
                                                     if not args.merge else " (settings: the merged runs')"))
     report(results, bc)
