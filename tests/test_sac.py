@@ -1,5 +1,7 @@
 """SAC: learns the batched Pendulum within a tiny budget; temperature tuning; resume state."""
 
+import copy
+
 import pytest
 import torch
 from agent_loop import drive
@@ -84,3 +86,35 @@ def test_sac_state_dict_round_trip_restores_actions_counters_and_buffer():
     torch.testing.assert_close(fresh.alpha, agent.alpha)
     policy = agent.policy()
     torch.testing.assert_close(policy(obs), agent.act({"policy": obs}, deterministic=True))
+
+
+def test_actor_and_alpha_step_matches_two_separate_backwards_and_leaves_critic_grads_alone():
+    """One backward of ``actor_loss + alpha_loss`` restricted to actor and temperature gives each the gradient
+    of its own loss (as two backwards with the critic frozen would) and never touches the critic's grads."""
+    torch.manual_seed(0)
+    env = PendulumVecEnv(4, seed=0)
+    agent = _agent(env, learning_starts=1000, actor_hidden_dims=[16], init_alpha=0.5)
+    drive(agent, env, 16)  # fills the buffer; no update before learning_starts
+    obs = agent.sample_batch().obs["policy"]
+    ref = copy.deepcopy(agent)
+    sentinel = [torch.full_like(p, 7.0) for p in agent.critic.parameters()]
+    for p, s in zip(agent.critic.parameters(), sentinel, strict=True):
+        p.grad = s.clone()
+    torch.manual_seed(1)
+    metrics = agent._actor_and_alpha_step(obs, obs)
+
+    torch.manual_seed(1)
+    ref.critic.requires_grad_(False)
+    action, log_prob = ref.actor.sample(obs)
+    actor_loss = (ref.alpha * log_prob - ref.actor_q(obs, action)).mean()
+    actor_loss.backward()
+    alpha_loss = -(ref.log_alpha * (log_prob.detach() + ref.target_entropy)).mean()
+    alpha_loss.backward()
+    for p, q in zip(agent.actor.parameters(), ref.actor.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad)
+    torch.testing.assert_close(agent.log_alpha.grad, ref.log_alpha.grad)
+    torch.testing.assert_close(metrics["loss/actor"], actor_loss.detach())
+    torch.testing.assert_close(metrics["loss/alpha"], alpha_loss.detach())
+    for p, s in zip(agent.critic.parameters(), sentinel, strict=True):
+        assert torch.equal(p.grad, s)
+    assert agent.alpha.item() != 0.5  # the temperature stepped

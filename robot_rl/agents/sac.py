@@ -116,20 +116,26 @@ class SAC(OffPolicyAgent):
         return metrics
 
     def _actor_and_alpha_step(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        self.critic.requires_grad_(False)
+        """Actor step (critic frozen), and the temperature step on the same ``log pi``.
+
+        The two losses share no parameters (the actor loss sees ``alpha`` detached, the temperature loss
+        ``log pi`` detached), so one backward of their sum gives each its own gradients; ``inputs=`` keeps
+        the backward off the critic's weights (no critic gradients computed or accumulated).
+        """
         action, log_prob = self.actor.sample(obs)
         actor_loss = (self.alpha * log_prob - self.actor_q(critic_obs, action)).mean()
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_optimizer.step()
-        self.critic.requires_grad_(True)
         metrics = {"loss/actor": actor_loss.detach(), "train/entropy": -log_prob.detach().mean()}
+        self.actor_optimizer.zero_grad(set_to_none=True)
         if self.cfg.autotune:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             self.alpha_optimizer.zero_grad(set_to_none=True)
-            alpha_loss.backward()
+            (actor_loss + alpha_loss).backward(inputs=[*self.actor.parameters(), self.log_alpha])
+            self.actor_optimizer.step()
             self.alpha_optimizer.step()
             metrics["loss/alpha"] = alpha_loss.detach()
+        else:
+            actor_loss.backward(inputs=list(self.actor.parameters()))
+            self.actor_optimizer.step()
         metrics["train/alpha"] = self.alpha
         return metrics
 
