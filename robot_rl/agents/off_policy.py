@@ -338,9 +338,10 @@ class OffPolicyAgent(Agent, abc.ABC):
             with self.autocast():
                 step_metrics = self.learn(batch)
             for k, v in step_metrics.items():
-                sums[k] = sums.get(k, 0.0) + (v.double() if isinstance(v, torch.Tensor) else v)
+                v = v.double() if isinstance(v, torch.Tensor) else v
+                sums[k] = sums[k] + v if k in sums else v
             self.updates += 1
-        metrics = {k: v / max(count, 1) for k, v in sums.items()}
+        metrics = sums if count == 1 else {k: v / max(count, 1) for k, v in sums.items()}
         metrics["train/updates"] = float(self.updates)
         return metrics
 
