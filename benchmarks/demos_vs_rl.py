@@ -34,6 +34,7 @@ from pathlib import Path
 
 ARMS = ("sac", "rlpd", "rlpd_bc")
 COLORS = {"sac": "tab:blue", "rlpd": "tab:orange", "rlpd_bc": "tab:green"}
+Curve = list[tuple[int, float]]  # [(env_steps, success rate)]
 
 
 def record_demos(task: str, root: Path, episodes: int) -> None:
@@ -96,7 +97,7 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
     agent = make_agent(cfg, LayerNormEnsembleCriticConfig(), spec)
     probe = demo_replay(demos, {"policy": spec.observation_dims["policy"]}, spec.action_dim)
     probe_obs, probe_action = probe.obs["policy"][:, 0], probe.action[:, 0]
-    curve: list[tuple[int, float]] = []
+    curve: Curve = []
     probes: list[dict[str, float]] = []
     obs = env.reset(seed=seed)
     wall, cpu = time.monotonic(), time.process_time()
@@ -152,12 +153,12 @@ def bc_reference(demos: str, task: str, episodes: int, seed: int) -> dict:
             "cpu_s": time.process_time() - start}
 
 
-def steps_to_reach(curve: list[tuple[int, float]], level: float) -> float:
+def steps_to_reach(curve: Curve, level: float) -> float:
     """First evaluated env-step count whose success is ``>= level`` (nan if never)."""
     return next((float(s) for s, v in curve if v >= level), float("nan"))
 
 
-def mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]:
+def mean_curve(curves: list[Curve]) -> Curve:
     """Mean success over seeds at the env-step counts every curve evaluated (a run cut short ends it early)."""
     common = set.intersection(*({s for s, _ in c} for c in curves))
     return [(s, statistics.fmean(dict(c)[s] for c in curves)) for s in sorted(common)]
