@@ -4,7 +4,9 @@ Both drive ``so101_reach`` with the same number of envs, steps per env, epochs, 
 network sizes and PPO hyperparameters, including the noise parameterisation (all read from
 ``configs/agent/ppo.yaml`` + overrides and printed). What still differs is printed too: ours
 bootstraps truncated episodes from the value of their final observation (rsl_rl: ``V(s_t)``) and
-reshuffles mini-batches every epoch (rsl_rl: one permutation per update). The same recorder wraps
+reshuffles mini-batches every epoch (rsl_rl: one permutation per update); negligible: the advantage
+std's 1/N vs 1/(N-1) and rsl_rl's one extra update (it runs whole iterations). Apart from these, one
+update of each on the same rollout and weights agrees (tests/test_ppo_rsl_parity.py). The same recorder wraps
 the env for both, so "to X% success" is measured identically: the first finished batch of episodes
 at which the success rate of the last ``num_envs`` finished training episodes reaches the
 threshold, reported as wall seconds, process CPU seconds and env steps. Each policy is then
@@ -212,8 +214,11 @@ def describe(cfg: Any) -> str:
               f"{a.entropy_coef:g}, value coef {a.value_loss_coef:g}, max_grad_norm {a.max_grad_norm:g} "
               f"(actor and critic each), init std {a.init_noise_std:g} ({a.noise_std_type}), obs normalisation "
               f"{a.normalize_obs}/{c.normalize_obs} (updated once per rollout), {cfg.task.total_steps:,} steps")
+    batch = cfg.task.num_envs * a.num_steps_per_env
+    ours_updates = -(-cfg.task.total_steps // cfg.task.num_envs) // a.num_steps_per_env
     differ = ("differs: time-out bootstrap robot_rl V(final obs) / rsl_rl V(s_t); mini-batch permutation "
-              "robot_rl per epoch / rsl_rl per update")
+              "robot_rl per epoch / rsl_rl per update; advantage std robot_rl 1/N / rsl_rl 1/(N-1); updates "
+              f"robot_rl {ours_updates} / rsl_rl {-(-cfg.task.total_steps // batch)} (rsl_rl runs whole iterations)")
     return f"both: {shared}\n{differ}"
 
 
