@@ -8,7 +8,12 @@ same algorithm (SAC, TD3, DDPG), its
 ``model.train(gradient_steps=1, batch_size=B)`` is timed on the same sizes and the ratio printed.
 
     python benchmarks/agent_update_time.py [--updates 20] [--batches 256 4096] [--threads 1]
+
+``--control-steps N`` instead times N whole control steps of SAC (``sac (amp=bf16)`` at batch 256) on
+gymnasium's HalfCheetah-v5, the unit ``benchmarks/sac_vs_sb3.py`` repeats 100k times: ``agent.act`` + env
+step + ``agent.observe`` + one update, after ``--warmup`` random steps (median CPU ms per step).
 """
+
 
 from __future__ import annotations
 
@@ -104,6 +109,31 @@ def time_sb3(name: str, batch: int, updates: int) -> float | None:
     return _median_ms(lambda: model.train(gradient_steps=1, batch_size=batch), updates)
 
 
+def time_control_step(steps: int, warmup: int) -> float:
+    """Median CPU ms of one HalfCheetah-v5 control step of ``sac (amp=bf16)`` at batch 256 (1 env, UTD 1)."""
+    import sim
+
+    torch.manual_seed(0)
+    env = sim.make_env("gym:HalfCheetah-v5", num_envs=1, seed=0)
+    cfg = compose([*AGENTS["sac (amp=bf16)"], "agent.batch_size=256", f"agent.learning_starts={warmup}",
+                   f"agent.buffer_size={warmup + steps + 100}"])
+    agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(env))
+    obs = env.reset(seed=0)
+
+    def control_step() -> None:
+        nonlocal obs
+        action = agent.act(obs)
+        step = env.step(action)
+        agent.observe(obs, action, step)
+        if agent.ready():
+            agent.update()
+        obs = step.obs
+
+    for _ in range(warmup):
+        control_step()
+    return _median_ms(control_step, steps)
+
+
 def main() -> None:
     """Print one table row per agent and batch size."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -111,8 +141,17 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[256, 4096])
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (both libraries)")
     parser.add_argument("--agents", nargs="+", default=list(AGENTS), help=f"subset of {list(AGENTS)}")
+    parser.add_argument("--control-steps", type=int, default=0,
+                        help="time this many HalfCheetah-v5 control steps of sac (amp=bf16) instead (0 = off)")
+    parser.add_argument("--warmup", type=int, default=1000, help="random steps before --control-steps are timed")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.control_steps:
+        ms = time_control_step(args.control_steps, args.warmup)
+        print(f"torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f}: "
+              f"sac (amp=bf16) HalfCheetah-v5 control step (act + env step + observe + update, batch 256), "
+              f"median CPU of {args.control_steps} steps after {args.warmup} random: {ms:.3f} ms")
+        return
     print(f"torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f}, "
           f"obs {OBS_DIM}, action {ACTION_DIM}, median of {args.updates} updates")
     print("CPU ms per update (time.process_time, median)")
