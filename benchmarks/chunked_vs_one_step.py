@@ -66,12 +66,31 @@ def clone(demos: str, chunk_len: int, seed: int, hidden_dims: list[int]) -> tupl
     return str(out), time.process_time() - cpu0
 
 
+class OpenLoopPolicy:
+    """Evaluation view of a chunked agent that plays every chunk open loop (Q-chunking's execution): raw policy
+    obs ``[N, D]`` -> env actions ``[N, A]``. An env at the first step of an episode (``env.episode_step == 0``:
+    reset by ``step`` or ``reset``) drops its plan."""
+
+    def __init__(self, agent: object, env: object) -> None:
+        from robot_rl.models.chunked_actor import ChunkExecutor
+
+        self.agent, self.env = agent, env
+        self.executor = ChunkExecutor(env.num_envs, agent.actor_len, env.action_dim, "open_loop", device=agent.device)
+
+    def __call__(self, obs: object) -> object:
+        self.executor.reset(self.env.episode_step == 0)
+        x = self.agent.normalizers["policy"](obs)
+        return self.agent.to_env_action(self.executor.act(x, self.agent.actor))
+
+
 def run(task: str, chunk_len: int, steps: int, seed: int, num_envs: int, eval_every: int, episodes: int,
-        agent_kw: dict, critic_kw: dict, bc_init: bool = False, run_file: str | None = None) -> dict:
+        agent_kw: dict, critic_kw: dict, bc_init: bool = False, run_file: str | None = None,
+        open_loop: bool = False) -> dict:
     """Train one arm; returns ``{"curve": [(env_steps, success)], "cpu_s", "wall_s", "updates", "bc_cpu_s"}``.
 
     ``bc_init``: start from a clone of the arm's type (:func:`clone`) and evaluate it at 0 env steps.
-    ``run_file``: rewritten after every evaluation with the result so far (``"done": false`` until the end)."""
+    ``run_file``: rewritten after every evaluation with the result so far (``"done": false`` until the end).
+    ``open_loop``: chunked arm also evaluated playing whole chunks open loop (``"curve_open_loop"``)."""
     import torch
 
     torch.set_num_threads(1)
@@ -92,19 +111,27 @@ def run(task: str, chunk_len: int, steps: int, seed: int, num_envs: int, eval_ev
     cfg = ChunkedTD3Config(buffer_size=max(steps, 10_000), **agent_kw)
     agent = make_agent(cfg, ChunkedCriticConfig(chunk_len=chunk_len, **critic_kw), EnvSpec.from_env(env))
     curve: Curve = []
+    curve_open: Curve = []
+    open_loop = open_loop and chunk_len > 1
     obs = env.reset(seed=seed)
     next_eval = 0 if bc_init else eval_every
 
     def result(done: bool) -> dict:
         return {"task": task, "steps": steps, "demos": agent_kw["demos"], "chunk_len": chunk_len, "seed": seed,
-                "curve": curve, "cpu_s": time.process_time() - cpu0,
-                "wall_s": time.monotonic() - wall0, "updates": agent.updates, "bc_cpu_s": bc_cpu, "done": done}
+                "curve": curve, **({"curve_open_loop": curve_open} if open_loop else {}),
+                "cpu_s": time.process_time() - cpu0, "wall_s": time.monotonic() - wall0, "updates": agent.updates,
+                "bc_cpu_s": bc_cpu, "done": done}
 
     while True:
         if agent.env_steps >= next_eval or agent.env_steps >= steps:
             success = evaluate(agent.policy(), eval_env, episodes, seed=seed + 1000).summary()["success_rate"]
             curve.append((agent.env_steps, success))
-            print(f"  seed {seed} h={chunk_len}: {agent.env_steps:>7d} steps  success {success:.3f}  "
+            note = ""
+            if open_loop:
+                ol = evaluate(OpenLoopPolicy(agent, eval_env), eval_env, episodes, seed=seed + 1000).summary()
+                curve_open.append((agent.env_steps, ol["success_rate"]))
+                note = f"  open loop {ol['success_rate']:.3f}"
+            print(f"  seed {seed} h={chunk_len}: {agent.env_steps:>7d} steps  success {success:.3f}{note}  "
                   f"({time.process_time() - cpu0:.0f} CPU-s)", flush=True)
             next_eval += eval_every
             if run_file:
@@ -186,6 +213,10 @@ def main() -> None:
     p.add_argument("--utd", type=float, default=0.25, help="gradient updates per env step")
     p.add_argument("--learning-starts", type=int, default=5000, help="uniform-random env steps before updates")
     p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--eval-open-loop", action="store_true",
+                   help="also evaluate the chunked arm playing whole chunks open loop (Q-chunking's execution)")
+    p.add_argument("--arms", default="one-step,chunked",
+                   help="comma-separated arms to train: one-step, chunked (the report needs both, see --merge)")
     p.add_argument("--jobs", type=int, default=1, help="parallel processes (one torch thread each)")
     p.add_argument("--out", type=Path, default=None, help="folder for curves.json and chunked_vs_one_step.png")
     p.add_argument("--merge", type=Path, nargs="+", default=None,
@@ -218,7 +249,10 @@ def main() -> None:
     critic_kw = {"layer_norm": args.layer_norm}
     print(f"settings: {vars(args)}\nagent: {agent_kw}\ncritic: {critic_kw}", flush=True)
     load0, wall0 = os.getloadavg(), time.monotonic()
-    jobs = [(h, seed) for seed in seeds for h in (1, args.chunk_len)]  # one-step and chunked of a seed together
+    lens = {"one-step": 1, "chunked": args.chunk_len}
+    if not set(args.arms.split(",")) <= set(lens):
+        p.error(f"--arms {args.arms!r}: choose from {sorted(lens)}")
+    jobs = [(lens[a], seed) for seed in seeds for a in ("one-step", "chunked") if a in args.arms.split(",")]
     if args.out:
         (args.out / "runs").mkdir(parents=True, exist_ok=True)
 
@@ -227,9 +261,13 @@ def main() -> None:
 
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {job: pool.submit(run, args.task, job[0], args.steps, job[1], args.num_envs, args.eval_every,
-                                    args.episodes, agent_kw, critic_kw, args.bc_init, run_file(*job)) for job in jobs}
+                                    args.episodes, agent_kw, critic_kw, args.bc_init, run_file(*job),
+                                    args.eval_open_loop) for job in jobs}
         runs = [f.result() for f in futures.values()]
     load1, wall = os.getloadavg(), time.monotonic() - wall0
+    if len({r["chunk_len"] for r in runs}) < 2:
+        print(f"{wall:.0f} s wall; one arm only: merge its runs/*.json with the other arm's (--merge)")
+        return
     print(f"{wall:.0f} s wall with {args.jobs} job(s); load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
