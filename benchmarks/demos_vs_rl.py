@@ -275,6 +275,8 @@ def main() -> None:
     p.add_argument("--bc-actor-lr", type=float, default=3e-4, help="rlpd_bc: agent.actor_lr")
     p.add_argument("--bc-anchor", choices=("demos", "clone"), default="demos",
                    help="rlpd_bc: agent.bc_anchor (demos: demo actions, demo rows; clone: frozen clone, all rows)")
+    p.add_argument("--skip", default="", help='merged runs to leave out, "ARM:SEED,..." (e.g. a shorter earlier '
+                   'run of an arm whose other seeds ran longer: "sac:2")')
     p.add_argument("--merge", type=Path, nargs="*", default=[],
                    help="curves.json or runs/<arm>_seed<s>.json of earlier runs (other arms/seeds) to tabulate and "
                         "plot with this one; an (arm, seed) is taken from this run, else from the first file giving it")
@@ -311,8 +313,14 @@ def main() -> None:
         bc = [f.result() for f in bc_futures]
         results = [f.result() for f in futures]
     merged, merged_bc = load_merged(args.merge)  # this run's (arm, seed) first, then the first file holding one
+    skip = set()
+    for item in filter(None, args.skip.split(",")):
+        arm, _, seed = item.partition(":")
+        if arm not in ARMS or not seed.isdigit():
+            p.error(f"--skip {item!r}: give ARM:SEED with ARM one of {ARMS}, e.g. sac:2")
+        skip.add((arm, int(seed)))
     for r in merged:
-        if (r["arm"], r["seed"]) not in {(x["arm"], x["seed"]) for x in results}:
+        if (r["arm"], r["seed"]) not in skip | {(x["arm"], x["seed"]) for x in results}:
             results.append(r)
     for b in merged_bc:
         if b["seed"] not in {x["seed"] for x in bc}:

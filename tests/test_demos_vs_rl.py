@@ -75,3 +75,26 @@ def test_report_gives_the_ratio_at_pure_rls_best_success_and_says_when_it_is_zer
     assert "sac seed 0 (stopped early, 9 s CPU): 0:0.000 10000:0.100 20000:0.300 30000:0.200" in out
     assert "seed 0: sac's best success 0.300 first at 20000 env steps; rlpd_bc reaches it at 4000: ratio 0.200" in out
     assert "seed 1: sac's success is 0 at every evaluation up to 10000 env steps" in out
+
+
+def test_merge_only_cli_takes_this_order_skips_and_refuses_bad_skip(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = Path(bench.__file__)
+    longer = {"arm": "sac", "seed": 0, "curve": [[0, 0.0], [20, 0.0]], "probes": [], "wall_s": 1.0, "cpu_s": 2.0,
+              "done": False}
+    earlier = {"results": [{**longer, "curve": [[0, 0.0], [10, 0.0]], "done": True},
+                           {**longer, "seed": 2, "curve": [[0, 0.0], [10, 0.0]], "done": True},
+                           {**longer, "arm": "rlpd_bc", "curve": [[0, 0.5], [10, 0.5]], "done": True}],
+               "bc": [{"seed": 0, "success": 0.25}]}
+    (tmp_path / "run.json").write_text(json.dumps(longer))
+    (tmp_path / "curves.json").write_text(json.dumps(earlier))
+    cmd = [sys.executable, str(script), "--seeds", "", "--merge", str(tmp_path / "run.json"),
+           str(tmp_path / "curves.json"), "--out", str(tmp_path / "out")]
+    done = subprocess.run([*cmd, "--skip", "sac:2"], capture_output=True, text=True, check=True)
+    merged = json.loads((tmp_path / "out" / "curves.json").read_text())["results"]
+    assert [(r["arm"], r["seed"], r["curve"][-1][0]) for r in merged] == [("sac", 0, 20), ("rlpd_bc", 0, 10)]
+    assert "seed 0: sac's success is 0 at every evaluation up to 20 env steps" in done.stdout
+    bad = subprocess.run([*cmd, "--skip", "sac2"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--skip 'sac2': give ARM:SEED" in bad.stderr
