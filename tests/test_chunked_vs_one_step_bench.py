@@ -1,0 +1,65 @@
+"""``benchmarks/chunked_vs_one_step.py``: the open-loop evaluation view and the steps-to-match ratio.
+
+The open-loop view runs a real (untrained, tiny) chunked_td3 agent through the real ``evaluate`` on so101_reach;
+the ratio is checked on hand-written curves, since what matters there is the arithmetic of the issue's target.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+import sim
+from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.chunked_td3 import ChunkedTD3Config
+from robot_rl.critics.chunked import ChunkedCriticConfig
+from robot_rl.train.evaluation import evaluate
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+_SPEC = importlib.util.spec_from_file_location(
+    "chunked_vs_one_step", Path(__file__).resolve().parents[1] / "benchmarks" / "chunked_vs_one_step.py")
+bench = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench)
+
+
+def test_open_loop_view_queries_once_per_chunk_and_drops_plans_at_episode_starts() -> None:
+    torch.manual_seed(0)
+    env = sim.make_env("so101_reach", num_envs=2, seed=0, episode_s=0.48)  # 12 steps: not a multiple of h = 5
+    agent = make_agent(ChunkedTD3Config(actor_hidden_dims=[16]), ChunkedCriticConfig(chunk_len=5, hidden_dims=[16]),
+                       EnvSpec.from_env(env))
+    queried: list[int] = []
+    actor = agent.actor
+    agent.actor = lambda x: (queried.append(x.shape[0]), actor(x))[1]
+    policy = bench.OpenLoopPolicy(agent, env)
+    first_chunk = {}
+
+    def watch(obs: torch.Tensor) -> torch.Tensor:
+        action = policy(obs)
+        if not first_chunk:
+            with torch.no_grad():
+                first_chunk["chunk"] = agent.to_env_action(actor(agent.normalizers["policy"](obs)))
+        first_chunk.setdefault("played", []).append(action)
+        return action
+
+    result = evaluate(watch, env, 4, seed=0)
+    assert len(result.successes) == 4
+    # each env plays 2 episodes of 12 steps and queries at steps 0, 5 and 10 of each: 3 rows per episode.
+    # Without the reset at episode starts it would query at 0, 5, ..., 20 of its 24 steps: 5 rows per env.
+    assert sum(queried) == 2 * 2 * 3, queried
+    played = torch.stack(first_chunk["played"][:5], dim=1)  # [N, 5, A]: the first chunk, played open loop
+    torch.testing.assert_close(played, first_chunk["chunk"].clamp(env.action_low, env.action_high))
+
+
+def test_steps_to_match_ratio_is_over_the_one_step_arms_total() -> None:
+    one = [(0, 0.2), (2000, 0.3), (4000, 0.4)]
+    ratio, note = bench.match_ratio(one, [(0, 0.1), (2000, 0.45), (4000, 0.5)])
+    assert ratio == pytest.approx(0.5) and "2000 of 4000" in note
+    assert bench.match_ratio(one, [(0, 0.4), (2000, 0.0), (4000, 0.0)])[0] == 0.0  # a clone already there
+    assert math.isnan(bench.match_ratio(one, [(0, 0.1), (4000, 0.39)])[0])  # never reached: missed
+    assert "trivially" in bench.match_ratio([(0, 0.0), (4000, 0.0)], one)[1]
+    assert bench.mean_curve([one, one[:2]]) == [(0, 0.2), (2000, 0.3)]  # a stopped run: up to the shortest
