@@ -267,7 +267,12 @@ class TaskEnv(VecEnv):
             log = self._episode_log(done_ids, success)
             self._reset_envs(done_ids)
             self._read_state()
-            obs = self._observations()
+            fresh = self._observations()
+            # Envs that did not reset keep final_obs (same state, same noise draw): their obs continues the
+            # trajectory exactly. The fresh draw covers every env, so the random stream does not depend on
+            # which envs reset.
+            obs = {group: torch.where(done.view(-1, *[1] * (value.dim() - 1)), value, final_obs[group])
+                   for group, value in fresh.items()}
         else:
             obs = final_obs
         info = {"final_obs": final_obs, "reward_terms": terms, "reward_by_group": by_group,

@@ -87,6 +87,23 @@ def test_time_limit_is_truncation_with_final_obs():
     del obs
 
 
+def test_envs_that_do_not_reset_keep_their_final_obs_when_another_env_resets():
+    """With observation noise on, env 1's next obs equals its final_obs exactly while env 0 resets."""
+    env = sim.make_env("so101_reach", num_envs=2, seed=0)
+    assert env._policy_noise is not None  # the case that matters: noise is drawn per observation
+    env.reset(seed=0)
+    zero = torch.zeros(2, env.action_dim)
+    for _ in range(3):
+        env.step(zero)
+    env.episode_step[0] = env.max_episode_steps - 1  # env 0 hits its time limit on the next step, env 1 does not
+    step = env.step(zero)
+    assert step.truncated.tolist() == [True, False] and not step.terminated.any()
+    final = step.info["final_obs"]
+    for group in final:
+        assert torch.equal(step.obs[group][1], final[group][1])
+    assert not torch.allclose(step.obs["policy"][0], final["policy"][0])
+
+
 @pytest.mark.parametrize("task", TASKS)
 def test_deterministic_under_seed(task):
     runs = []
