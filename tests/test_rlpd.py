@@ -92,6 +92,16 @@ def test_demo_partition_holds_the_dataset(reach_demos: Path) -> None:
     with pytest.raises(ValueError, match="has 21 values, the env 20"):
         demo_replay(reach_demos, {"policy": 20}, 6)
 
+def test_rlpd_maps_demo_actions_into_its_box_with_the_env_bounds(reach_demos: Path) -> None:
+    """Demo actions are stored in env units; an agent on an env with bounds [-2, 2] halves them (not clamps)."""
+    raw = torch.as_tensor(demo_transitions(reach_demos)["action"])
+    spec = EnvSpec(num_envs=1, observation_dims={"policy": 21}, action_dim=6,
+                   action_low=torch.full((6,), -2.0), action_high=torch.full((6,), 2.0))
+    agent = make_agent(RLPDConfig(demos=str(reach_demos), critic_obs="policy", batch_size=8, buffer_size=100),
+                       LayerNormEnsembleCriticConfig(hidden_dims=[16, 16]), spec)
+    torch.testing.assert_close(agent.buffer.demos.action[:, 0], raw / 2.0)
+    torch.testing.assert_close(agent.to_env_action(agent.buffer.demos.action[:, 0]), raw)
+
 
 def test_layer_norm_critic_is_scale_invariant() -> None:
     critic = make_critic(LayerNormEnsembleCriticConfig(num_members=3, hidden_dims=[32, 32]),

@@ -106,6 +106,7 @@ class RLPD(SAC):
         self.env = env
         groups = {g: self.buffer.obs[g].shape[-1] for g in self.buffer.obs}
         demos = demo_replay(cfg.demos, groups, env.action_dim, self.device, cfg.only_success_demos)
+        demos.action[:] = self.from_env_action(demos.action)  # env units -> the agent's [-1, 1] box
         self.buffer = DemoMixReplay(self.buffer.capacity, env.num_envs, groups, env.action_dim, demos,
                                     cfg.demo_fraction, self.device)
         self.demo_transitions = len(demos)

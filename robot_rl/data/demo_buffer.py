@@ -37,8 +37,9 @@ def demo_replay(
 
     Group ``policy`` comes from ``observation.policy``; any other group ``g`` needs the columns
     ``observation.g`` and ``next.observation.g``. Episodes follow each other in the buffer; each ends in
-    a termination or truncation, so n-step windows never run across two episodes. Actions are the raw
-    policy actions in ``[-1, 1]`` (the agents' normalised action box).
+    a termination or truncation, so n-step windows never run across two episodes. Actions are the recorded
+    policy actions (``action.policy``) in env units, as the env took them; an agent maps them into its
+    normalised ``[-1, 1]`` box with its ``from_env_action`` (the env's bounds need not be ``[-1, 1]``).
     """
     t = demo_transitions(root, only_success=only_success)
     n = len(t["reward"])
@@ -69,7 +70,7 @@ def demo_replay(
     for group in observation_dims:
         buffer.obs[group][:, 0] = as_tensor(obs[group]).float()
         buffer.next_obs[group][:, 0] = as_tensor(next_obs[group]).float()
-    buffer.action[:, 0] = as_tensor(t["action"]).float().clamp(-1.0, 1.0)
+    buffer.action[:, 0] = as_tensor(t["action"]).float()
     buffer.reward[:, 0] = as_tensor(t["reward"]).float()
     buffer.terminated[:, 0] = as_tensor(t["terminated"]).bool()
     buffer.truncated[:, 0] = as_tensor(t["truncated"]).bool()
