@@ -188,6 +188,7 @@ def plot(results: list[dict], bc: list[dict], path: Path, title: str, xscale: st
     ax.set(xlabel="env steps", ylabel="eval success rate", ylim=(-0.02, 1.02), title=title)
     if xscale == "symlog":
         ax.set_xscale("symlog", linthresh=2000)
+        ax.set_xlim(left=0)
     ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
