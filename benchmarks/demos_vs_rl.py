@@ -96,7 +96,7 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
         spec = dataclasses.replace(spec, observation_dims={"policy": spec.observation_dims["policy"]})
     agent = make_agent(cfg, LayerNormEnsembleCriticConfig(), spec)
     probe = demo_replay(demos, {"policy": spec.observation_dims["policy"]}, spec.action_dim)
-    probe_obs, probe_action = probe.obs["policy"][:, 0], probe.action[:, 0]
+    probe_obs, probe_action = probe.obs["policy"][:, 0], agent.from_env_action(probe.action[:, 0])  # into [-1, 1]
     curve: Curve = []
     probes: list[dict[str, float]] = []
     obs = env.reset(seed=seed)
