@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from expert_demos import record_expert_demos
 
 import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
@@ -23,11 +24,7 @@ SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
 @pytest.fixture(scope="module")
 def reach_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """12 scripted-expert so101_reach episodes of 25 frames (real sim, real LeRobot files)."""
-    root = tmp_path_factory.mktemp("bc") / "reach"
-    expert = expert_for("so101_reach")
-    record("so101_reach", lambda env, obs: expert(env), root, 12, "reach the target", num_envs=4, seed=1,
-           overrides=SHORT)
-    return root
+    return record_expert_demos(tmp_path_factory.mktemp("bc") / "reach", "so101_reach", 12, 4, 1, SHORT)
 
 
 def test_bc_reduces_loss_and_reproduces_the_expert(reach_demos: Path) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from agent_loop import drive
+from expert_demos import record_expert_demos
 
 import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
@@ -16,8 +17,6 @@ from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config, sample_mixed_chunks
 from robot_rl.critics.chunked import ChunkedCriticConfig
 from robot_rl.data.replay_buffer import ReplayBuffer
-from robot_rl.demos.experts import expert_for
-from robot_rl.demos.recorder import record
 from robot_rl.demos.transitions import demo_transitions
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
@@ -87,10 +86,8 @@ def test_demo_chunks_match_hand_computed_windows(on_truncation: str) -> None:
 @pytest.fixture(scope="module")
 def lift_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """3 scripted-expert so101_lift episodes (success ends an episode; 2 s time limit)."""
-    root = tmp_path_factory.mktemp("chunked_demos") / "lift"
-    record("so101_lift", lambda env, obs: expert_for("so101_lift")(env), root, 3, "lift the cube", num_envs=3,
-           seed=2, overrides={"episode_s": 2.0})
-    return root
+    return record_expert_demos(tmp_path_factory.mktemp("chunked_demos") / "lift", "so101_lift", 3, 3, 2,
+                               {"episode_s": 2.0})
 
 
 def _agent(demos: Path, H: int = 4, **kw) -> ChunkedTD3:

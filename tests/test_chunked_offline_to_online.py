@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from expert_demos import record_expert_demos
 
 import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
@@ -15,8 +16,6 @@ from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config, sample_mixed_chunks
 from robot_rl.critics.chunked import ChunkedCriticConfig
 from robot_rl.demos.bc import BCConfig, save_bc, train_bc
-from robot_rl.demos.experts import expert_for
-from robot_rl.demos.recorder import record
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -28,11 +27,7 @@ HIDDEN = [32, 32]
 @pytest.fixture(scope="module")
 def reach_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """4 scripted-expert so101_reach episodes of 25 frames."""
-    root = tmp_path_factory.mktemp("chunked_o2o") / "reach"
-    expert = expert_for("so101_reach")
-    record("so101_reach", lambda env, obs: expert(env), root, 4, "reach the target", num_envs=2, seed=4,
-           overrides=SHORT)
-    return root
+    return record_expert_demos(tmp_path_factory.mktemp("chunked_o2o") / "reach", "so101_reach", 4, 2, 4, SHORT)
 
 
 @pytest.fixture(scope="module")

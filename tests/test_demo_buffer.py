@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from expert_demos import record_expert_demos
 
 import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
@@ -22,8 +23,6 @@ from robot_rl.agents.rlpd import RLPDConfig
 from robot_rl.critics.layer_norm import LayerNormEnsembleCriticConfig
 from robot_rl.data.demo_buffer import demo_replay
 from robot_rl.data.lerobot import LeRobotDataset
-from robot_rl.demos.experts import expert_for
-from robot_rl.demos.recorder import record
 from robot_rl.demos.sim_io import actuator_targets, restore
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -32,11 +31,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def lift_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """3 successful scripted-expert so101_lift episodes (~20 frames each, each ending in success)."""
-    root = tmp_path_factory.mktemp("demo_buffer") / "lift"
-    expert = expert_for("so101_lift")
-    record("so101_lift", lambda env, obs: expert(env), root, 3, "lift the cube", num_envs=3, seed=1,
-           only_success=True)
-    return root
+    return record_expert_demos(tmp_path_factory.mktemp("demo_buffer") / "lift", "so101_lift", 3, 3, 1,
+                               only_success=True)
 
 
 def test_demo_partition_matches_the_env_step_for_step(lift_demos: Path) -> None:

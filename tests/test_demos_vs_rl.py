@@ -12,10 +12,9 @@ import json
 from pathlib import Path
 
 import pytest
+from expert_demos import record_expert_demos
 
 import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
-from robot_rl.demos.experts import expert_for
-from robot_rl.demos.recorder import record
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -26,10 +25,7 @@ _SPEC.loader.exec_module(bench)
 
 
 def test_run_arm_rewrites_its_run_file_after_every_evaluation(tmp_path: Path, monkeypatch) -> None:
-    demos = tmp_path / "lift"
-    expert = expert_for("so101_lift")
-    record("so101_lift", lambda env, obs: expert(env), demos, 1, "lift the cube", num_envs=1, seed=1,
-           only_success=True)
+    demos = record_expert_demos(tmp_path / "lift", "so101_lift", 1, 1, 1, only_success=True)
     snapshots: list[tuple[int, bool]] = []
     write = bench.write_json
 

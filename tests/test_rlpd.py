@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from agent_loop import drive
+from expert_demos import record_expert_demos
 
 import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
@@ -18,8 +19,6 @@ from robot_rl.critics.layer_norm import LayerNormEnsembleCritic, LayerNormEnsemb
 from robot_rl.data.demo_buffer import DemoMixReplay, demo_replay
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.demos.bc import BCConfig, save_bc, train_bc
-from robot_rl.demos.experts import expert_for
-from robot_rl.demos.recorder import record
 from robot_rl.demos.transitions import demo_transitions
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
@@ -29,11 +28,7 @@ SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
 @pytest.fixture(scope="module")
 def reach_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """4 scripted-expert so101_reach episodes of 25 frames."""
-    root = tmp_path_factory.mktemp("rlpd") / "reach"
-    expert = expert_for("so101_reach")
-    record("so101_reach", lambda env, obs: expert(env), root, 4, "reach the target", num_envs=2, seed=4,
-           overrides=SHORT)
-    return root
+    return record_expert_demos(tmp_path_factory.mktemp("rlpd") / "reach", "so101_reach", 4, 2, 4, SHORT)
 
 
 def marked_buffers(batch: int = 64) -> DemoMixReplay:

@@ -1,0 +1,32 @@
+"""Scripted-expert demonstration datasets for tests: real MuJoCo rollouts written as real LeRobot-format files.
+
+    root = record_expert_demos(tmp_path / "reach", "so101_reach", episodes=4, num_envs=2, seed=4,
+                               overrides={"episode_s": 1.0})
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
+from robot_rl.demos.experts import expert_for
+from robot_rl.demos.recorder import record
+
+TASK_TEXT = {"so101_reach": "reach the target", "so101_lift": "lift the cube"}
+
+
+def record_expert_demos(
+    root: Path,
+    task: str,
+    episodes: int,
+    num_envs: int,
+    seed: int,
+    overrides: dict[str, Any] | None = None,
+    only_success: bool = False,
+) -> Path:
+    """Record ``episodes`` episodes of ``task``'s scripted expert into ``root``; returns ``root``."""
+    expert = expert_for(task)
+    record(task, lambda env, obs: expert(env), root, episodes, TASK_TEXT[task], num_envs=num_envs, seed=seed,
+           overrides=overrides, only_success=only_success)
+    return root
