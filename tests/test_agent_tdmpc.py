@@ -4,6 +4,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from agent_loop import drive
 from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
@@ -66,15 +67,8 @@ def _success(policy, num_envs: int = 256) -> float:
 
 
 def _collect(agent, env, steps) -> list[dict[str, float]]:
-    obs = env.reset(seed=0)
-    history = []
-    for _ in range(steps):
-        action = agent.act(obs)
-        step = env.step(action)
-        agent.observe(obs, action, step)
-        obs = step.obs
-        if agent.ready():
-            history.append(agent.update())
+    history: list[dict[str, float]] = []
+    drive(agent, env, steps, on_update=history.append)
     return history
 
 
