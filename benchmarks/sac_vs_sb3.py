@@ -149,7 +149,8 @@ def run_sb3(steps: int, seed: int, learning_starts: int, eval_episodes: int,
 
 
 def run_library(name: str, seeds: list[int], args: argparse.Namespace) -> dict[int, tuple[float, float, float]]:
-    """Every seed of one library in order; ``{seed: (wall, CPU, return)}`` (a ``--parallel`` worker)."""
+    """Every seed of one library in order; ``{seed: (wall, CPU, return)}`` (one ``--parallel`` worker, or one
+    seed at a time in the sequential mode)."""
     torch.set_num_threads(args.threads)
     done = {}
     for seed in seeds:
@@ -204,22 +205,14 @@ def main() -> None:
         for seed in args.seeds:
             rows.append((results["ours"][seed], results["sb3"][seed]))
             print(_row(str(seed), *rows[-1]), flush=True)
-    for seed in [] if args.parallel else args.seeds:
-        runs = {
-            "ours": lambda s=seed: run_ours(args.steps, s, args.learning_starts, args.eval_episodes, args.amp,
-                                            args.eval_every),
-            "sb3": lambda s=seed: run_sb3(args.steps, s, args.learning_starts, args.eval_episodes, args.eval_every),
-        }
+    else:
         order = ["sb3", "ours"] if args.peer_first else ["ours", "sb3"]
-        done = {}
-        for name in order if args.only == "both" else [args.only]:
-            done[name] = runs[name]()
-            _final(name, seed, args.steps, done[name])
-        if args.only != "both":
-            continue
-        ours, peer = done["ours"], done["sb3"]
-        rows.append((ours, peer))
-        print(_row(str(seed), ours, peer), flush=True)
+        for seed in args.seeds:
+            done = {name: run_library(name, [seed], args)[seed]
+                    for name in (order if args.only == "both" else [args.only])}
+            if args.only == "both":
+                rows.append((done["ours"], done["sb3"]))
+                print(_row(str(seed), *rows[-1]), flush=True)
     if not rows:
         return
     mean_ours = tuple(statistics.mean(r[0][i] for r in rows) for i in range(3))
