@@ -23,6 +23,7 @@ from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.math.advantages import gae, normalize_per_group
 from robot_rl.models.actor import STD_TYPES, GaussianActor, gaussian_entropy, gaussian_log_prob
+from robot_rl.models.normalizer import EmpiricalNormalizer
 
 SCHEDULES = ("adaptive", "fixed")
 
@@ -42,6 +43,13 @@ class PPOConfig:
         entropy_coef: weight of the entropy bonus.
         learning_rate: initial Adam learning rate.
         schedule: ``adaptive`` (scale lr by 1.5 to keep KL near ``desired_kl``) or ``fixed``.
+        critic_learning_rate: ``None`` (rsl_rl): the critic shares the actor's learning rate and its
+            adaptive schedule. A number: the critic's rate, kept fixed while the schedule adapts the
+            actor's only (a KL-throttled rate, down to 1e-5 late in training, otherwise freezes the critic).
+        normalize_rewards: divide rewards by the running std of the per-env discounted return
+            (reward scaling, Engstrom et al. 2020; SB3's ``VecNormalize(norm_reward=True)``), so values
+            live on a unit scale and ``clip_param``'s value clip is relative to it. Statistics are
+            folded in once per rollout, before its advantages are computed; rewards clip at +-10.
         desired_kl: target KL divergence per mini-batch for the adaptive schedule.
         max_grad_norm: gradient-norm clip, applied to the actor's and the critic's parameters
             separately (as rsl_rl).
@@ -64,6 +72,8 @@ class PPOConfig:
     entropy_coef: float = 0.01
     learning_rate: float = 1e-3
     schedule: str = "adaptive"
+    critic_learning_rate: float | None = None
+    normalize_rewards: bool = False
     desired_kl: float = 0.01
     max_grad_norm: float = 1.0
     actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 128, 64])
@@ -81,6 +91,10 @@ class PPOConfig:
         for name in ("clip_param", "learning_rate", "desired_kl", "max_grad_norm", "init_noise_std"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"agent.{name} must be > 0, got {getattr(self, name)}")
+        if self.critic_learning_rate is not None and not self.critic_learning_rate > 0:
+            raise ValueError(
+                f"agent.critic_learning_rate must be > 0 or null (share the actor's), got {self.critic_learning_rate}"
+            )
         if self.schedule not in SCHEDULES:
             raise ValueError(f"agent.schedule={self.schedule!r} is not one of {SCHEDULES}")
         if self.noise_std_type not in STD_TYPES:
@@ -113,11 +127,14 @@ class PPO(Agent):
         spec = CriticSpec(obs_dim=env.observation_dims[self.critic_group], num_values=G)
         self.critic = make_critic(critic_cfg, spec).to(self.device)
         self.learning_rate = cfg.learning_rate
-        self.optimizer = torch.optim.Adam(
-            [*self.actor.parameters(), *self.critic.parameters()], lr=self.learning_rate, fused=True
+        critic_lr = cfg.learning_rate if cfg.critic_learning_rate is None else cfg.critic_learning_rate
+        self.optimizer = torch.optim.Adam(  # param group 0: actor, 1: critic
+            [{"params": list(self.actor.parameters())}, {"params": list(self.critic.parameters()), "lr": critic_lr}],
+            lr=self.learning_rate, fused=True,
         )
         self.updates = 0
         self.storage = RolloutStorage(cfg.num_steps_per_env, env.num_envs, D, spec.obs_dim, A, G, self.device)
+        self.return_scale = RewardScaler(env.num_envs, G, cfg.gamma, self.device) if cfg.normalize_rewards else None
         self._pending: dict[str, torch.Tensor] | None = None
 
     # --- acting and recording ----------------------------------------------------------------
@@ -146,6 +163,8 @@ class PPO(Agent):
             raise RuntimeError("PPO.observe needs the action just returned by PPO.act(obs) (sampled)")
         self._pending = None
         rewards = step.info["reward_by_group"] if self.cfg.per_group_values else step.reward.unsqueeze(-1)
+        if self.return_scale is not None:
+            self.return_scale.track(rewards, step.terminated | step.truncated)
         boot = step.truncated & ~step.terminated
         final_values = torch.zeros_like(pending["value"])
         if bool(boot.any()):
@@ -172,9 +191,8 @@ class PPO(Agent):
             last_value = self.critic(s.last_critic_obs)
             next_values = torch.cat([s.values[1:], last_value.unsqueeze(0)])
             next_values = torch.where(s.done.unsqueeze(-1), s.final_values, next_values)
-            advantages, returns = gae(
-                s.rewards, s.values, next_values, s.terminated, s.done, cfg.gamma, cfg.lam
-            )
+            rewards = s.rewards if self.return_scale is None else self.return_scale.scale(s.rewards)
+            advantages, returns = gae(rewards, s.values, next_values, s.terminated, s.done, cfg.gamma, cfg.lam)
             flat_adv = normalize_per_group(advantages.flatten(0, 1), self.group_weights)
             batch = s.flat(returns, flat_adv)
             if hasattr(self.critic, "aux_loss"):  # critics with an auxiliary loss see each step's successor
@@ -207,7 +225,8 @@ class PPO(Agent):
             kl = gaussian_kl(mb["mean"], old_std, mean, std).mean()
         if cfg.schedule == "adaptive":
             self.learning_rate = adapt_learning_rate(self.learning_rate, float(kl), cfg.desired_kl)
-            for group in self.optimizer.param_groups:
+            shared = cfg.critic_learning_rate is None
+            for group in self.optimizer.param_groups if shared else self.optimizer.param_groups[:1]:
                 group["lr"] = self.learning_rate
         ratio = torch.exp(log_prob - mb["log_prob"])
         adv = mb["advantages"]
@@ -248,6 +267,7 @@ class PPO(Agent):
             "optimizer": self.optimizer.state_dict(),
             "learning_rate": self.learning_rate,
             "updates": self.updates,
+            **({"return_scale": self.return_scale.state_dict()} if self.return_scale is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -257,6 +277,8 @@ class PPO(Agent):
         self.optimizer.load_state_dict(state["optimizer"])
         self.learning_rate = float(state["learning_rate"])
         self.updates = int(state["updates"])
+        if self.return_scale is not None:
+            self.return_scale.load_state_dict(state["return_scale"])
         self.storage.clear()
 
     def policy(self) -> nn.Module:
@@ -280,6 +302,46 @@ def adapt_learning_rate(lr: float, kl: float, desired_kl: float) -> float:
     if 0.0 < kl < desired_kl / 2.0:
         return min(1e-2, lr * 1.5)
     return lr
+
+
+class RewardScaler:
+    """Reward scaling by the running std of the discounted return (``normalize_rewards``).
+
+    :meth:`track` accumulates each env's discounted return ``R <- gamma * R + r`` (reset after an
+    episode ends) and keeps this rollout's values; :meth:`scale` folds them into the running
+    variance and divides a rollout's rewards by ``sqrt(var + 1e-8)``, clipped to +-``clip``.
+    Shapes: ``N`` envs, ``G`` reward groups (each group has its own scale).
+    """
+
+    def __init__(self, num_envs: int, groups: int, gamma: float, device: torch.device, clip: float = 10.0) -> None:
+        self.gamma, self.clip = gamma, clip
+        self.running = torch.zeros(num_envs, groups, device=device)
+        self.stats = EmpiricalNormalizer(groups).to(device)
+        self._seen: list[torch.Tensor] = []
+
+    def track(self, rewards: torch.Tensor, done: torch.Tensor) -> None:
+        """Fold one step's rewards ``[N, G]`` into the discounted returns; ``done`` ``[N]`` ends episodes."""
+        self.running.mul_(self.gamma).add_(rewards)
+        self._seen.append(self.running.clone())
+        self.running.masked_fill_(done.unsqueeze(-1), 0.0)
+
+    def scale(self, rewards: torch.Tensor) -> torch.Tensor:
+        """Update the statistics with the returns tracked since the last call, then scale ``rewards``
+        ``[T, N, G]``."""
+        if self._seen:
+            self.stats.update(torch.cat(self._seen))
+            self._seen.clear()
+        return (rewards / (self.stats.var + 1e-8).sqrt()).clamp(-self.clip, self.clip)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The running variance statistics (the per-env returns restart with the envs on resume)."""
+        return self.stats.state_dict()
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`state_dict`; per-env returns restart at 0."""
+        self.stats.load_state_dict(state)
+        self.running.zero_()
+        self._seen.clear()
 
 
 def _minibatches(batch: dict[str, torch.Tensor], num: int, device: torch.device):
