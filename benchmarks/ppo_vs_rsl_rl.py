@@ -219,7 +219,12 @@ def describe(cfg: Any) -> str:
     differ = ("differs: time-out bootstrap robot_rl V(final obs) / rsl_rl V(s_t); mini-batch permutation "
               "robot_rl per epoch / rsl_rl per update; advantage std robot_rl 1/N / rsl_rl 1/(N-1); updates "
               f"robot_rl {ours_updates} / rsl_rl {-(-cfg.task.total_steps // batch)} (rsl_rl runs whole iterations)")
-    return f"both: {shared}\n{differ}"
+    extras = [f"critic lr {a.critic_learning_rate:g} fixed (rsl_rl: the actor's adaptive rate)"
+              if a.critic_learning_rate is not None else "",
+              "reward scaling by the discounted return's std (rsl_rl: none)" if a.normalize_rewards else ""]
+    extras = [e for e in extras if e]
+    ours_only = f"\nrobot_rl only: {'; '.join(extras)}" if extras else ""
+    return f"both: {shared}\n{differ}{ours_only}"
 
 
 def run_side(name: str, over: list[str], seed: int, eval_episodes: int, threshold: float,
