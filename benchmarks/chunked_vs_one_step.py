@@ -3,8 +3,9 @@
 Both arms are the same agent (``agent=chunked_td3``) with the same budget and settings; only
 ``critic.chunk_len`` differs (``h`` vs 1; with 1 the agent is plain TD3 acting one step at a time).
 Every ``--eval-every`` env steps the deterministic policy (the chunk's first action, re-planned every
-step) runs ``--episodes`` fresh episodes. The issue's target: the chunked arm reaches the one-step arm's
-final success in <= 0.5x the env steps.
+step) runs ``--episodes`` fresh episodes; ``--eval-open-loop`` also scores the chunked arm playing whole
+chunks open loop (as it collects, and as Q-chunking evaluates) and reports the ratio for that curve too. The
+issue's target: the chunked arm reaches the one-step arm's final success in <= 0.5x the env steps.
 
 ``--demos <robot-rl record dataset>`` puts demonstrations in a separate replay partition of both arms,
 sampled as chunks, ``--demo-fraction`` of every batch (the setting Q-chunking is evaluated in);
@@ -173,17 +174,19 @@ def mean_curve(curves: list[Curve]) -> Curve:
 
 
 def plot(curves: dict[str, dict[int, Curve]], path: Path, title: str) -> None:
-    """Success vs env steps, one thin line per seed and a thick seed mean per arm."""
+    """Success vs env steps, one thin line per seed and a thick seed mean per arm (open-loop evaluation dashed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for (arm, per_seed), color in zip(curves.items(), ("tab:blue", "tab:orange"), strict=True):
+    styles = (("tab:blue", "-"), ("tab:orange", "-"), ("tab:orange", "--"))
+    for (arm, per_seed), (color, ls) in zip(curves.items(), styles, strict=False):
         for c in per_seed.values():
-            ax.plot(*zip(*c, strict=True), color=color, alpha=0.3, lw=1)
-        ax.plot(*zip(*mean_curve(list(per_seed.values())), strict=True), color=color, lw=2.5, label=f"{arm} (mean)")
+            ax.plot(*zip(*c, strict=True), color=color, ls=ls, alpha=0.3, lw=1)
+        ax.plot(*zip(*mean_curve(list(per_seed.values())), strict=True), color=color, ls=ls, lw=2.5,
+                label=f"{arm} (mean)")
     ax.set(xlabel="env steps", ylabel="deterministic success", title=title, ylim=(-0.02, 1.02))
     ax.legend()
     fig.tight_layout()
@@ -285,7 +288,7 @@ def report(runs: list[dict], args: argparse.Namespace) -> None:
     seeds = sorted({r["seed"] for r in runs})
     by = {(r["chunk_len"], r["seed"]): r for r in runs}
     curves = {arms[k]: {s: [tuple(p) for p in by[(k, s)]["curve"]] for s in seeds} for k in arms}
-    one_name, chunk_name = arms.values()
+    one_name = arms[1]
     print(f"\n{args.task}, {args.steps} env steps x {len(seeds)} seed(s), demos: {args.demos}")
     print("  env steps             : " + " ".join(f"{s:>7d}" for s, _ in curves[one_name][seeds[0]]))
     for k, arm in arms.items():
@@ -293,12 +296,21 @@ def report(runs: list[dict], args: argparse.Namespace) -> None:
             r = by[(k, seed)]
             print(f"  {arm:<17s} s{seed:<3d}: " + " ".join(f"{v:7.3f}" for _, v in r["curve"])
                   + f"   {r['cpu_s']:.0f} CPU-s, {r['wall_s']:.0f} s wall, {r['updates']} updates")
-    for seed in seeds:
-        print(f"  seed {seed}: steps-to-match ratio {match_ratio(curves[one_name][seed], curves[chunk_name][seed])[1]}")
+    open_name = f"chunked (h = {h}), open loop"
+    if all("curve_open_loop" in by[(h, s)] for s in seeds):
+        curves[open_name] = {s: [tuple(p) for p in by[(h, s)]["curve_open_loop"]] for s in seeds}
+        for seed in seeds:
+            print(f"  {'open loop':<17s} s{seed:<3d}: " + " ".join(f"{v:7.3f}" for _, v in curves[open_name][seed]))
     means = {arm: mean_curve(list(curves[arm].values())) for arm in curves}
-    print(f"final success (mean of seeds)  one-step {means[one_name][-1][1]:.3f}  "
-          f"chunked {means[chunk_name][-1][1]:.3f}")
-    print(f"steps-to-match ratio of the seed-mean curves: {match_ratio(means[one_name], means[chunk_name])[1]}")
+    for name in curves:
+        if name == one_name:
+            continue
+        label = "open-loop evaluation of the chunked arm" if name == open_name else "re-planned evaluation"
+        print(f"steps-to-match ratio, {label}:")
+        for seed in seeds:
+            print(f"  seed {seed}: {match_ratio(curves[one_name][seed], curves[name][seed])[1]}")
+        print(f"  seed-mean curves: {match_ratio(means[one_name], means[name])[1]}")
+    print("final success (mean of seeds)  " + "  ".join(f"{name} {m[-1][1]:.3f}" for name, m in means.items()))
     cpu = {k: sum(by[(k, s)]["cpu_s"] for s in seeds) for k in arms}
     print(f"CPU-s all seeds: one-step {cpu[1]:.0f}, chunked {cpu[h]:.0f} (ratio {cpu[h] / cpu[1]:.2f})")
     if args.out:

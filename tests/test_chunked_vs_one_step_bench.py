@@ -63,3 +63,20 @@ def test_steps_to_match_ratio_is_over_the_one_step_arms_total() -> None:
     assert math.isnan(bench.match_ratio(one, [(0, 0.1), (4000, 0.39)])[0])  # never reached: missed
     assert "trivially" in bench.match_ratio([(0, 0.0), (4000, 0.0)], one)[1]
     assert bench.mean_curve([one, one[:2]]) == [(0, 0.2), (2000, 0.3)]  # a stopped run: up to the shortest
+
+
+def test_report_gives_the_ratio_of_the_open_loop_curve_too(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    def run(h: int, curve: list, open_loop: list | None = None) -> dict:
+        extra = {"curve_open_loop": open_loop} if open_loop else {}
+        return {"chunk_len": h, "seed": 0, "curve": curve, "cpu_s": 1.0, "wall_s": 1.0, "updates": 1, **extra}
+
+    runs = [run(1, [[0, 0.2], [2000, 0.3], [4000, 0.4]]),
+            run(5, [[0, 0.1], [2000, 0.1], [4000, 0.2]], [[0, 0.1], [2000, 0.45], [4000, 0.5]])]
+    bench.report(runs, argparse.Namespace(task="so101_lift", steps=4000, demos=None, out=None))
+    out = capsys.readouterr().out
+    replanned, open_loop = out.split("steps-to-match ratio, ")[1:]
+    assert replanned.startswith("re-planned") and "chunked never reaches 0.400" in replanned
+    assert open_loop.startswith("open-loop") and "0.500 (chunked reaches 0.400 at 2000 of 4000" in open_loop
+    assert "chunked (h = 5), open loop 0.500" in out  # final success of the open-loop curve
