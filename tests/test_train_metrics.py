@@ -22,12 +22,15 @@ def test_scalars_converts_tensors_in_place_of_the_key_and_leaves_numbers_alone()
     assert all(type(out[k]) is float for k in "abc") and type(out["n"]) is int
 
 
-@pytest.mark.parametrize("agent", ["sac", "td3"])
-def test_logged_metrics_equal_the_per_update_float_path(tmp_path, monkeypatch, agent):
+@pytest.mark.parametrize("agent, extra", [
+    ("sac", []), ("td3", []), ("chunked_td3", ["critic=chunked", "critic.chunk_len=3"]),
+    ("tdmpc", ["agent.act_with=policy", "critic.latent_dim=8", "agent.horizon=2"]),
+])
+def test_logged_metrics_equal_the_per_update_float_path(tmp_path, monkeypatch, agent, extra):
     cfg = compose([
         f"agent={agent}", "critic.hidden_dims=[16]", "agent.actor_hidden_dims=[16]", "agent.learning_starts=64",
         "agent.utd_ratio=0.5", "agent.batch_size=32", "agent.iteration_steps=96", "task.total_steps=384",
-        "task.num_envs=4", "logger=none", "logger.progress=false",
+        "task.num_envs=4", "logger=none", "logger.progress=false", *extra,
     ])
     logged_at: list[int] = []  # update calls made before each log line
 
@@ -43,8 +46,8 @@ def test_logged_metrics_equal_the_per_update_float_path(tmp_path, monkeypatch, a
     steps: list[dict[str, float]] = []
     tensor_keys: set[str] = set()
 
-    def recording_learn(batch):
-        metrics = learn(batch)
+    def recording_learn(*batch):
+        metrics = learn(*batch)
         tensor_keys.update(k for k, v in metrics.items() if isinstance(v, torch.Tensor))
         steps.append({k: float(v) for k, v in metrics.items()})  # what the old code stored
         return metrics

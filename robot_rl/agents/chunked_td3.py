@@ -57,7 +57,7 @@ import torch
 from torch import nn
 
 from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
-from robot_rl.agents.off_policy import ExportedPolicy, OffPolicyConfig
+from robot_rl.agents.off_policy import ExportedPolicy, Metrics, OffPolicyConfig, add_metrics, mean_metrics
 from robot_rl.agents.rlpd import BC_ANCHORS
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.base import reduce_members
@@ -348,20 +348,20 @@ class ChunkedTD3(Agent):
 
     # --- learning ------------------------------------------------------------------------------
 
-    def update(self) -> dict[str, float]:
-        """Run the updates owed by the UTD ratio on sampled chunks; metrics averaged over them."""
+    def update(self) -> Metrics:
+        """Run the updates owed by the UTD ratio on sampled chunks; metrics averaged over them (tensors stay on
+        the device, :func:`~robot_rl.agents.off_policy.add_metrics`)."""
         count = int(self.update_credit)
         self.update_credit -= count
-        sums: dict[str, float] = {}
+        sums: Metrics = {}
         on_truncation = getattr(self.critic_cfg, "on_truncation", "bootstrap")
         for _ in range(count):
             batch, n_demo = sample_mixed_chunks(self.buffer, self.demos, self.cfg.batch_size, self.chunk_len,
                                                 self.cfg.gamma, on_truncation, self.cfg.demo_fraction)
             batch.obs, batch.next_obs = self.normalize(batch.obs), self.normalize(batch.next_obs)
-            for k, v in self.learn(batch, n_demo).items():
-                sums[k] = sums.get(k, 0.0) + v
+            add_metrics(sums, self.learn(batch, n_demo))
             self.updates += 1
-        metrics = {k: v / max(count, 1) for k, v in sums.items()}
+        metrics = mean_metrics(sums, count)
         metrics["train/updates"] = float(self.updates)
         return metrics
 
@@ -404,13 +404,13 @@ class ChunkedTD3(Agent):
         weight = executed.float()
         return ((targets * weight).sum(1) / weight.sum(1)).reshape(B, G)
 
-    def learn(self, batch: ChunkBatch, n_demo: int = 0) -> dict[str, float]:
+    def learn(self, batch: ChunkBatch, n_demo: int = 0) -> Metrics:
         """Critic regression on valid chunks; every ``policy_delay`` updates the actor and targets.
         The first ``n_demo`` rows of ``batch`` are demo chunks (:func:`sample_mixed_chunks`)."""
         cfg, valid = self.cfg, batch.target.valid
         target = self.critic_target(batch, n_demo)
         critic_obs = batch.obs[self.critic_group]
-        metrics = {"train/valid_chunks": float(valid.float().mean())}
+        metrics: Metrics = {"train/valid_chunks": valid.float().mean()}
         if bool(valid.any()):
             loss, critic_metrics = self.critic.loss(critic_obs[valid], batch.actions[valid], target[valid])
             self.critic_optimizer.zero_grad(set_to_none=True)
@@ -422,7 +422,7 @@ class ChunkedTD3(Agent):
             if cfg.success_only_actor:
                 online = self.succeeded[batch.rows[n_demo:, 0], batch.env[n_demo:]]
                 keep = torch.cat([torch.ones(n_demo, dtype=torch.bool, device=self.device), online])
-                metrics["train/success_states"] = float(keep.float().mean())
+                metrics["train/success_states"] = keep.float().mean()
                 states = {g: v[keep] for g, v in batch.obs.items()}
             if states["policy"].shape[0] > 0:
                 self.critic.requires_grad_(False)
@@ -433,13 +433,13 @@ class ChunkedTD3(Agent):
                 elif cfg.bc_weight > 0 and n_demo:
                     bc = self.bc_loss(batch, n_demo)
                 if bc is not None:
-                    metrics["loss/bc"] = float(bc.detach())
+                    metrics["loss/bc"] = bc.detach()
                     actor_loss = actor_loss + cfg.bc_weight * bc
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 actor_loss.backward()
                 self.actor_optimizer.step()
                 self.critic.requires_grad_(True)
-                metrics["loss/actor"] = float(actor_loss.detach())
+                metrics["loss/actor"] = actor_loss.detach()
         if self.updates % cfg.policy_delay == 0:
             self.critic.update_target(cfg.tau)
             with torch.no_grad():

@@ -100,6 +100,24 @@ class OffPolicyConfig:
             raise ValueError(f"agent.amp must be one of {AMP_MODES}, got {self.amp!r}")
 
 
+Metrics = dict[str, float | torch.Tensor]
+"""Training metrics of one update or a sum of them: Python floats, or 0-d tensors left on the device."""
+
+
+def add_metrics(sums: Metrics, step: Metrics) -> None:
+    """Add one update's ``step`` metrics to ``sums`` in place. Tensors are summed as 0-d float64 tensors on their
+    device (the same sums as Python floats would give, without a host sync per update); the runner's logger
+    converts them once per log interval."""
+    for k, v in step.items():
+        v = v.double() if isinstance(v, torch.Tensor) else v
+        sums[k] = sums[k] + v if k in sums else v
+
+
+def mean_metrics(sums: Metrics, count: int) -> Metrics:
+    """``sums`` of ``count`` updates averaged (``sums`` itself when ``count`` is 1)."""
+    return sums if count == 1 else {k: v / max(count, 1) for k, v in sums.items()}
+
+
 def fp32_head(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     """Run ``net`` ``[B, in] -> [B, out]`` with its last layer in float32, even under a bf16 autocast.
 
@@ -332,16 +350,13 @@ class OffPolicyAgent(Agent, abc.ABC):
         """
         count = int(self.update_credit)
         self.update_credit -= count
-        sums: dict[str, float | torch.Tensor] = {}
+        sums: Metrics = {}
         for _ in range(count):
             batch = self.sample_batch()
             with self.autocast():
-                step_metrics = self.learn(batch)
-            for k, v in step_metrics.items():
-                v = v.double() if isinstance(v, torch.Tensor) else v
-                sums[k] = sums[k] + v if k in sums else v
+                add_metrics(sums, self.learn(batch))
             self.updates += 1
-        metrics = sums if count == 1 else {k: v / max(count, 1) for k, v in sums.items()}
+        metrics = mean_metrics(sums, count)
         metrics["train/updates"] = float(self.updates)
         return metrics
 

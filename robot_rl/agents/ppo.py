@@ -237,7 +237,7 @@ class PPO(Agent):
             value_loss = torch.max(value_loss, (clipped - mb["returns"]).pow(2))
         value_loss = value_loss.mean()
         loss = surrogate + cfg.value_loss_coef * value_loss - cfg.entropy_coef * entropy
-        aux_metrics: dict[str, float] = {}
+        aux_metrics: dict[str, torch.Tensor] = {}
         if "next_critic_obs" in mb:
             aux_loss, aux_metrics = self.critic.aux_loss(mb)
             loss = loss + cfg.value_loss_coef * aux_loss

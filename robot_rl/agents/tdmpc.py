@@ -39,7 +39,14 @@ import torch
 from torch import nn
 
 from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
-from robot_rl.agents.off_policy import ExportedPolicy, OffPolicyConfig, SquashedGaussianActor
+from robot_rl.agents.off_policy import (
+    ExportedPolicy,
+    Metrics,
+    OffPolicyConfig,
+    SquashedGaussianActor,
+    add_metrics,
+    mean_metrics,
+)
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.world_model import WorldModelCritic, first_action, shift_plan
 from robot_rl.data.replay_buffer import ReplayBuffer
@@ -215,20 +222,20 @@ class TDMPC(Agent):
 
     # --- learning ------------------------------------------------------------------------------
 
-    def update(self) -> dict[str, float]:
-        """Run the updates owed by the UTD ratio on sampled windows; metrics averaged over them."""
+    def update(self) -> Metrics:
+        """Run the updates owed by the UTD ratio on sampled windows; metrics averaged over them (tensors stay on
+        the device)."""
         count = int(self.update_credit)
         self.update_credit -= count
-        sums: dict[str, float] = {}
+        sums: Metrics = {}
         for _ in range(count):
-            for k, v in self.learn(sample_windows(self.buffer, self.cfg.batch_size, self.cfg.horizon)).items():
-                sums[k] = sums.get(k, 0.0) + v
+            add_metrics(sums, self.learn(sample_windows(self.buffer, self.cfg.batch_size, self.cfg.horizon)))
             self.updates += 1
-        metrics = {k: v / max(count, 1) for k, v in sums.items()}
+        metrics = mean_metrics(sums, count)
         metrics["train/updates"] = float(self.updates)
         return metrics
 
-    def learn(self, batch: WindowBatch) -> dict[str, float]:
+    def learn(self, batch: WindowBatch) -> Metrics:
         """One joint world-model step over the latent rollout, one policy-prior step, one target step."""
         cfg, critic = self.cfg, self.critic
         obs, T = batch.obs["policy"], batch.actions.shape[0]
@@ -244,12 +251,12 @@ class TDMPC(Agent):
         grad_norm = nn.utils.clip_grad_norm_(critic.parameters(), cfg.max_grad_norm)
         self.critic_optimizer.step()
         out = {f"loss/{k}": v for k, v in metrics.items()}
-        out["train/grad_norm"] = float(grad_norm)
+        out["train/grad_norm"] = grad_norm.detach()
         out.update(self._learn_prior(obs[:-1], batch.alive))
         critic.update_target(cfg.tau)
         return out
 
-    def _learn_prior(self, obs: torch.Tensor, alive: torch.Tensor) -> dict[str, float]:
+    def _learn_prior(self, obs: torch.Tensor, alive: torch.Tensor) -> Metrics:
         """Prior step on detached latents of ``obs`` ``[T, B, D]``: maximise ``Q / scale`` + entropy,
         weighted ``rho^t``."""
         cfg, critic = self.cfg, self.critic
@@ -269,8 +276,8 @@ class TDMPC(Agent):
         self.actor_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.actor_optimizer.step()
-        return {"loss/actor": float(loss.detach()), "train/q_scale": float(self.q_scale),
-                "train/entropy": float(-log_prob.detach().mean())}
+        return {"loss/actor": loss.detach(), "train/q_scale": self.q_scale.detach().clone(),
+                "train/entropy": -log_prob.detach().mean()}
 
     # --- persistence and export ----------------------------------------------------------------
 

@@ -119,7 +119,7 @@ class ChunkedCritic(Critic):
             raise ValueError(f"partial chunk must be [B, {expected[0]}, {expected[1]}], got {list(partial.shape)}")
         return self.partial(torch.cat([obs, partial.flatten(1)], dim=-1))
 
-    def distill_loss(self, obs: torch.Tensor, chunk: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    def distill_loss(self, obs: torch.Tensor, chunk: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Expectile regression of ``Q_P(s, a_{:l})`` towards the (detached) long critic's ``Q(s, a_{:h})``.
 
         Args:
@@ -129,11 +129,11 @@ class ChunkedCritic(Critic):
             long_value = self.estimates(obs, chunk).mean(0)  # [B, G]
         partial = self.partial_estimates(obs, chunk[:, : self.partial_len])
         loss = expectile_loss(long_value.unsqueeze(0) - partial, self.cfg.expectile)
-        return loss, {"distill_loss": float(loss.detach()), "partial_value_mean": float(partial.detach().mean())}
+        return loss, {"distill_loss": loss.detach(), "partial_value_mean": partial.detach().mean()}
 
     def loss(
         self, obs: torch.Tensor, action: torch.Tensor | None, target: torch.Tensor
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """TD regression of every member towards chunk targets ``[B, G]`` (+ DQC distillation)."""
         loss, metrics = super().loss(obs, action, target)
         if self.partial is not None:

@@ -288,7 +288,7 @@ class WorldModelCritic(Critic):
         rewards: torch.Tensor,
         td_targets: torch.Tensor,
         alive: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Joint consistency + reward + TD loss over a ``T``-step latent rollout (Q kind).
 
         Args:
@@ -328,14 +328,14 @@ class WorldModelCritic(Critic):
         c = self.cfg
         loss = c.consistency_coef * consistency + c.reward_coef * reward_loss + c.value_coef * value_loss
         return loss, {
-            "consistency_loss": float(consistency.detach()),
-            "reward_loss": float(reward_loss.detach()),
-            "critic_loss": float(value_loss.detach()),
+            "consistency_loss": consistency.detach(),
+            "reward_loss": reward_loss.detach(),
+            "critic_loss": value_loss.detach(),
         }
 
     def latent_loss(
         self, obs: torch.Tensor, next_obs: torch.Tensor, reward: torch.Tensor, alive: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """V kind's auxiliary loss: predict ``sg(h(o'))`` and ``r`` from ``h(o)`` (under the acting policy).
 
         Args: obs, next_obs ``[B, D]`` (``next_obs`` the true successor, ``final_obs`` where done);
@@ -350,9 +350,9 @@ class WorldModelCritic(Critic):
         latent = ((self.next(z) - target).pow(2).mean(-1) * m).sum() / m.sum().clamp(min=1.0)
         rew = (self.regression_error(self.reward(z), reward) * m).sum() / m.sum().clamp(min=1.0)
         loss = self.cfg.consistency_coef * latent + self.cfg.reward_coef * rew
-        return loss, {"consistency_loss": float(latent.detach()), "reward_loss": float(rew.detach())}
+        return loss, {"consistency_loss": latent.detach(), "reward_loss": rew.detach()}
 
-    def aux_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    def aux_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """PPO's auxiliary-loss hook (V kind): :meth:`latent_loss` on a mini-batch with ``critic_obs``,
         ``next_critic_obs`` ``[B, D]``, ``rewards`` ``[B, G]`` and ``next_valid`` ``[B]`` (PPO's
         ``RolloutStorage.successors``); PPO adds it to its value loss."""
