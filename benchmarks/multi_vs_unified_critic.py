@@ -4,7 +4,9 @@ Both arms run the same PPO and the same network (``critic=multi``); only ``agent
 differs: ``true`` learns one value per reward group (locomotion, manipulation) and normalises
 advantages per group before the weighted sum; ``false`` learns one value of the summed reward.
 After training each run is evaluated with the deterministic policy: reach rate (episodes in which
-the task's success flag was ever set) and time-to-target (first success step, reached episodes).
+the task's success flag was ever set), time-to-target (first success step, reached episodes), the closest
+the hand came to its target (a graded signal below the 5 cm success radius) and survival (share of the
+episode before a fall).
 
 Usage (defaults are sized for a 2-core machine and far below what PPO needs on G1; the literature
 trains ~1e8-1e9 steps with 4096 GPU envs, e.g. ``--steps 200000000 --num-envs 4096 --device cuda``)::
@@ -19,6 +21,7 @@ import math
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
@@ -28,28 +31,41 @@ from robot_rl.train.on_policy_runner import OnPolicyRunner
 
 
 @torch.no_grad()
-def reach_stats(runner: OnPolicyRunner, episodes: int, seed: int) -> tuple[float, float]:
-    """``(reach rate, mean first-success step of reached episodes)`` over ``episodes`` episodes."""
+def reach_stats(runner: OnPolicyRunner, episodes: int, seed: int) -> dict[str, float]:
+    """Deterministic-policy statistics over ``episodes`` episodes: ``reach`` (share of episodes in which the
+    success flag was ever set), ``time_to_target`` (mean first-success step of reached episodes, nan if none),
+    ``min_distance`` (mean over episodes of the closest the right hand came to its target, metres: a graded
+    signal where no arm reaches) and ``survival`` (mean share of the episode's steps before it ended or fell)."""
+    from sim.tasks.g1_reach_walk import hand_distance
+
     env = runner.env_factory(episodes, seed)
     policy = runner.agent.policy()
     obs = env.reset(seed=seed)
     first = torch.full((episodes,), -1, dtype=torch.long)
+    closest = torch.full((episodes,), float("inf"))
+    alive = torch.zeros(episodes)
     finished = torch.zeros(episodes, dtype=torch.bool)
     for t in range(env.max_episode_steps):
+        closest = torch.where(finished, closest, torch.minimum(closest, hand_distance(env).cpu()))
         step = env.step(policy(obs["policy"]).clamp(env.action_low, env.action_high))
         hit = step.info["success"].cpu() & (first < 0) & ~finished
         first[hit] = t + 1
+        alive += (~finished).float()
         finished |= (step.terminated | step.truncated).cpu()
         if bool(finished.all()):
             break
         obs = step.obs
     reached = first > 0
-    rate = float(reached.float().mean())
-    return rate, float(first[reached].float().mean()) if bool(reached.any()) else float("nan")
+    return {"reach": float(reached.float().mean()),
+            "time_to_target": float(first[reached].float().mean()) if bool(reached.any()) else float("nan"),
+            "min_distance": float(closest.mean()), "survival": float(alive.mean()) / env.max_episode_steps}
 
 
-def run(per_group: bool, steps: int, seed: int, num_envs: int, device: str, episodes: int) -> dict[str, float]:
-    """Train one arm and evaluate it."""
+def run(per_group: bool, steps: int, seed: int, num_envs: int, device: str, episodes: int,
+        one_thread: bool = False) -> dict[str, float]:
+    """Train one arm and evaluate it (``one_thread``: one torch thread, for parallel jobs)."""
+    if one_thread:
+        torch.set_num_threads(1)
     cfg = compose([
         "task.name=g1_reach_walk", f"task.num_envs={num_envs}", f"task.total_steps={steps}", f"seed={seed}",
         "agent=ppo", "critic=multi", f"agent.per_group_values={str(per_group).lower()}",
@@ -59,8 +75,8 @@ def run(per_group: bool, steps: int, seed: int, num_envs: int, device: str, epis
         start = time.monotonic()
         runner = OnPolicyRunner(cfg, Path(run_dir))
         result = runner.learn(evaluate_and_export=False)
-        rate, time_to_target = reach_stats(runner, episodes, seed + 1000)
-    return {"reach": rate, "time_to_target": time_to_target, "wall_s": time.monotonic() - start,
+        stats = reach_stats(runner, episodes, seed + 1000)
+    return {**stats, "wall_s": time.monotonic() - start,
             "train_return": result.final_stats.get("episode/return", float("nan"))}
 
 
@@ -72,18 +88,24 @@ def main() -> None:
     p.add_argument("--num-envs", type=int, default=32)
     p.add_argument("--episodes", type=int, default=16, help="evaluation episodes per run")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--jobs", type=int, default=1, help="parallel runs (processes of one torch thread each)")
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     rows: dict[str, list[dict[str, float]]] = {"per_group": [], "unified": []}
-    for seed in seeds:
-        for arm in rows:
-            out = run(arm == "per_group", args.steps, seed, args.num_envs, args.device, args.episodes)
+    jobs = [(arm, seed) for seed in seeds for arm in rows]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run, arm == "per_group", args.steps, seed, args.num_envs, args.device,
+                               args.episodes, args.jobs > 1) for arm, seed in jobs]
+        for (arm, seed), future in zip(jobs, futures, strict=True):
+            out = future.result()
             rows[arm].append(out)
             print(f"seed {seed} {arm:9s} reach {out['reach']:.3f} time-to-target {out['time_to_target']:.1f} "
+                  f"closest {out['min_distance']:.3f} m survival {out['survival']:.3f} "
                   f"train return {out['train_return']:.2f} ({out['wall_s']:.0f} s)", flush=True)
-    print(f"\ng1_reach_walk, PPO, {args.steps} env steps x {len(seeds)} seed(s), {args.num_envs} envs")
+    print(f"\ng1_reach_walk, PPO, {args.steps} env steps x {len(seeds)} seed(s), {args.num_envs} envs, "
+          f"{args.jobs} job(s)")
     print(f"{'metric':16s} {'per-group':>10s} {'unified':>10s} {'ratio':>8s}")
-    for key in ("reach", "time_to_target", "train_return", "wall_s"):
+    for key in ("reach", "time_to_target", "min_distance", "survival", "train_return", "wall_s"):
         a = statistics.fmean(r[key] for r in rows["per_group"])
         b = statistics.fmean(r[key] for r in rows["unified"])
         ratio = a / b if b != 0 and not math.isnan(b) else float("nan")
