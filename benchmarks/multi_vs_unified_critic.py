@@ -17,6 +17,7 @@ trains ~1e8-1e9 steps with 4096 GPU envs, e.g. ``--steps 200000000 --num-envs 40
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import tempfile
@@ -89,28 +90,51 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=16, help="evaluation episodes per run")
     p.add_argument("--device", default="cpu")
     p.add_argument("--jobs", type=int, default=1, help="parallel runs (processes of one torch thread each)")
+    p.add_argument("--out", type=Path, default=None, help="JSON file for the per-run rows")
+    p.add_argument("--merge", type=Path, nargs="+", default=None,
+                   help="--out files of earlier runs (e.g. other seeds): report them together instead of training")
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     rows: dict[str, list[dict[str, float]]] = {"per_group": [], "unified": []}
-    jobs = [(arm, seed) for seed in seeds for arm in rows]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run, arm == "per_group", args.steps, seed, args.num_envs, args.device,
-                               args.episodes, args.jobs > 1) for arm, seed in jobs]
-        for (arm, seed), future in zip(jobs, futures, strict=True):
-            out = future.result()
-            rows[arm].append(out)
-            print(f"seed {seed} {arm:9s} reach {out['reach']:.3f} time-to-target {out['time_to_target']:.1f} "
+    if args.merge:
+        for f in args.merge:
+            saved = json.loads(f.read_text())
+            for arm, runs in saved["rows"].items():
+                rows[arm].extend(runs)
+            args.steps, args.num_envs, args.episodes = (saved["settings"][k] for k in ("steps", "num_envs", "episodes"))
+    else:
+        jobs = [(arm, seed) for seed in seeds for arm in rows]
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(run, arm == "per_group", args.steps, seed, args.num_envs, args.device,
+                                   args.episodes, args.jobs > 1) for arm, seed in jobs]
+            for (arm, seed), future in zip(jobs, futures, strict=True):
+                rows[arm].append({"seed": seed, **future.result()})
+    for arm, runs in rows.items():
+        for out in runs:
+            print(f"seed {out['seed']} {arm:9s} reach {out['reach']:.3f} time-to-target {out['time_to_target']:.1f} "
                   f"closest {out['min_distance']:.3f} m survival {out['survival']:.3f} "
                   f"train return {out['train_return']:.2f} ({out['wall_s']:.0f} s)", flush=True)
-    print(f"\ng1_reach_walk, PPO, {args.steps} env steps x {len(seeds)} seed(s), {args.num_envs} envs, "
-          f"{args.jobs} job(s)")
-    print(f"{'metric':16s} {'per-group':>10s} {'unified':>10s} {'ratio':>8s}")
+    if args.out and not args.merge:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows},
+                                       indent=1))
+    print(f"\ng1_reach_walk, PPO, {len(rows['unified'])} seed(s); per run: {args.steps} env steps, "
+          f"{args.num_envs} envs, {args.episodes} evaluation episodes")
+    print(f"{'metric (seed mean)':19s} {'per-group':>10s} {'unified':>10s} {'ratio':>8s}")
     for key in ("reach", "time_to_target", "min_distance", "survival", "train_return", "wall_s"):
-        a = statistics.fmean(r[key] for r in rows["per_group"])
-        b = statistics.fmean(r[key] for r in rows["unified"])
+        a, b = (mean_finite([r[key] for r in rows[arm]]) for arm in ("per_group", "unified"))
         ratio = a / b if b != 0 and not math.isnan(b) else float("nan")
-        print(f"{key:16s} {a:10.3f} {b:10.3f} {ratio:8.3f}")
+        print(f"{key:19s} {a:10.3f} {b:10.3f} {ratio:8.3f}")
+    wins = sum(p["reach"] > u["reach"] for p, u in zip(rows["per_group"], rows["unified"], strict=True))
+    ties = sum(p["reach"] == u["reach"] for p, u in zip(rows["per_group"], rows["unified"], strict=True))
+    print(f"reach: per-group higher in {wins}, equal in {ties}, of {len(rows['unified'])} seeds "
+          "(time_to_target: mean over the runs that reached at all)")
 
+
+def mean_finite(values: list[float]) -> float:
+    """Mean of the finite ``values`` (nan if none): runs that never reached have no time-to-target."""
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.fmean(finite) if finite else float("nan")
 
 if __name__ == "__main__":
     main()
