@@ -57,13 +57,17 @@ def run_node(args: list[str] | None, name: str, make: Callable[[threading.Event]
         return None
     executor = SingleThreadedExecutor()
     executor.add_node(node)
+    log = rclpy.logging.get_logger(name)
     try:
         spin(executor, stop)
     finally:
+        # one line per shutdown stage, so a node that has to be killed shows in its log where it hung
+        log.info("stopping: " + ("signal received" if stop.is_set() else "context shut down"))
         if finish is not None:
             finish(node)
         executor.shutdown()
         node.destroy_node()
+        log.info("node destroyed; leaving DDS")
         rclpy.try_shutdown()
     return node
 

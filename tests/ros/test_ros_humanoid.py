@@ -53,4 +53,4 @@ def test_g1_policy_node_runs_on_imu_and_cmd_vel(tmp_path, monkeypatch):
     assert np.all(commands >= limits[:, 0] - 1e-9) and np.all(commands <= limits[:, 1] + 1e-9)
     # the G1 starts upright and tips: gravity_x moves the targets away from the default pose
     assert np.abs(commands[-20:] - default).max() > 1e-3
-    assert codes == {"sim_robot": 0, "policy_node": 0}
+    assert codes == {"sim_robot": 0, "policy_node": 0}, nodes.log("sim_robot") + nodes.log("policy_node")

@@ -64,4 +64,4 @@ def test_closed_loop_reaches_target_in_sim2sim(tmp_path):
     results = [list(m.data) for m in episodes][1:]
     assert len(results) >= 2
     assert all(success == 1.0 and distance < 0.02 for _, success, distance in results), results
-    assert codes == {"sim_robot": 0, "policy_node": 0}
+    assert codes == {"sim_robot": 0, "policy_node": 0}, nodes.log("sim_robot") + nodes.log("policy_node")
