@@ -136,5 +136,6 @@ def mean_finite(values: list[float]) -> float:
     finite = [v for v in values if math.isfinite(v)]
     return statistics.fmean(finite) if finite else float("nan")
 
+
 if __name__ == "__main__":
     main()

@@ -254,7 +254,7 @@ class PPO(Agent):
             "loss/entropy": entropy.detach(),
             "train/kl": kl,
             "train/clip_fraction": clip_fraction,
-            **{f"loss/{k}": torch.as_tensor(v) for k, v in aux_metrics.items()},
+            **{f"loss/{k}": v for k, v in aux_metrics.items()},
         }
 
     # --- persistence and export --------------------------------------------------------------
