@@ -20,7 +20,6 @@ simulator's env-frames/s. torch runs on one thread, as in ``robot-rl record``.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 import time
@@ -29,10 +28,6 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.data.lerobot import LeRobotDataset, LeRobotWriter
-
-# MuJoCo picks its GL backend when first imported: choose OSMesa before `import sim` on headless machines.
-if not os.environ.get("DISPLAY"):
-    os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 NAMES = [f"{j}.pos" for j in ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")]
 

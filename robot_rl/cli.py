@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import robot_rl.commands as commands_pkg
+from robot_rl.errors import EXIT_BAD_INPUT, user_error_types
 
 
 def _subcommands() -> dict[str, str]:
@@ -54,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"robot-rl: unknown command {name!r}.\n\n{_usage(subcommands)}", file=sys.stderr)
         return 2
     module = importlib.import_module(f"robot_rl.commands.{name.replace('-', '_')}")
-    return int(module.main(argv[1:]) or 0)
+    try:
+        return int(module.main(argv[1:]) or 0)
+    except user_error_types() as exc:  # bad input: the message names file, key, value and fix
+        print(f"robot-rl {name}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

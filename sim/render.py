@@ -1,13 +1,18 @@
 """Offscreen rendering of one env to RGB arrays and mp4 files.
 
-On a machine without a GPU, MuJoCo renders through OSMesa: install Debian's ``libosmesa6``;
-``import sim`` selects ``MUJOCO_GL=osmesa`` when no GL backend is chosen and no display is present
-(it must happen before mujoco is first imported). With a GPU, ``MUJOCO_GL=egl`` is faster.
+Only rendering needs OpenGL: training, evaluation without video and export never load it. The GL
+backend is chosen at the first render, not at import: ``MUJOCO_GL`` when the user set it (``egl``,
+``osmesa``, ``glfw``); else the display's (glfw) when ``DISPLAY`` is set; else EGL when ``libegl1`` is
+installed (Mesa renders through it without a GPU, ~2x faster than OSMesa), else OSMesa when
+``libosmesa6`` is. With none of them, rendering raises an error naming the Debian packages to
+install, and nothing else is affected. A headless backend chosen here is taken to be software GL:
+shadows and multisampling, ~8x the cost of a small frame there, are turned off.
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes.util
 import os
 from pathlib import Path
 
@@ -15,11 +20,51 @@ import mujoco
 import numpy as np
 
 _RENDERERS: dict[tuple[int, int, int], mujoco.Renderer] = {}
+_HEADLESS_BACKENDS = (("egl", "EGL", "libegl1"), ("osmesa", "OSMesa", "libosmesa6"))
+"""Headless GL backends in order of preference: (MUJOCO_GL value, library name, Debian package)."""
+_backend: str | None = None
+_software = False
+
+
+def gl_backend() -> str:
+    """The GL backend rendering uses in this process (chosen once; see the module docstring).
+
+    Raises:
+        RuntimeError: no display and no headless GL library; names the Debian packages to install.
+    """
+    global _backend, _software
+    if _backend is not None:
+        return _backend
+    chosen = os.environ.get("MUJOCO_GL", "").lower().strip()
+    if not chosen and os.environ.get("DISPLAY"):
+        chosen = "glfw"
+    if not chosen:
+        found = [(name, package) for name, lib, package in _HEADLESS_BACKENDS if ctypes.util.find_library(lib)]
+        if not found:
+            packages = " or ".join(f"`apt-get install {package}`" for _, _, package in _HEADLESS_BACKENDS)
+            raise RuntimeError("rendering needs OpenGL, and this machine has no display and no headless GL library. "
+                               f"Fix: {packages} (Debian), or set MUJOCO_GL to a backend you have. "
+                               "Training, evaluation without video and export do not need it")
+        chosen = found[0][0]
+        _use_headless(chosen)
+        _software = True
+    _backend = chosen
+    return chosen
+
+
+def _use_headless(name: str) -> None:
+    """Point MuJoCo's renderer at the ``name`` GL context (mujoco chose glfw when imported without MUJOCO_GL)."""
+    import importlib
+
+    from mujoco.rendering.classic import gl_context
+
+    os.environ.setdefault("PYOPENGL_PLATFORM", name)  # read when PyOpenGL is first imported, just below
+    gl_context.GLContext = importlib.import_module(f"mujoco.{name}").GLContext
 
 
 def _software_gl() -> bool:
-    """OSMesa renders on the CPU: shadows and multisampling cost ~8x there, so they are turned off."""
-    return os.environ.get("MUJOCO_GL") == "osmesa"
+    """Software GL (OSMesa, or a headless backend picked here): shadows and multisampling are turned off."""
+    return gl_backend() == "osmesa" or _software
 
 
 def _renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
@@ -34,9 +79,9 @@ def _renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer
             _RENDERERS[key] = mujoco.Renderer(model, height=height, width=width)
         except Exception as exc:  # GL context creation raises several unrelated types
             raise RuntimeError(
-                f"cannot create an OpenGL context (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}): {exc}. "
-                "Fix: on a machine without a GPU, `apt-get install libosmesa6` and set MUJOCO_GL=osmesa; "
-                "with an NVIDIA GPU set MUJOCO_GL=egl") from exc
+                f"cannot create an OpenGL context (backend {gl_backend()!r}): {exc}. "
+                "Fix: on a machine without a GPU, `apt-get install libosmesa6` (or libegl1) and leave MUJOCO_GL "
+                "unset; with an NVIDIA GPU set MUJOCO_GL=egl") from exc
     return _RENDERERS[key]
 
 

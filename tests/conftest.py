@@ -1,7 +1,8 @@
 """Shared pytest setup: robot assets and offscreen rendering for every test.
 
-``ROBOT_RL_ASSETS`` defaults to ``../shared/robots`` beside the repository (as in CI), and
-``MUJOCO_GL`` to ``osmesa`` (Debian's libosmesa6) so rendering works without a display or GPU.
+``ROBOT_RL_ASSETS`` defaults to ``../shared/robots`` beside the repository (as in CI). Rendering
+picks its own GL backend (sim.render); tests marked ``render`` skip, naming the package to install,
+on a machine with no display and no headless GL library.
 Every test must leave the runner at the scheduling policy it started with: node processes the later
 tests start inherit it (SVT-AV1 video encoding once left the runner at SCHED_FIFO 99, as root).
 """
@@ -16,8 +17,6 @@ import pytest
 _SHARED_ROBOTS = Path(__file__).resolve().parents[2] / "shared" / "robots"
 if "ROBOT_RL_ASSETS" not in os.environ and _SHARED_ROBOTS.is_dir():
     os.environ["ROBOT_RL_ASSETS"] = str(_SHARED_ROBOTS)
-os.environ.setdefault("MUJOCO_GL", "osmesa")
-os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 pytest_plugins = ["pytester"]  # tests of this suite's own guards
 
 _POLICIES = {getattr(os, n): n for n in ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE", "SCHED_FIFO", "SCHED_RR")
@@ -60,3 +59,18 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``render`` tests, naming the package to install, where no GL backend can render."""
+    render_items = [item for item in items if item.get_closest_marker("render")]
+    if not render_items:
+        return
+    from sim.render import gl_backend
+
+    try:
+        gl_backend()
+    except RuntimeError as exc:
+        skip = pytest.mark.skip(reason=str(exc))
+        for item in render_items:
+            item.add_marker(skip)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -40,8 +39,6 @@ def main(argv: list[str]) -> int:
         return 2
     num_envs = args.num_envs or min(args.episodes, 64)
     video = None if args.video is None else Path(args.video or args.path / "eval.mp4")
-    if video is not None and "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
-        os.environ["MUJOCO_GL"] = "osmesa"  # must be set before mujoco is first imported
     if (args.path / "policy.yaml").is_file():
         from robot_rl.train.artifact_eval import evaluate_artifact
 

@@ -6,10 +6,3 @@
 - :mod:`robot_rl.demos.replay`   restore a recorded episode's initial sim state, replay its actions
   open-loop, report per-joint tracking error and success, and write a side-by-side video.
 """
-
-import os
-
-# MuJoCo chooses its OpenGL backend when first imported: pick OSMesa (Debian's libosmesa6) on
-# headless machines before any demos module imports mujoco or sim.
-if not os.environ.get("DISPLAY"):
-    os.environ.setdefault("MUJOCO_GL", "osmesa")
