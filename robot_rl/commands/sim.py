@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of the env and the random actions")
     parser.add_argument("--threads", type=int, default=0, help="physics threads (default 0: all CPUs)")
     parser.add_argument("--video", default=None, metavar="PATH.mp4",
-                        help="also render env 0 offscreen to this mp4 (needs libosmesa6 on CPU)")
+                        help="also render env 0 offscreen to this mp4 (needs EGL or OSMesa without a display)")
     parser.add_argument("--list", action="store_true", help="list the registered tasks and exit")
     return parser
 
