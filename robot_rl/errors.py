@@ -45,10 +45,14 @@ class InputError(ValueError):
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input (exit 2), including those of packages already imported.
 
-    ``sim`` never imports ``robot_rl``, so its ``RobotConfigError`` is not an :class:`InputError`;
-    it is recognised here when ``sim.robots.config`` has been imported (it cannot be raised otherwise).
+    ``sim`` never imports ``robot_rl``, so its ``SimInputError`` and ``RobotConfigError`` are not
+    :class:`InputError`; they are recognised here when their modules have been imported (they cannot
+    have been raised otherwise).
     """
     types: list[type[BaseException]] = [InputError]
+    sim_errors = sys.modules.get("sim.errors")
+    if sim_errors is not None:
+        types.append(sim_errors.SimInputError)
     robots = sys.modules.get("sim.robots.config")
     if robots is not None:
         types.append(robots.RobotConfigError)

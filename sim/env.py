@@ -14,6 +14,7 @@ reset done envs -> observations.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from sim.backends.mujoco_batch import MujocoBatchBackend
+from sim.errors import SimInputError
 from sim.randomization import DomainRandCfg, DomainRandomizer, actuator_history_edit
 from sim.robots import RobotConfig, build_model, load_robot, site_name
 from sim.robots.config import ACTION_TYPES
@@ -76,6 +78,16 @@ class TaskCfg:
     """Add each policy term's ``noise`` (sim-to-real robustness); evaluation may turn it off."""
     params: dict[str, Any] = field(default_factory=dict)
     """Task-specific settings (target ranges, command ranges, thresholds)."""
+
+    def __post_init__(self) -> None:
+        for name, value in (("episode_s", self.episode_s), ("init_joint_noise", self.init_joint_noise)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                    or value < 0 or (name == "episode_s" and value == 0):
+                raise SimInputError(f"task setting {name} = {value!r} must be a finite number "
+                                    f"{'> 0 (seconds)' if name == 'episode_s' else '>= 0 (rad)'}")
+        for key, value in self.params.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise SimInputError(f"task setting {key} = {value!r} must be finite")
 
     def replace(self, **changes: Any) -> TaskCfg:
         """A copy with top-level fields changed (``params`` entries are merged)."""

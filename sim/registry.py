@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sim.errors import SimInputError, UnknownTaskError
 from sim.vecenv import VecEnv
 
 _TASKS: dict[str, str] = {}
@@ -36,14 +37,19 @@ def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, *
     """Build the batched env of ``task`` with ``num_envs`` copies on ``device``.
 
     Raises:
-        KeyError: unknown task (the message lists the known ones).
+        UnknownTaskError: unknown task (a ``KeyError``; the message lists the known ones).
+        SimInputError: a seed outside ``[0, 2**63)`` or ``num_envs < 1``.
     """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise SimInputError(f"seed {seed!r} must be an integer in [0, 2**63); fix: pick a smaller seed, e.g. 0")
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise SimInputError(f"num_envs {num_envs!r} must be an integer >= 1")
     if task.startswith(GYM_PREFIX):
         from sim.gym_adapter import make_gym_env  # imported here: gymnasium only when asked for
 
         return make_gym_env(task[len(GYM_PREFIX):], num_envs=num_envs, device=device, seed=seed, **overrides)
     if task not in _TASKS:
-        raise KeyError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}, "
+        raise UnknownTaskError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}, "
                        f"or {GYM_PREFIX}<gymnasium id> (e.g. {GYM_PREFIX}Pendulum-v1)")
     module, _, function = _TASKS[task].partition(":")
     factory: Callable[..., VecEnv] = getattr(importlib.import_module(module), function)
@@ -60,13 +66,13 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any], task: str) -> Any:
             valid = {f.name for f in dataclasses.fields(default) if f.init}
             unknown = sorted(set(value) - valid)
             if unknown:
-                raise ValueError(f"task {task!r}: {key} has no setting {unknown[0]!r}; valid: {sorted(valid)}")
+                raise SimInputError(f"task {task!r}: {key} has no setting {unknown[0]!r}; valid: {sorted(valid)}")
             top[key] = dataclasses.replace(default, **{k: tuple(v) if isinstance(v, list) else v
                                                        for k, v in value.items()})
     params = {k: v for k, v in overrides.items() if k not in fields}
     unknown = sorted(set(params) - set(cfg.params))
     if unknown:
-        raise ValueError(f"task {task!r} has no setting {unknown[0]!r}; valid: "
+        raise SimInputError(f"task {task!r} has no setting {unknown[0]!r}; valid: "
                          f"{sorted(fields | set(cfg.params))}")
     return cfg.replace(params=params, **top)
 

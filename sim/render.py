@@ -67,21 +67,31 @@ def _software_gl() -> bool:
     return gl_backend() == "osmesa" or _software
 
 
+def open_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
+    """A new ``mujoco.Renderer`` on the chosen GL backend (the caller closes it); grows the offscreen buffer.
+
+    Raises:
+        RuntimeError: no GL backend, or its context cannot be created (names the package to install).
+    """
+    backend = gl_backend()
+    if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
+        model.vis.global_.offwidth = max(width, model.vis.global_.offwidth)
+        model.vis.global_.offheight = max(height, model.vis.global_.offheight)
+    if _software_gl():
+        model.vis.quality.offsamples = 0
+    try:
+        return mujoco.Renderer(model, height=height, width=width)
+    except Exception as exc:  # GL context creation raises several unrelated types
+        raise RuntimeError(
+            f"cannot create an OpenGL context (backend {backend!r}): {exc}. "
+            "Fix: on a machine without a GPU, `apt-get install libegl1` (or libosmesa6) and leave MUJOCO_GL "
+            "unset; with an NVIDIA GPU set MUJOCO_GL=egl") from exc
+
+
 def _renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
     key = (id(model), width, height)
     if key not in _RENDERERS:
-        if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
-            model.vis.global_.offwidth = max(width, model.vis.global_.offwidth)
-            model.vis.global_.offheight = max(height, model.vis.global_.offheight)
-        if _software_gl():
-            model.vis.quality.offsamples = 0
-        try:
-            _RENDERERS[key] = mujoco.Renderer(model, height=height, width=width)
-        except Exception as exc:  # GL context creation raises several unrelated types
-            raise RuntimeError(
-                f"cannot create an OpenGL context (backend {gl_backend()!r}): {exc}. "
-                "Fix: on a machine without a GPU, `apt-get install libosmesa6` (or libegl1) and leave MUJOCO_GL "
-                "unset; with an NVIDIA GPU set MUJOCO_GL=egl") from exc
+        _RENDERERS[key] = open_renderer(model, width, height)
     return _RENDERERS[key]
 
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from robot_rl.commands._args import positive, seed
+
 SUMMARY = "Critic diagnostics of a run: value vs realised return, bias over training, disagreement (PNG + md)"
 
 
@@ -25,9 +27,9 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("run", type=Path, help="run directory (holds config.yaml and checkpoints/)")
-    p.add_argument("--episodes", type=int, default=20, help="episodes at the latest checkpoint (default 20)")
-    p.add_argument("--num-envs", type=int, default=None, help="parallel envs (default min(episodes, 16))")
-    p.add_argument("--seed", type=int, default=12345, help="evaluation seed (default 12345)")
+    p.add_argument("--episodes", type=positive, default=20, help="episodes at the latest checkpoint (default 20)")
+    p.add_argument("--num-envs", type=positive, default=None, help="parallel envs (default min(episodes, 16))")
+    p.add_argument("--seed", type=seed, default=12345, help="evaluation seed (default 12345)")
     p.add_argument("--tail", choices=("bootstrap", "exclude"), default="bootstrap",
                    help="episodes cut by the time limit: complete their return with the critic's value of the "
                    "final observation (bootstrap, default) or leave out steps whose missing tail weighs > 5%% "

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from robot_rl.commands._args import positive, seed
+
 SUMMARY = "Evaluate a run or a policy artifact: return, success, length with 95% intervals (+ mp4)"
 
 
@@ -22,9 +24,9 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("path", type=Path, help="run directory (config.yaml) or policy artifact (policy.yaml)")
-    p.add_argument("--episodes", type=int, default=100, help="episodes to run (default 100)")
-    p.add_argument("--num-envs", type=int, default=None, help="parallel envs (default min(episodes, 64))")
-    p.add_argument("--seed", type=int, default=12345, help="evaluation seed (default 12345)")
+    p.add_argument("--episodes", type=positive, default=100, help="episodes to run (default 100)")
+    p.add_argument("--num-envs", type=positive, default=None, help="parallel envs (default min(episodes, 64))")
+    p.add_argument("--seed", type=seed, default=12345, help="evaluation seed (default 12345)")
     p.add_argument("--video", nargs="?", const="", default=None, metavar="MP4",
                    help="write an mp4 of the first episode (default <path>/eval.mp4)")
     p.add_argument("--task", default=None, help="artifact only: task to run on (default: the artifact's)")
@@ -34,9 +36,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """Parse ``argv``, evaluate, print a JSON summary; 2 on bad input."""
     args = _parser().parse_args(argv)
-    if args.episodes < 1:
-        print(f"robot-rl eval: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
-        return 2
     num_envs = args.num_envs or min(args.episodes, 64)
     video = None if args.video is None else Path(args.video or args.path / "eval.mp4")
     if (args.path / "policy.yaml").is_file():

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from robot_rl.commands._args import image_size, integer
+
 SUMMARY = (
     "Replay a recorded episode open-loop in sim (tracking error, success, side-by-side video) or on a robot "
     "over ROS 2 (--ros)."
@@ -30,24 +32,16 @@ the MuJoCo simulated robot node (sim-to-sim). It prints the per-joint tracking e
 """
 
 
-def _size(text: str) -> tuple[int, int]:
-    try:
-        height, width = (int(v) for v in text.lower().split("x"))
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"video size {text!r}: use HEIGHTxWIDTH, e.g. 128x128") from err
-    return height, width
-
-
 def main(argv: list[str]) -> int:
     """Run ``robot-rl replay``."""
     parser = argparse.ArgumentParser(
         prog="robot-rl replay", description=SUMMARY, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("dataset", type=Path, help="dataset folder (holds meta/info.json)")
-    parser.add_argument("--episode", type=int, default=0, help="episode index (default 0)")
+    parser.add_argument("--episode", type=integer(minimum=0), default=0, help="episode index (default 0)")
     parser.add_argument("--task", help="sim task (default: from meta/robot_rl.json)")
     parser.add_argument("--video", type=Path, help="write a side-by-side mp4 (recorded | replayed) here")
-    parser.add_argument("--video-size", type=_size, default=(128, 128), help="HEIGHTxWIDTH of each panel")
+    parser.add_argument("--video-size", type=image_size, default=(128, 128), help="HEIGHTxWIDTH of each panel")
     parser.add_argument(
         "--max-error", type=float, help="exit with status 1 if any joint's max tracking error exceeds this (rad)"
     )
@@ -55,7 +49,8 @@ def main(argv: list[str]) -> int:
     ros.add_argument("--ros", action="store_true", help="publish the recorded commands to a robot via the replay node")
     ros.add_argument("--robot", help="hardware/<robot>/robot.yaml name (default: the dataset's robot_type)")
     ros.add_argument("--sim", action="store_true", help="also start the MuJoCo simulated robot node (sim-to-sim)")
-    ros.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
+    ros.add_argument("--domain-id", type=integer(minimum=0, maximum=101),
+                     help="ROS_DOMAIN_ID, 0..101 (default: $ROS_DOMAIN_ID or 0)")
     ros.add_argument("--namespace", default="", help="namespace of the nodes and their topics")
     ros.add_argument("--report", type=Path, help="write the tracking report here (JSON)")
     ros.add_argument("--log-dir", type=Path, help="node logs (default: a temporary folder)")

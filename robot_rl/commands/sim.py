@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from robot_rl.commands._args import integer, positive, seed
+
 SUMMARY = "Step a simulated task with random/zero actions; print env-steps/s (and write a video)"
 
 
@@ -21,12 +23,12 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--task", default="so101_reach", help="task name (default: so101_reach; see --list)")
-    parser.add_argument("--num-envs", type=int, default=64, help="parallel envs (default: 64)")
-    parser.add_argument("--steps", type=int, default=400, help="control steps per env (default: 400)")
+    parser.add_argument("--num-envs", type=positive, default=64, help="parallel envs (default: 64)")
+    parser.add_argument("--steps", type=positive, default=400, help="control steps per env (default: 400)")
     parser.add_argument("--actions", choices=("random", "zero"), default="random",
                         help="uniform random actions in the action box, or zeros (hold the default pose)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the env and the random actions")
-    parser.add_argument("--threads", type=int, default=0, help="physics threads (default 0: all CPUs)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the env and the random actions")
+    parser.add_argument("--threads", type=integer(minimum=0), default=0, help="physics threads (default 0: all CPUs)")
     parser.add_argument("--video", default=None, metavar="PATH.mp4",
                         help="also render env 0 offscreen to this mp4 (needs EGL or OSMesa without a display)")
     parser.add_argument("--list", action="store_true", help="list the registered tasks and exit")
@@ -40,17 +42,15 @@ def main(argv: list[str]) -> int:
     from tqdm import tqdm
 
     import sim
+    from robot_rl.errors import InputError
 
     torch.set_num_threads(1)  # the env's tensors are tiny; intra-op threads only contend with physics
     if args.list:
         print("\n".join(sim.list_tasks()))
         return 0
-    if args.num_envs < 1 or args.steps < 1:
-        raise SystemExit(f"robot-rl sim: --num-envs ({args.num_envs}) and --steps ({args.steps}) must be >= 1")
-    try:
-        env = sim.make_env(args.task, num_envs=args.num_envs, seed=args.seed, nthread=args.threads)
-    except KeyError as exc:
-        raise SystemExit(f"robot-rl sim: {exc.args[0]}") from exc
+    if args.task not in sim.list_tasks():
+        raise InputError("unknown task", key="--task", value=args.task, fix=f"use one of {', '.join(sim.list_tasks())}")
+    env = sim.make_env(args.task, num_envs=args.num_envs, seed=args.seed, nthread=args.threads)
     generator = torch.Generator().manual_seed(args.seed)
     env.reset(seed=args.seed)
     low, high = env.action_low.cpu(), env.action_high.cpu()

@@ -66,6 +66,43 @@ def _task(cfg: DictConfig) -> None:
         print(f"policy artifact: {result.artifact}")
 
 
+_HYDRA_FLAGS = ("-m", "--multirun", "-c", "--cfg", "-h", "--help", "--hydra-help", "--info", "-i", "-p", "--package")
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Compose the config once before Hydra starts a run, so that a bad override is refused (exit 2).
+
+    Hydra itself would print a composition error and exit 1, and an unknown task would only fail once
+    the run directory exists. Sweeps (``-m``) and Hydra's own flags are left to Hydra.
+
+    Raises:
+        InputError: an unknown group option, a value of the wrong type, an unknown key or task.
+    """
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    import sim
+    from robot_rl.config import compose
+    from robot_rl.errors import InputError
+
+    if any(a in _HYDRA_FLAGS for a in argv):
+        return
+    overrides = [a for a in argv if not a.lstrip("+~").startswith("hydra.")]
+    try:
+        cfg = compose(overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+        first = str(exc).strip().splitlines()
+        raise InputError(f"{' '.join(first[:12])}{cause}", file="robot-rl train overrides",
+                         fix="`robot-rl train --help` and `--cfg job` list the keys and options") from exc
+    if cfg.resume and not (Path(cfg.resume) / "config.yaml").is_file():
+        raise InputError("no config.yaml there: not a run directory", key="resume", value=cfg.resume,
+                         fix="pass the folder `robot-rl train` printed as its run directory")
+    name = cfg.task.name
+    if not name.startswith("gym:") and name not in sim.list_tasks():
+        raise InputError("unknown task", key="task.name", value=name, fix=f"use one of {', '.join(sim.list_tasks())}")
+
+
 def main(argv: list[str]) -> int:
     """Run Hydra on ``argv`` (overrides, ``-m``, ``--cfg job``, ``--help``)."""
     import hydra
@@ -77,6 +114,7 @@ def main(argv: list[str]) -> int:
     OmegaConf.register_new_resolver("run_dir", _run_dir, use_cache=True, replace=True)
     if any(a in ("-h", "--help") for a in argv):
         print(HELP_HEADER)
+    check_overrides(argv)
     app = hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")(_task)
     saved_argv = sys.argv
     sys.argv = ["robot-rl train", *argv]

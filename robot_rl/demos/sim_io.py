@@ -117,12 +117,10 @@ class SimCamera:
 
     def __init__(self, model: mujoco.MjModel, height: int, width: int) -> None:
         """Open a renderer for ``model``."""
-        from sim.render import default_camera
+        from sim.render import default_camera, open_renderer
 
-        model.vis.global_.offwidth = max(width, model.vis.global_.offwidth)
-        model.vis.global_.offheight = max(height, model.vis.global_.offheight)
         self.model = model
-        self.renderer = mujoco.Renderer(model, height=height, width=width)
+        self.renderer = open_renderer(model, width, height)
         self.camera = default_camera(model)
 
     def render(self, data: mujoco.MjData) -> np.ndarray:

@@ -1,0 +1,67 @@
+"""Argument types shared by the ``robot-rl`` commands: a bad flag is refused by argparse (exit 2).
+
+Each is an ``argparse`` ``type=``: it returns the parsed value or raises ``ArgumentTypeError``,
+which argparse prints as ``robot-rl <cmd>: error: argument --flag: <why>`` with the usage line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+SEED_MAX = 2**32 - 1
+"""Largest seed every generator we feed accepts (numpy's legacy RandomState, gymnasium)."""
+
+
+def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
+    """An integer in ``[minimum, maximum]`` (``None`` = unbounded)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {value}")
+        return value
+
+    return parse
+
+
+positive = integer(minimum=1)
+"""An integer >= 1 (episodes, envs, steps)."""
+seed = integer(minimum=0, maximum=SEED_MAX)
+"""A seed in ``[0, 2**32 - 1]``."""
+
+
+def number(low: float | None = None, high: float | None = None, low_inclusive: bool = True) -> Callable[[str], float]:
+    """A finite float in the range (``low_inclusive=False``: strictly above ``low``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+        if low is not None and (value < low or (value == low and not low_inclusive)):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if low_inclusive else '>'} {low:g}, got {value:g}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high:g}, got {value:g}")
+        return value
+
+    return parse
+
+
+def image_size(text: str) -> tuple[int, int]:
+    """``HEIGHTxWIDTH`` with even sizes from 16 to 1024 (H.264 needs even sizes)."""
+    try:
+        height, width = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HEIGHTxWIDTH, e.g. 64x64") from None
+    if not (16 <= height <= 1024 and 16 <= width <= 1024) or height % 2 or width % 2:
+        raise argparse.ArgumentTypeError(f"{text}: both sizes must be even and in [16, 1024], e.g. 64x64")
+    return height, width
