@@ -113,13 +113,10 @@ def _digest(path: Path) -> dict[str, str]:
     return {str(p.relative_to(path.parent)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
-def run_case(case: FuzzCase, case_dir: Path, good: GoodInputs) -> Outcome:
-    """Make ``case``'s input in ``case_dir``, run its argv through ``robot_rl.cli.main``, classify."""
+def _run_in_process(argv: list[str]) -> tuple[int | None, str, str]:
+    """(exit code, printed text, traceback of an exception that escaped main or "")."""
     from robot_rl.cli import main
 
-    case_dir.mkdir(parents=True, exist_ok=True)
-    argv = [str(a) for a in case.make(case_dir, good)]
-    before = {p: _digest(case_dir / p) for p in case.protect if (case_dir / p).exists()}
     out, err = io.StringIO(), io.StringIO()
     rc, escaped = None, ""
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -127,20 +124,43 @@ def run_case(case: FuzzCase, case_dir: Path, good: GoodInputs) -> Outcome:
             rc = main(argv)
         except SystemExit as exc:
             rc = exc.code if isinstance(exc.code, int) else 1
+            if isinstance(exc.code, str):
+                err.write(exc.code)
         except Exception:  # the finding a fuzz run looks for: anything escaping main is a traceback
             escaped = traceback.format_exc()
-    message = err.getvalue() + out.getvalue()
-    if escaped or "Traceback (most recent call last)" in message:
-        verdict = "traceback"
-        message = escaped or message
-    elif rc == 0:
-        verdict = "silent"
-    elif rc == 2:
-        verdict = "clear" if all(e in message for e in case.expect) else "vague"
-    else:
-        verdict = "other"
+    return rc, err.getvalue() + out.getvalue(), escaped
+
+
+def _run_isolated(argv: list[str], cwd: Path) -> tuple[int | None, str, str]:
+    """The same in a fresh ``python -m robot_rl.cli`` process (as a user runs it; ~2 s a case)."""
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", *argv], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+    return done.returncode, done.stderr + done.stdout, ""
+
+
+def run_case(case: FuzzCase, case_dir: Path, good: GoodInputs, isolated: bool = False) -> Outcome:
+    """Make ``case``'s input in ``case_dir``, run its argv through ``robot_rl.cli.main``, classify.
+
+    ``isolated=True`` runs the command in its own process instead of this one.
+    """
+    case_dir.mkdir(parents=True, exist_ok=True)
+    argv = [str(a) for a in case.make(case_dir, good)]
+    before = {p: _digest(case_dir / p) for p in case.protect if (case_dir / p).exists()}
+    rc, message, escaped = _run_isolated(argv, case_dir) if isolated else _run_in_process(argv)
     lost = [p for p, digest in before.items() if not (case_dir / p).exists() or _digest(case_dir / p) != digest]
-    return Outcome(case.name, case.kind, verdict, rc, message.strip()[-2000:], lost)
+    verdict = classify(rc, message, escaped, case.expect)
+    return Outcome(case.name, case.kind, verdict, rc, (escaped or message).strip()[-2000:], lost)
+
+
+def classify(rc: int | None, message: str, escaped: str, expect: tuple[str, ...]) -> str:
+    """The verdict of one run: traceback, silent (exit 0), clear (exit 2 naming every ``expect``), vague, other."""
+    if escaped or "Traceback (most recent call last)" in message:
+        return "traceback"
+    if rc == 0:
+        return "silent"
+    if rc == 2:
+        return "clear" if all(e in message for e in expect) else "vague"
+    return "other"
 
 
 def corpus() -> list[FuzzCase]:

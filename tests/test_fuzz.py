@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fuzz_harness import GoodInputs, build_good_inputs, corpus, run_case
+from fuzz_harness import GoodInputs, build_good_inputs, classify, corpus, run_case
 
 CASES = corpus()
 
@@ -17,6 +17,17 @@ CASES = corpus()
 @pytest.fixture(scope="module")
 def good(tmp_path_factory) -> GoodInputs:
     return build_good_inputs(tmp_path_factory.mktemp("fuzz_good"))
+
+
+def test_classify_on_hand_made_outcomes():
+    assert classify(2, "robot.yaml: safety.stale_state_timeout = nan: must be finite", "",
+                    ("robot.yaml", "stale_state_timeout")) == "clear"
+    assert classify(2, "error: bad value", "", ("robot.yaml",)) == "vague"
+    assert classify(0, "trained 256 env steps", "", ()) == "silent"
+    assert classify(1, "Traceback (most recent call last):\n  ...", "", ()) == "traceback"
+    assert classify(None, "", "Traceback (most recent call last):\nValueError", ("x",)) == "traceback"
+    assert classify(2, "Traceback (most recent call last): ... robot.yaml", "", ("robot.yaml",)) == "traceback"
+    assert classify(1, "failed", "", ()) == "other"
 
 
 def test_the_corpus_is_large_and_covers_every_kind():
