@@ -10,6 +10,7 @@ tests start inherit it (SVT-AV1 video encoding once left the runner at SCHED_FIF
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -61,16 +62,52 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def pytest_collection_modifyitems(config, items):
-    """Skip ``render`` tests, naming the package to install, where no GL backend can render."""
-    render_items = [item for item in items if item.get_closest_marker("render")]
-    if not render_items:
-        return
-    from sim.render import gl_backend
+_ASSET_ROBOTS = {"franka_panda": "panda|franka", "unitree_g1": "g1|unitree"}
+"""Robots whose models are not in the repository (ROBOT_RL_ASSETS), and the words that name them in a test id."""
 
-    try:
-        gl_backend()
-    except RuntimeError as exc:
-        skip = pytest.mark.skip(reason=str(exc))
-        for item in render_items:
-            item.add_marker(skip)
+
+def _missing_asset_robots() -> dict[str, str]:
+    """``{robot: why}`` for each robot of :data:`_ASSET_ROBOTS` whose model no source resolves here."""
+    from sim.robots import load_robot
+    from sim.robots.config import RobotConfigError
+    from sim.robots.model import load_spec
+
+    missing = {}
+    for name in _ASSET_ROBOTS:
+        try:
+            load_spec(load_robot(name))
+        except RobotConfigError as exc:
+            missing[name] = str(exc)
+    return missing
+
+
+def _needs(item: pytest.Item, robot: str) -> bool:
+    marker = item.get_closest_marker("robot_assets")
+    if marker is not None:
+        return robot in marker.args
+    return re.search(rf"(^|[^a-z0-9])({_ASSET_ROBOTS[robot]})", item.nodeid.lower()) is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip, with the reason and the fix, tests whose data is not on this machine.
+
+    - ``render`` tests where no GL backend can render (the reason names the Debian packages);
+    - tests of the Panda and the G1 (named in the test id, or marked ``robot_assets("unitree_g1")``)
+      where their models are missing: they are not redistributed here, ROBOT_RL_ASSETS points at them.
+    """
+    render_items = [item for item in items if item.get_closest_marker("render")]
+    if render_items:
+        from sim.render import gl_backend
+
+        try:
+            gl_backend()
+        except RuntimeError as exc:
+            for item in render_items:
+                item.add_marker(pytest.mark.skip(reason=str(exc)))
+    missing = _missing_asset_robots()
+    for robot in missing:
+        reason = (f"needs the {robot} model, which is not in the repository: set ROBOT_RL_ASSETS to a folder "
+                  f"holding {robot}/ (in this workspace ../shared/robots) or pip install mujoco-menagerie")
+        for item in items:
+            if _needs(item, robot):
+                item.add_marker(pytest.mark.skip(reason=reason))

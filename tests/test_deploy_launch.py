@@ -70,6 +70,7 @@ def test_launch_executables_are_console_scripts():
         assert scripts.get(exe) == exe and (PKG / "ros_nodes" / f"{exe}.py").is_file()
 
 
+@pytest.mark.robot_assets()  # robot.yaml only: runs without the models
 @pytest.mark.parametrize("robot", ["so101", "unitree_g1", "franka_panda"])
 def test_packaged_params_are_current(robot):
     assert (PKG / "config" / f"{robot}.yaml").read_text() == ros_params_yaml(load_robot(robot).as_dict())

@@ -17,6 +17,7 @@ bench = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(bench)
 
 
+@pytest.mark.robot_assets("unitree_g1")
 @pytest.mark.parametrize("per_group", [True, False])
 def test_a_tiny_run_reports_graded_reach_statistics(per_group: bool) -> None:
     out = bench.run(per_group, steps=512, seed=0, num_envs=4, device="cpu", episodes=3)
