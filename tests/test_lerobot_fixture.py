@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from lerobot_fixtures import REACH_TINY
 
 from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.data.lerobot.meta import episode_stats_from_row
 from robot_rl.data.lerobot.stats import aggregate_dataset, feature_stats
 
-FIXTURES = Path(os.environ.get("ROBOT_RL_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
-ROOT = FIXTURES / "lerobot_v3" / "so101_reach_tiny"
+ROOT = REACH_TINY
 # Lossy AV1: LeRobot's README for the fixture measured at most 2.19 between decoded and source frame means.
 PIXEL_TOL = 3.0
 
@@ -22,7 +20,7 @@ PIXEL_TOL = 3.0
 @pytest.fixture(scope="module")
 def expected() -> dict:
     if not ROOT.is_dir():
-        pytest.fail(f"LeRobot fixtures not found at {ROOT}; set ROBOT_RL_FIXTURES to the shared fixtures folder")
+        pytest.fail(f"LeRobot fixtures not found at {ROOT} (tests/fixtures/lerobot_v3, or $ROBOT_RL_FIXTURES)")
     return json.loads((ROOT.parent / "so101_reach_tiny.expected.json").read_text())
 
 

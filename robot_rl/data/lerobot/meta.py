@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from robot_rl.data.lerobot.errors import DatasetFormatError
 from robot_rl.data.lerobot.features import DEFAULT_FEATURES, Feature
-from robot_rl.data.lerobot.stats import STAT_KEYS, Stats, stats_from_json, stats_to_json
+from robot_rl.data.lerobot.stats import STAT_KEYS, Stats, conform, stats_from_json, stats_shapes, stats_to_json
 
 CODEBASE_VERSION = "v3.0"
 DEFAULT_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
@@ -148,6 +148,9 @@ class DatasetInfo:
         for key, kind in required.items():
             if not isinstance(raw.get(key), kind) or isinstance(raw.get(key), bool):
                 raise DatasetFormatError(f"{source}: {key!r} must be {kind.__name__}, got {raw.get(key)!r}")
+        for key in ("total_episodes", "total_frames", "total_tasks"):
+            if raw[key] < 0:
+                raise DatasetFormatError(f"{source}: {key!r} must be >= 0, got {raw[key]!r}")
         for key in ("fps", "chunks_size", "data_files_size_in_mb", "video_files_size_in_mb"):
             value = raw.get(key, 1)
             if not isinstance(value, int | float) or value <= 0:
@@ -187,7 +190,7 @@ def load_info(root: Path) -> DatasetInfo:
         )
     try:
         raw = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DatasetFormatError(f"{path} is not valid JSON ({err}); restore it from a copy") from err
     return DatasetInfo.from_json(raw, str(path))
 
@@ -266,7 +269,7 @@ def episodes_table(rows: list[dict[str, Any]], info: DatasetInfo) -> pa.Table:
         if feature.dtype == "string":
             continue
         value_type: pa.DataType = pa.float64()
-        for _ in range(3 if feature.is_visual else len(feature.shape)):
+        for _ in range(3 if feature.is_visual else 1):  # LeRobot's stats of [..., N] features are [N]
             value_type = pa.list_(value_type)
         for stat in STAT_KEYS:
             fields.append(pa.field(f"stats/{key}/{stat}", pa.list_(pa.int64()) if stat == "count" else value_type))
@@ -289,14 +292,46 @@ def episode_stats_columns(stats: dict[str, Stats]) -> dict[str, Any]:
     return {f"stats/{k}/{s}": v.tolist() for k, st in stats.items() for s, v in st.items()}
 
 
-def episode_stats_from_row(row: dict[str, Any]) -> dict[str, Stats]:
-    """Rebuild one episode's statistics from its ``stats/<feature>/<stat>`` columns."""
+def episode_stats_from_row(row: dict[str, Any], features: dict[str, Feature] | None = None) -> dict[str, Stats]:
+    """Rebuild one episode's statistics from its ``stats/<feature>/<stat>`` columns.
+
+    With ``features``, statistics of 2-5 dim features stored per element are reduced to LeRobot's layout
+    (:func:`~robot_rl.data.lerobot.stats.conform`).
+    """
     nested: dict[str, dict[str, list]] = {}
     for column, value in row.items():
         if column.startswith("stats/") and value is not None:
             key, stat = column[len("stats/") :].rsplit("/", 1)
             nested.setdefault(key, {})[stat] = value
-    return stats_from_json(nested)
+    stats = stats_from_json(nested)
+    if features:
+        stats = {k: conform(v, features[k].shape) if k in features and not features[k].is_visual else v
+                 for k, v in stats.items()}
+    return stats
+
+
+def check_stats(stats: dict[str, Stats], features: dict[str, Feature], source: Path) -> dict[str, Stats]:
+    """Refuse statistics of a declared feature with a wrong shape or a non-finite number; returns them in
+    LeRobot's layout (per-element statistics of 2-5 dim features reduced, see ``stats.conform``)."""
+    fix = "rebuild it with `robot-rl dataset stats <dataset> --rewrite`"
+    out = dict(stats)
+    for key, feature_stats in stats.items():
+        feature = features.get(key)
+        if feature is None or feature.dtype == "string":
+            continue
+        allowed = stats_shapes(feature.shape, feature.is_visual)
+        for name, value in feature_stats.items():
+            want = ((1,),) if name == "count" else allowed
+            if value.shape not in want:
+                raise DatasetFormatError(f"has shape {list(value.shape)}, but feature {key!r} of shape "
+                                         f"{list(feature.shape)} needs {' or '.join(str(list(w)) for w in want)}",
+                                         file=source, key=f"{key}.{name}", fix=fix)
+            if not np.isfinite(value).all():
+                bad = value.reshape(-1)[~np.isfinite(value.reshape(-1))][0]
+                raise DatasetFormatError("must be finite", file=source, key=f"{key}.{name}", value=float(bad), fix=fix)
+        if not feature.is_visual:
+            out[key] = conform(feature_stats, feature.shape)
+    return out
 
 
 def load_episodes(root: Path) -> list[dict[str, Any]]:
@@ -323,7 +358,7 @@ def load_stats(root: Path) -> dict[str, Stats]:
         return {}
     try:
         return stats_from_json(json.loads(path.read_text()))
-    except (json.JSONDecodeError, AttributeError, ValueError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, ValueError) as err:
         raise DatasetFormatError(
             f"{path} is not valid stats JSON ({err}); rebuild it with `robot-rl dataset stats <dataset> --rewrite`"
         ) from err

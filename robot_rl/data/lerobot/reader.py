@@ -44,13 +44,14 @@ class LeRobotDataset:
         self.info: meta.DatasetInfo = meta.load_info(self.root)
         self.tasks: list[str] = meta.load_tasks(self.root) if self.info.total_tasks else []
         self.episodes: list[dict[str, Any]] = meta.load_episodes(self.root) if self.info.total_episodes else []
-        self.stats: dict[str, Stats] = meta.load_stats(self.root)
+        stats = meta.load_stats(self.root)
         self._table = self._load_data()
         self._cache: dict[str, np.ndarray] = {}
         validate.check_episodes(self.info, self.episodes, len(self.tasks))
         defaults = {k: self.column(k) for k in ("index", "episode_index", "frame_index", "timestamp", "task_index")}
         validate.check_frames(self.info, self.episodes, defaults, len(self.tasks), tolerance_s)
         validate.check_video_files(self.root, self.info, self.episodes)
+        self.stats: dict[str, Stats] = meta.check_stats(stats, self.info.features, self.root / meta.STATS_PATH)
         unknown = sorted(set(delta_timestamps or {}) - set(self.info.features))
         if unknown:
             raise ValueError(

@@ -66,7 +66,7 @@ def repair(root: Path, info: meta.DatasetInfo) -> tuple[list[dict[str, Any]], li
         tasks = tasks[: info.total_tasks]
         meta.write_parquet_atomic(root / meta.TASKS_PATH, meta.tasks_table(tasks))
     if rows:
-        meta.save_stats(root, aggregate_dataset([meta.episode_stats_from_row(r) for r in rows]))
+        meta.save_stats(root, aggregate_dataset([meta.episode_stats_from_row(r, info.features) for r in rows]))
     return rows, tasks
 
 

@@ -5,7 +5,8 @@
   contiguous from 0 and summing to ``total_frames``; ``total_episodes``/``total_tasks`` agree;
 - the ``index`` column is 0..N-1; each row's ``episode_index`` and ``frame_index`` agree with its range;
 - ``task_index`` lies in the tasks table; timestamps increase by 1/fps within ``tolerance_s``;
-- each video span ``to_timestamp - from_timestamp`` equals ``length / fps`` and its file exists.
+- each video span ``to_timestamp - from_timestamp`` equals ``length / fps``; its file exists, opens,
+  decodes a first frame and lasts at least until its last episode's ``to_timestamp``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import av
 import numpy as np
 import pyarrow as pa
 
@@ -132,8 +134,9 @@ def check_frames(
 
 
 def check_video_files(root: Path, info: DatasetInfo, rows: list[dict[str, Any]]) -> None:
-    """Every video file an episode points to exists."""
+    """Every video file an episode points to exists, opens, decodes a frame and lasts past its last episode."""
     assert info.video_path is not None or not info.video_keys
+    ends: dict[Path, tuple[float, int]] = {}
     for row in rows:
         for key in info.video_keys:
             path = root / info.video_path.format(
@@ -143,3 +146,35 @@ def check_video_files(root: Path, info: DatasetInfo, rows: list[dict[str, Any]])
             )
             if not path.is_file():
                 raise DatasetFormatError(f"episode {row['episode_index']}: video file {path} is missing")
+            end = float(row[f"videos/{key}/to_timestamp"])
+            if path not in ends or end > ends[path][0]:
+                ends[path] = (end, row["episode_index"])
+    for path, (end, episode) in ends.items():
+        duration = probe_video(path)
+        if duration < end - 1.0 / info.fps:
+            raise DatasetFormatError(
+                f"video file {path} lasts {duration:.3f}s but episode {episode} ends at {end:.3f}s in it; the "
+                "file is truncated. Restore it from a copy or re-record its episodes."
+            )
+
+
+def probe_video(path: Path) -> float:
+    """Open ``path``, decode its first frame and return its duration (s) from the container's index.
+
+    Reads the index (the ``moov`` box) and one frame, not the whole file. A zero-byte, truncated or
+    garbage file raises a :class:`DatasetFormatError` naming it.
+    """
+    fix = "Restore it from a copy or re-record its episodes."
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise DatasetFormatError(f"video file {path} holds no video stream; it is corrupt or truncated. {fix}")
+            stream = container.streams.video[0]
+            if next(container.decode(stream), None) is None:
+                raise DatasetFormatError(f"video file {path} holds no decodable frame; it is corrupt or truncated. {fix}")
+            if stream.duration is not None:
+                return float(stream.duration * stream.time_base)
+            return float(container.duration or 0) / av.time_base
+    except (av.FFmpegError, UnicodeDecodeError) as err:
+        raise DatasetFormatError(f"video file {path} cannot be opened or decoded ({err}); it is corrupt or "
+                                 f"truncated. {fix}") from err
