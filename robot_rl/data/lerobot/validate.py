@@ -171,7 +171,8 @@ def probe_video(path: Path) -> float:
                 raise DatasetFormatError(f"video file {path} holds no video stream; it is corrupt or truncated. {fix}")
             stream = container.streams.video[0]
             if next(container.decode(stream), None) is None:
-                raise DatasetFormatError(f"video file {path} holds no decodable frame; it is corrupt or truncated. {fix}")
+                raise DatasetFormatError(f"video file {path} holds no decodable frame; it is corrupt or truncated. "
+                                         f"{fix}")
             if stream.duration is not None:
                 return float(stream.duration * stream.time_base)
             return float(container.duration or 0) / av.time_base
