@@ -127,8 +127,7 @@ def load_demo_arrays(root: str | Path, cfg: BCConfig) -> DemoArrays:
     if obs.ndim != 2 or actions.ndim != 2:
         raise ValueError(f"{cfg.obs_key} and {cfg.action_key} must be vectors per frame; got shapes "
                          f"{obs.shape[1:]} and {actions.shape[1:]}")
-    for key, values in ((cfg.obs_key, obs), (cfg.action_key, actions)):
-        _check_finite_column(ds, key, values)
+    ds.require_finite(cfg.obs_key, cfg.action_key)  # nothing non-finite is learned from
     ranges = np.array([ds.episode_range(e) for e in range(ds.num_episodes)], dtype=np.int64)  # [E, 2]
     rows, pad = window(np.arange(len(ds))[:, None], ranges[episode, :1], ranges[episode, 1:],
                        ds.delta_indices[cfg.action_key][None, :])
@@ -146,22 +145,6 @@ def load_demo_arrays(root: str | Path, cfg: BCConfig) -> DemoArrays:
     count = int(np.asarray(stats.get("count", len(obs))).reshape(-1)[0])
     return DemoArrays(obs[keep], actions[rows[keep]], ~pad[keep], episode[keep], mean, std, count,
                       _task_of(root))
-
-
-def _check_finite_column(ds: LeRobotDataset, key: str, values: np.ndarray) -> None:
-    """Refuse a column ``[N, ...]`` holding NaN or inf, naming its data file, row, episode and frame."""
-    finite = np.isfinite(values.reshape(len(values), -1)).all(axis=1)
-    if finite.all():
-        return
-    row = int(np.flatnonzero(~finite)[0])
-    episode = int(ds.column("episode_index")[row])
-    ep = ds.episodes[episode]
-    path = ds.root / ds.info.data_path.format(chunk_index=ep["data/chunk_index"], file_index=ep["data/file_index"])
-    bad = values.reshape(len(values), -1)[row]
-    raise InputError(
-        f"{int((~finite).sum())} rows hold NaN or inf, the first at row {row} (episode {episode}, frame "
-        f"{row - ep['dataset_from_index']}): {bad[~np.isfinite(bad)][0]}; behaviour cloning needs finite values",
-        file=path, key=key, fix="re-record or drop those episodes (nothing was trained or saved)")
 
 
 def _check_finite_stats(root: Path, key: str, values: np.ndarray, name: str) -> np.ndarray:

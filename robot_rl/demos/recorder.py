@@ -68,20 +68,20 @@ def open_writer(root: Path, fps: int, features: dict[str, dict[str, Any]], robot
     if root.exists() and not root.is_dir():
         raise InputError("is not a folder", file=root, fix="pass --out a folder path")
     if resume and (root / meta.INFO_PATH).is_file():
-        writer = LeRobotWriter.resume(root)
+        info = meta.load_info(root)  # everything is checked before the repair touches a file
         want = {k: Feature(v["dtype"], tuple(v["shape"]), v.get("names")) for k, v in features.items()}
-        have = {k: f for k, f in writer.info.features.items() if k not in meta.DEFAULT_FEATURES}
-        if have != want or writer.info.fps != fps:
+        have = {k: f for k, f in info.features.items() if k not in meta.DEFAULT_FEATURES}
+        if have != want or info.fps != fps:
             diff = sorted(k for k in have.keys() | want.keys() if have.get(k) != want.get(k))
             raise InputError(f"records other features or fps than this recording (differing: {diff or 'fps'}; "
-                             f"fps {writer.info.fps} vs {fps})", file=root / meta.INFO_PATH,
+                             f"fps {info.fps} vs {fps})", file=root / meta.INFO_PATH,
                              fix="resume with the same --task, --camera and --override, or record to a new --out")
         old = read_sidecar(root)
         if old and (old.get("sim_task"), old.get("overrides")) != (sidecar["sim_task"], sidecar["overrides"]):
             raise InputError(f"was recorded from task {old.get('sim_task')!r} with overrides {old.get('overrides')}",
                              file=root / SIDECAR, key="sim_task",
                              fix="resume with the same --task and --override, or record to a new --out")
-        return writer
+        return LeRobotWriter.resume(root)
     if root.is_dir() and any(root.iterdir()) and not overwrite:
         if not only_crash_leftovers(root):
             raise InputError("exists and is not empty", file=root,

@@ -155,7 +155,10 @@ class DatasetInfo:
             value = raw.get(key, 1)
             if not isinstance(value, int | float) or value <= 0:
                 raise DatasetFormatError(f"{source}: {key!r} must be positive, got {value!r} (LeRobot refuses it too)")
-        features = {k: Feature.from_json(k, v) for k, v in raw["features"].items()}
+        try:
+            features = {k: Feature.from_json(k, v) for k, v in raw["features"].items()}
+        except DatasetFormatError as err:
+            raise DatasetFormatError(f"{source}: {err}") from err
         for key, spec in DEFAULT_FEATURES.items():
             if key not in features or features[key].dtype != spec["dtype"]:
                 raise DatasetFormatError(f"{source}: default feature {key!r} ({spec['dtype']}) is missing")

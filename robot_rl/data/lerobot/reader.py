@@ -133,6 +133,30 @@ class LeRobotDataset:
             self._cache[key] = values.reshape(-1) if feature.shape == (1,) and values.ndim == 2 else values
         return self._cache[key]
 
+    def require_finite(self, *keys: str) -> None:
+        """Refuse numeric columns holding NaN or inf, naming the data file, column, row, episode and frame.
+
+        Call it before learning from (or simulating) the values: the structural checks do not read them.
+        """
+        for key in keys:
+            values = self.column(key)
+            if not np.issubdtype(values.dtype, np.floating):
+                continue
+            finite = np.isfinite(values.reshape(len(values), -1)).all(axis=1)
+            if finite.all():
+                continue
+            row = int(np.flatnonzero(~finite)[0])
+            ep = self.episodes[int(self.column("episode_index")[row])]
+            path = self.root / self.info.data_path.format(
+                chunk_index=ep["data/chunk_index"], file_index=ep["data/file_index"]
+            )
+            bad = values.reshape(len(values), -1)[row]
+            raise DatasetFormatError(
+                f"{int((~finite).sum())} rows hold NaN or inf, the first at row {row} (episode "
+                f"{ep['episode_index']}, frame {row - ep['dataset_from_index']}): {bad[~np.isfinite(bad)][0]}",
+                file=path, key=key, fix="re-record those episodes or restore the file from a copy",
+            )
+
     def episode(self, episode: int) -> dict[str, np.ndarray]:
         """Every non-camera column of ``episode`` ``{key: [T, *shape]}``."""
         start, stop = self.episode_range(episode)

@@ -150,19 +150,15 @@ def check_video_files(root: Path, info: DatasetInfo, rows: list[dict[str, Any]])
             if path not in ends or end > ends[path][0]:
                 ends[path] = (end, row["episode_index"])
     for path, (end, episode) in ends.items():
-        duration = probe_video(path)
-        if duration < end - 1.0 / info.fps:
-            raise DatasetFormatError(
-                f"video file {path} lasts {duration:.3f}s but episode {episode} ends at {end:.3f}s in it; the "
-                "file is truncated. Restore it from a copy or re-record its episodes."
-            )
+        probe_video(path, end - 1.0 / info.fps, episode)
 
 
-def probe_video(path: Path) -> float:
-    """Open ``path``, decode its first frame and return its duration (s) from the container's index.
+def probe_video(path: Path, last_frame_s: float, episode: int) -> None:
+    """Open ``path``, decode its first frame and the frame shown at ``last_frame_s`` (episode ``episode``'s last).
 
-    Reads the index (the ``moov`` box) and one frame, not the whole file. A zero-byte, truncated or
-    garbage file raises a :class:`DatasetFormatError` naming it.
+    Two seeks and a few decoded frames, not the whole file. A zero-byte, garbage or truncated file (its
+    index intact but its last frames cut off, or its index missing) raises a :class:`DatasetFormatError`
+    naming it.
     """
     fix = "Restore it from a copy or re-record its episodes."
     try:
@@ -173,9 +169,15 @@ def probe_video(path: Path) -> float:
             if next(container.decode(stream), None) is None:
                 raise DatasetFormatError(f"video file {path} holds no decodable frame; it is corrupt or truncated. "
                                          f"{fix}")
-            if stream.duration is not None:
-                return float(stream.duration * stream.time_base)
-            return float(container.duration or 0) / av.time_base
+            container.seek(max(0, int(last_frame_s / stream.time_base) - 1), stream=stream, backward=True)
+            last = None
+            for frame in container.decode(stream):
+                last = float(frame.pts * stream.time_base)
+                if last >= last_frame_s - 0.5e-3:
+                    return
     except (av.FFmpegError, UnicodeDecodeError) as err:
         raise DatasetFormatError(f"video file {path} cannot be opened or decoded ({err}); it is corrupt or "
                                  f"truncated. {fix}") from err
+    shown = "no frame" if last is None else f"its last frame at {last:.3f}s"
+    raise DatasetFormatError(f"video file {path} decodes {shown}, but episode {episode} needs a frame at "
+                             f"{last_frame_s:.3f}s; the file is truncated. {fix}")
