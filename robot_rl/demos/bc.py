@@ -138,21 +138,11 @@ def load_demo_arrays(root: str | Path, cfg: BCConfig) -> DemoArrays:
         if not keep.any():
             raise ValueError(f"{root}: no episode succeeded; drop only_success or record successful demos")
     stats = ds.stats.get(cfg.obs_key, {})
-    mean = _check_finite_stats(ds.root, cfg.obs_key, np.asarray(stats.get("mean", obs.mean(0)), np.float32).reshape(-1),
-                               "mean")
-    std = _check_finite_stats(ds.root, cfg.obs_key, np.asarray(stats.get("std", obs.std(0)), np.float32).reshape(-1),
-                              "std")
+    mean = np.asarray(stats.get("mean", obs.mean(0)), dtype=np.float32).reshape(-1)  # finite: checked on open
+    std = np.asarray(stats.get("std", obs.std(0)), dtype=np.float32).reshape(-1)
     count = int(np.asarray(stats.get("count", len(obs))).reshape(-1)[0])
     return DemoArrays(obs[keep], actions[rows[keep]], ~pad[keep], episode[keep], mean, std, count,
                       _task_of(root))
-
-
-def _check_finite_stats(root: Path, key: str, values: np.ndarray, name: str) -> np.ndarray:
-    """``values`` if every number is finite (and, for ``std``, >= 0), else an error naming meta/stats.json."""
-    if not np.isfinite(values).all() or (name == "std" and (values < 0).any()):
-        raise InputError("must be finite (std >= 0)", file=root / meta.STATS_PATH, key=f"{key}.{name}",
-                         value=values.tolist(), fix="rebuild it with `robot-rl dataset stats <dataset> --rewrite`")
-    return values
 
 
 def _task_of(root: str | Path) -> str:

@@ -332,6 +332,9 @@ def check_stats(stats: dict[str, Stats], features: dict[str, Feature], source: P
             if not np.isfinite(value).all():
                 bad = value.reshape(-1)[~np.isfinite(value.reshape(-1))][0]
                 raise DatasetFormatError("must be finite", file=source, key=f"{key}.{name}", value=float(bad), fix=fix)
+            if name in ("std", "count") and (value < 0).any():
+                raise DatasetFormatError("must be >= 0", file=source, key=f"{key}.{name}", value=value.tolist(),
+                                         fix=fix)
         if not feature.is_visual:
             out[key] = conform(feature_stats, feature.shape)
     return out
