@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from lerobot_fixtures import REACH_TINY
+from lerobot_fixtures import LANG_TINY, REACH_TINY
 
 from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.data.lerobot.meta import episode_stats_from_row
@@ -124,3 +124,24 @@ def test_our_stats_reproduce_lerobots(ds: LeRobotDataset) -> None:
             np.testing.assert_allclose(
                 aggregated[key][stat], value, rtol=1e-6, atol=1e-9, err_msg=f"stats.json {key} {stat}"
             )
+
+
+def test_language_fixture_reads_back_equal_to_lerobots_ground_truth() -> None:
+    """so101_lang_tiny: one task per episode (a paraphrase included), rows exact, frames within PIXEL_TOL."""
+    expected = json.loads((LANG_TINY.parent / "so101_lang_tiny.expected.json").read_text())
+    lang = LeRobotDataset(LANG_TINY)
+    assert (lang.fps, lang.num_episodes, len(lang)) == (expected["fps"], expected["num_episodes"],
+                                                       expected["total_frames"])
+    assert lang.tasks == expected["tasks_in_order"]
+    for e, truth in enumerate(expected["episodes"]):
+        assert lang.episode_range(e) == tuple(truth["global_index_range"])
+        assert lang.episode_task(e) == truth["task"]
+        data = lang.episode(e)
+        for key, name in (("observation.state", "observation_state"), ("action", "action")):
+            np.testing.assert_array_equal(data[key][0], np.float32(truth[f"first_{name}"]))
+            np.testing.assert_array_equal(data[key][-1], np.float32(truth[f"last_{name}"]))
+    for name in ("frame_0", "frame_10"):
+        truth = expected["episode0_pixel_means"][name]
+        frame = lang[int(name.split("_")[1])]["observation.images.front"]  # float32 CHW in [0, 1]
+        assert list(frame.shape) == truth["decoded_shape_chw"]
+        np.testing.assert_allclose(frame.mean(axis=(1, 2)) * 255, truth["source_channel_means_0_255"], atol=PIXEL_TOL)
