@@ -165,6 +165,13 @@ def cases() -> list[FuzzCase]:
         _case("episodes.parquet.length=+1", INFO_CMD, _edit_table(EPISODES, _lengthen_episode), ("episode",)),
         _case("episodes.parquet=row-missing", STATS_CMD, _edit_table(EPISODES, _drop_last_episode_row),
               ("info.json", "episodes")),
+        _case("episodes.parquet.length=dropped", INFO_CMD,
+              _edit_table(EPISODES, lambda t: t.drop_columns(["length"])), ("file-000.parquet", "length")),
+        _case("episodes.parquet.video-span=dropped", INFO_CMD,
+              _edit_table(EPISODES, lambda t: t.drop_columns(["videos/observation.images.front/to_timestamp"])),
+              ("meta/episodes", "to_timestamp"), "fixture"),
+        _case("info.json.data_path=bad-template", BC_CMD,
+              _edit_json(INFO, lambda d: d.update(data_path="data/{bogus}.parquet")), ("info.json", "data_path")),
         _case("tasks.parquet=missing", INFO_CMD, _remove(TASKS), ("tasks.parquet",)),
         _case("tasks.parquet=garbage", BC_CMD, _bytes(TASKS, lambda b: b"PAR1" + b"\x00" * 64), ("tasks.parquet",)),
         # video (LeRobot's own fixture, one AV1 file holding 3 episodes)

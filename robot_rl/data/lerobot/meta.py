@@ -27,6 +27,9 @@ DEFAULT_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 DEFAULT_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 INFO_PATH = "meta/info.json"
+EPISODE_COLUMNS = ("episode_index", "tasks", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
+                   "dataset_to_index")
+"""Columns every ``meta/episodes`` file has (plus ``videos/<key>/*`` per camera, checked with the videos)."""
 STATS_PATH = "meta/stats.json"
 TASKS_PATH = "meta/tasks.parquet"
 
@@ -165,6 +168,13 @@ class DatasetInfo:
         has_video = any(f.dtype == "video" for f in features.values())
         if has_video and not isinstance(raw.get("video_path"), str):
             raise DatasetFormatError(f"{source}: video features are declared but 'video_path' is not set")
+        for key, default in (("data_path", DEFAULT_DATA_PATH), ("video_path", DEFAULT_VIDEO_PATH)):
+            if isinstance(raw.get(key), str):
+                try:
+                    raw[key].format(video_key="observation.images.x", chunk_index=0, file_index=0)
+                except (KeyError, IndexError, ValueError) as err:
+                    raise DatasetFormatError(f"{source}: {key!r} = {raw[key]!r} is not a path template ({err!r}); "
+                                             f"LeRobot's is {default!r}") from err
         known = {f.name for f in fields(cls)} - {"extra"}
         return cls(
             fps=raw["fps"],
@@ -348,7 +358,12 @@ def load_episodes(root: Path) -> list[dict[str, Any]]:
         raise DatasetFormatError(f"no episode metadata under {folder} (expected chunk-000/file-000.parquet)")
     rows: list[dict[str, Any]] = []
     for path in files:
-        rows += read_parquet(path).to_pylist()
+        table = read_parquet(path)
+        missing = [c for c in EPISODE_COLUMNS if c not in table.column_names]
+        if missing:
+            raise DatasetFormatError(f"{path} lacks the episode columns {missing}; restore it from a copy, or, if "
+                                     "robot_rl wrote the dataset, re-record it")
+        rows += table.to_pylist()
     return sorted(rows, key=lambda r: r["episode_index"])
 
 

@@ -62,8 +62,14 @@ def check_episodes(info: DatasetInfo, rows: list[dict[str, Any]], num_tasks: int
         raise DatasetFormatError(
             f"meta/info.json counts {info.total_tasks} tasks; meta/tasks.parquet holds {num_tasks}"
         )
+    video_columns = [f"videos/{key}/{c}" for key in info.video_keys
+                     for c in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
     expected_from = 0
     for i, row in enumerate(rows):
+        missing = [c for c in video_columns if row.get(c) is None]
+        if missing:
+            raise DatasetFormatError(f"episode {row['episode_index']}: meta/episodes lacks {missing}; restore the "
+                                     "episodes parquet from a copy")
         if row["episode_index"] != i:
             raise DatasetFormatError(
                 f"episode indices must be 0..{len(rows) - 1}; found {row['episode_index']} at position {i}"
