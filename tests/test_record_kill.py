@@ -36,10 +36,11 @@ def _committed(root: Path) -> int:
         return -1
 
 
-def _kill_after(root: Path, episodes: int, tmp_path: Path) -> int:
-    """Run the recorder into ``root`` and SIGKILL it once ``episodes`` are committed; returns that count."""
+def kill_recorder_after(root: Path, episodes: int, cwd: Path, argv: list[str] = ARGV) -> int:
+    """Run ``robot-rl <argv> --out root`` and SIGKILL it once ``episodes`` are committed (0: once ``root``
+    exists); returns the episodes committed at the kill. (``benchmarks/robustness.py`` may reuse it.)"""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", *ARGV, "--out", str(root)], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", *argv, "--out", str(root)], cwd=cwd,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     seen = -1
@@ -61,7 +62,7 @@ def _kill_after(root: Path, episodes: int, tmp_path: Path) -> int:
 @pytest.mark.parametrize("kill_after", [0, 1, 4])
 def test_sigkilled_recorder_keeps_every_complete_episode_and_resumes(tmp_path: Path, kill_after: int) -> None:
     root = tmp_path / "demos"
-    committed = _kill_after(root, kill_after, tmp_path)
+    committed = kill_recorder_after(root, kill_after, tmp_path)
     readable, kept = check_after_crash(root)
     assert readable, f"killed after {committed} committed episodes, the dataset cannot be read or repaired"
     assert kept >= committed, f"{committed} episodes were committed before the kill, {kept} survived"
