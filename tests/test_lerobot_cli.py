@@ -6,17 +6,18 @@ import shutil
 from pathlib import Path
 
 import pytest
+from lerobot_fixtures import REACH_TINY
 from PIL import Image
 
 from robot_rl.cli import main
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot_v3" / "so101_reach_tiny"
+FIXTURE = REACH_TINY
 
 
 @pytest.fixture
 def fixture_copy(tmp_path: Path) -> Path:
     if not FIXTURE.is_dir():
-        pytest.fail(f"LeRobot fixture not found at {FIXTURE}")
+        pytest.fail(f"LeRobot fixture not found at {FIXTURE} (tests/fixtures/lerobot_v3, or $ROBOT_RL_FIXTURES)")
     dst = tmp_path / "so101_reach_tiny"
     shutil.copytree(FIXTURE, dst)
     for path in dst.rglob("*"):

@@ -76,12 +76,19 @@ def test_truncated_data_file_names_the_file(dataset: Path) -> None:
         LeRobotDataset(dataset)
 
 
-def test_truncated_video_gives_clear_error(dataset: Path) -> None:
+@pytest.mark.parametrize("keep", [0, 1 / 3, 0.9])
+def test_truncated_video_is_refused_on_open_naming_the_file(dataset: Path, keep: float) -> None:
     path = dataset / "videos/observation.images.cam/chunk-000/file-000.mp4"
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
-    ds = LeRobotDataset(dataset)  # metadata and parquet are fine
-    with pytest.raises(DatasetFormatError, match=r"corrupt or truncated|no frame"):
-        ds.episode_frames(1, "observation.images.cam")
+    path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
+    with pytest.raises(DatasetFormatError, match=r"video file .*file-000\.mp4 .*(corrupt|truncated)"):
+        LeRobotDataset(dataset)  # metadata and parquet are fine; the open decode-checks every video file
+
+
+def test_garbage_video_is_refused_on_open(dataset: Path) -> None:
+    path = dataset / "videos/observation.images.cam/chunk-000/file-000.mp4"
+    path.write_bytes(b"not an mp4 at all" * 100)
+    with pytest.raises(DatasetFormatError, match=r"file-000\.mp4 cannot be opened or decoded"):
+        LeRobotDataset(dataset)
 
 
 @pytest.mark.parametrize(

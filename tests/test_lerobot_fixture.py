@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from lerobot_fixtures import LANG_TINY, REACH_TINY
 
 from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.data.lerobot.meta import episode_stats_from_row
 from robot_rl.data.lerobot.stats import aggregate_dataset, feature_stats
 
-FIXTURES = Path(os.environ.get("ROBOT_RL_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
-ROOT = FIXTURES / "lerobot_v3" / "so101_reach_tiny"
+ROOT = REACH_TINY
 # Lossy AV1: LeRobot's README for the fixture measured at most 2.19 between decoded and source frame means.
 PIXEL_TOL = 3.0
 
@@ -22,7 +20,7 @@ PIXEL_TOL = 3.0
 @pytest.fixture(scope="module")
 def expected() -> dict:
     if not ROOT.is_dir():
-        pytest.fail(f"LeRobot fixtures not found at {ROOT}; set ROBOT_RL_FIXTURES to the shared fixtures folder")
+        pytest.fail(f"LeRobot fixtures not found at {ROOT} (tests/fixtures/lerobot_v3, or $ROBOT_RL_FIXTURES)")
     return json.loads((ROOT.parent / "so101_reach_tiny.expected.json").read_text())
 
 
@@ -126,3 +124,24 @@ def test_our_stats_reproduce_lerobots(ds: LeRobotDataset) -> None:
             np.testing.assert_allclose(
                 aggregated[key][stat], value, rtol=1e-6, atol=1e-9, err_msg=f"stats.json {key} {stat}"
             )
+
+
+def test_language_fixture_reads_back_equal_to_lerobots_ground_truth() -> None:
+    """so101_lang_tiny: one task per episode (a paraphrase included), rows exact, frames within PIXEL_TOL."""
+    expected = json.loads((LANG_TINY.parent / "so101_lang_tiny.expected.json").read_text())
+    lang = LeRobotDataset(LANG_TINY)
+    assert (lang.fps, lang.num_episodes, len(lang)) == (expected["fps"], expected["num_episodes"],
+                                                       expected["total_frames"])
+    assert lang.tasks == expected["tasks_in_order"]
+    for e, truth in enumerate(expected["episodes"]):
+        assert lang.episode_range(e) == tuple(truth["global_index_range"])
+        assert lang.episode_task(e) == truth["task"]
+        data = lang.episode(e)
+        for key, name in (("observation.state", "observation_state"), ("action", "action")):
+            np.testing.assert_array_equal(data[key][0], np.float32(truth[f"first_{name}"]))
+            np.testing.assert_array_equal(data[key][-1], np.float32(truth[f"last_{name}"]))
+    for name in ("frame_0", "frame_10"):
+        truth = expected["episode0_pixel_means"][name]
+        frame = lang[int(name.split("_")[1])]["observation.images.front"]  # float32 CHW in [0, 1]
+        assert list(frame.shape) == truth["decoded_shape_chw"]
+        np.testing.assert_allclose(frame.mean(axis=(1, 2)) * 255, truth["source_channel_means_0_255"], atol=PIXEL_TOL)

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lerobot_fixtures import REACH_TINY
 
 from robot_rl.data.lerobot import LeRobotDataset, LeRobotWriter
 
 datasets = pytest.importorskip("datasets", reason="install the [dev] extra (datasets) for the HF loading checks")
 pd = pytest.importorskip("pandas")
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot_v3" / "so101_reach_tiny"
+FIXTURE = REACH_TINY
 NAMES = ["height", "width", "channels"]
 FEATURES = {
     "observation.state": {"dtype": "float32", "shape": [4], "names": ["a", "b", "c", "d"]},
@@ -83,7 +84,7 @@ def load_like_lerobot(root: Path) -> tuple[datasets.Dataset, datasets.Dataset, p
 
 def test_lerobot_fixture_loads_through_the_same_path() -> None:
     if not FIXTURE.is_dir():
-        pytest.fail(f"LeRobot fixture not found at {FIXTURE}")
+        pytest.fail(f"LeRobot fixture not found at {FIXTURE} (tests/fixtures/lerobot_v3, or $ROBOT_RL_FIXTURES)")
     frames, episodes, tasks, info = load_like_lerobot(FIXTURE)
     assert len(frames) == info["total_frames"] == 96 and len(episodes) == 3
     assert tasks.loc["reach the blue target"].task_index == 1

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from lerobot_fixtures import REACH_TINY
 
 from robot_rl.data.lerobot import LeRobotDataset, LeRobotWriter
 from robot_rl.data.lerobot import writer as writer_module
 from robot_rl.data.lerobot.stats import feature_stats
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot_v3" / "so101_reach_tiny"
+FIXTURE = REACH_TINY
 NAMES = ["height", "width", "channels"]
 FEATURES = {
     "observation.state": {"dtype": "float32", "shape": [6], "names": [f"j{i}.pos" for i in range(6)]},
@@ -143,7 +144,7 @@ def test_delta_timestamps_windows(tmp_path: Path) -> None:
 def test_layout_matches_lerobot_written_fixture(tmp_path: Path) -> None:
     """Same features as the LeRobot fixture -> same info keys, column names and parquet types."""
     if not FIXTURE.is_dir():
-        pytest.fail(f"LeRobot fixture not found at {FIXTURE}")
+        pytest.fail(f"LeRobot fixture not found at {FIXTURE} (tests/fixtures/lerobot_v3, or $ROBOT_RL_FIXTURES)")
     theirs_info = json.loads((FIXTURE / "meta/info.json").read_text())
     features = {
         k: copy.deepcopy(v)

@@ -65,10 +65,10 @@ def main(argv: list[str]) -> int:
                        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, val_fraction=args.val_fraction,
                        patience=args.patience, only_success=args.only_success, seed=args.seed)
         result = train_bc(args.dataset, cfg, progress=sys.stderr.isatty())
+        save_bc(result, args.out)  # refuses non-finite weights: nothing is written then
     except (ValueError, KeyError) as err:
-        print(f"robot-rl bc: {err}", file=sys.stderr)
+        print(f"robot-rl bc: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
         return 2
-    save_bc(result, args.out)
     best = result.best
     print(f"bc ({cfg.actor}, h={cfg.chunk_len}): {result.train_frames} train / {result.val_frames} val frames, "
           f"best epoch {result.best_epoch} of {len(result.history)}: train MSE {best['train_mse']:.5f}, "

@@ -93,8 +93,9 @@ def main(argv: list[str]) -> int:
 
     try:
         if args.action == "stats" and args.rewrite:
+            features = meta.load_info(args.dataset).features
             rows = meta.load_episodes(args.dataset)
-            meta.save_stats(args.dataset, aggregate_dataset([meta.episode_stats_from_row(r) for r in rows]))
+            meta.save_stats(args.dataset, aggregate_dataset([meta.episode_stats_from_row(r, features) for r in rows]))
             print(f"rewrote {args.dataset / meta.STATS_PATH} from {len(rows)} episodes' statistics")
         ds = LeRobotDataset(args.dataset)
         if args.action == "info":

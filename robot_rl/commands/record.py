@@ -20,7 +20,8 @@ examples:
   robot-rl record --task so101_reach --policy outputs/export/so101_reach --episodes 10 --out outputs/demos/ppo
 
 Scripted experts exist for so101_reach, so101_lift and so101_lift_shaped. Each finished episode is
-committed to disk before the next one starts: stopping the recorder keeps every saved episode.
+committed to disk before the next one starts: stopping the recorder keeps every saved episode. After a crash
+or kill, run the same command with --resume: it keeps every complete episode and records the rest.
 Rendering a camera is slow on CPU (OSMesa, ~0.2-0.4 s per frame); keep --num-envs 1 with --camera.
 Inspect the result with `robot-rl dataset info <out>`, replay it with `robot-rl replay <out>`.
 
@@ -89,7 +90,10 @@ def _parser() -> argparse.ArgumentParser:
     ros.add_argument("--episode-s", type=float, default=0.0, help="episode length in s (default 0: until a pause)")
     ros.add_argument("--max-gap-s", type=float, default=0.5, help="a pause this long ends the episode (default 0.5)")
     ros.add_argument("--manual", action="store_true", help="start each episode with the ~/start service")
-    ros.add_argument("--resume", action="store_true", help="append episodes to an existing dataset at --out")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the dataset at --out (e.g. after a crash or kill: a half-written episode is "
+                             "dropped, every complete one kept); sim and teleop record until it holds --episodes, "
+                             "ros appends --episodes more")
     ros.add_argument("--no-velocity", action="store_true", help="the JointState carries no velocities")
     ros.add_argument("--teleop", action="store_true", help="drive the robot from this terminal's keyboard (joints)")
     ros.add_argument("--sim", action="store_true", help="also start the MuJoCo simulated robot node")
@@ -135,7 +139,7 @@ def _teleop(args: argparse.Namespace) -> int:
             policy = teleop_policy(keys, args.teleop_mode, status=lambda line: print("\r" + line, end="", flush=True))
             summary = record(args.task, policy, args.out, args.episodes, text, num_envs=1, seed=args.seed,
                              camera=args.camera, source=f"teleop:keyboard:{args.teleop_mode}",
-                             overwrite=args.overwrite, overrides=_overrides(args.override))
+                             overwrite=args.overwrite, overrides=_overrides(args.override), resume=args.resume)
     except (TeleopQuit, KeyboardInterrupt):
         print(f"\nstopped; every episode finished before is saved in {args.out}")
         return 0
@@ -197,6 +201,7 @@ def main(argv: list[str]) -> int:
             source=source,
             overwrite=args.overwrite,
             overrides=overrides,
+            resume=args.resume,
         )
     except (KeyError, ValueError, FileExistsError, RuntimeError) as err:
         print(f"robot-rl record: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)

@@ -38,8 +38,9 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from robot_rl.agents.off_policy import DeterministicActor, SquashedGaussianActor
-from robot_rl.data.lerobot import LeRobotDataset
+from robot_rl.data.lerobot import LeRobotDataset, meta
 from robot_rl.data.lerobot.windows import window
+from robot_rl.errors import InputError
 from robot_rl.models.chunked_actor import ChunkedActor
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
@@ -114,7 +115,8 @@ class DemoArrays:
 
 def load_demo_arrays(root: str | Path, cfg: BCConfig) -> DemoArrays:
     """Read observations and (windowed) actions of ``root`` for ``cfg``."""
-    ds = LeRobotDataset(root, delta_timestamps={cfg.action_key: [i / _fps(root) for i in range(cfg.chunk_len)]})
+    fps = meta.load_info(Path(root)).fps
+    ds = LeRobotDataset(root, delta_timestamps={cfg.action_key: [i / fps for i in range(cfg.chunk_len)]})
     for key in (cfg.obs_key, cfg.action_key):
         if key not in ds.features:
             raise KeyError(f"{root} has no feature {key!r}; features: {sorted(ds.features)}. Record it with "
@@ -125,6 +127,7 @@ def load_demo_arrays(root: str | Path, cfg: BCConfig) -> DemoArrays:
     if obs.ndim != 2 or actions.ndim != 2:
         raise ValueError(f"{cfg.obs_key} and {cfg.action_key} must be vectors per frame; got shapes "
                          f"{obs.shape[1:]} and {actions.shape[1:]}")
+    ds.require_finite(cfg.obs_key, cfg.action_key)  # nothing non-finite is learned from
     ranges = np.array([ds.episode_range(e) for e in range(ds.num_episodes)], dtype=np.int64)  # [E, 2]
     rows, pad = window(np.arange(len(ds))[:, None], ranges[episode, :1], ranges[episode, 1:],
                        ds.delta_indices[cfg.action_key][None, :])
@@ -135,16 +138,11 @@ def load_demo_arrays(root: str | Path, cfg: BCConfig) -> DemoArrays:
         if not keep.any():
             raise ValueError(f"{root}: no episode succeeded; drop only_success or record successful demos")
     stats = ds.stats.get(cfg.obs_key, {})
-    mean = np.asarray(stats.get("mean", obs.mean(0)), dtype=np.float32).reshape(-1)
+    mean = np.asarray(stats.get("mean", obs.mean(0)), dtype=np.float32).reshape(-1)  # finite: checked on open
     std = np.asarray(stats.get("std", obs.std(0)), dtype=np.float32).reshape(-1)
     count = int(np.asarray(stats.get("count", len(obs))).reshape(-1)[0])
     return DemoArrays(obs[keep], actions[rows[keep]], ~pad[keep], episode[keep], mean, std, count,
                       _task_of(root))
-
-
-def _fps(root: str | Path) -> int:
-    with open(Path(root) / "meta" / "info.json") as f:
-        return int(json.load(f)["fps"])
 
 
 def _task_of(root: str | Path) -> str:
@@ -152,8 +150,15 @@ def _task_of(root: str | Path) -> str:
     path = Path(root) / "meta" / "robot_rl.json"
     if not path.is_file():
         return ""
-    with open(path) as f:
-        return str(json.load(f).get("sim_task", ""))
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"is not valid JSON ({err})", file=path,
+                         fix="restore it from a copy, or delete it and pass --task") from err
+    if not isinstance(doc, dict) or not isinstance(doc.get("sim_task", ""), str):
+        raise InputError("must be a JSON object whose 'sim_task' is a string", file=path, key="sim_task",
+                         fix="restore it from a copy, or delete it and pass --task")
+    return doc.get("sim_task", "")
 
 
 def build_actor(cfg: BCConfig, obs_dim: int, action_dim: int) -> nn.Module:
@@ -289,12 +294,25 @@ class BCPolicy(nn.Module):
         return predict_chunk(self.actor, self.normalizer(obs)).flatten(1)
 
 
+def check_finite_weights(tensors: dict[str, torch.Tensor], source: object) -> None:
+    """Refuse weights holding NaN or inf (a diverged training run): nothing non-finite is saved or exported."""
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise InputError(
+                "holds NaN or inf: training diverged (or the checkpoint is corrupt); nothing was saved",
+                file=source, key=name, fix="lower --lr, check the dataset's values and meta/stats.json, and retrain")
+
+
 def save_bc(result: BCResult, out_dir: str | Path) -> Path:
-    """Write ``bc.safetensors`` + ``bc.yaml`` into ``out_dir``; returns it."""
+    """Write ``bc.safetensors`` + ``bc.yaml`` into ``out_dir``; returns it. Refuses non-finite weights or losses."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     tensors = {f"actor.{k}": v.detach().contiguous().clone() for k, v in result.actor.state_dict().items()}
     tensors |= {f"normalizer.{k}": v.detach().contiguous().clone() for k, v in result.normalizer.state_dict().items()}
+    check_finite_weights(tensors, f"BC of {result.dataset}")
+    if not all(math.isfinite(v) for v in result.best.values()):
+        raise InputError("are not finite: training diverged; nothing was saved", file=f"BC of {result.dataset}",
+                         key="best epoch losses", value=result.best, fix="lower --lr and retrain")
+    out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, out / WEIGHTS_FILE)
     first = result.actor.net[0]
     doc = {
@@ -339,6 +357,7 @@ def load_bc(path: str | Path) -> LoadedBC:
         meta = yaml.safe_load(f)
     cfg = BCConfig(**meta["config"])
     tensors = load_file(path / WEIGHTS_FILE)
+    check_finite_weights(tensors, path / WEIGHTS_FILE)
     actor = build_actor(cfg, int(meta["obs_dim"]), int(meta["action_dim"]))
     actor.load_state_dict({k[len("actor."):]: v for k, v in tensors.items() if k.startswith("actor.")})
     normalizer = EmpiricalNormalizer(int(meta["obs_dim"]))

@@ -2,7 +2,8 @@
 
 Every env's frames are buffered until its episode ends (termination or time limit), then
 written as one episode; an episode is committed to disk before the next starts, so stopping
-the recorder (Ctrl-C, crash) keeps every episode already saved.
+the recorder (Ctrl-C, crash, SIGKILL) keeps every episode already saved. ``resume=True`` continues
+such a dataset (after trimming a half-committed episode) until it holds the episodes asked for.
 """
 
 from __future__ import annotations
@@ -16,8 +17,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.data.lerobot import LeRobotWriter
-from robot_rl.demos.sim_io import CAMERA_KEY, SimCamera, actuator_targets, capture, dataset_features, write_sidecar
+from robot_rl.data.lerobot import Feature, LeRobotWriter, meta
+from robot_rl.data.lerobot.recovery import only_crash_leftovers
+from robot_rl.demos.sim_io import (
+    CAMERA_KEY,
+    SIDECAR,
+    SimCamera,
+    actuator_targets,
+    capture,
+    dataset_features,
+    read_sidecar,
+    write_sidecar,
+)
+from robot_rl.errors import InputError
 
 Policy = Callable[[object, dict[str, torch.Tensor]], torch.Tensor]
 """``policy(env, obs) -> action [num_envs, action_dim]``; experts ignore ``obs``."""
@@ -33,6 +45,7 @@ class RecordSummary:
     successes: int
     env_steps: int
     seconds: float
+    kept: int = 0
 
     def __str__(self) -> str:
         """One paragraph for the command line."""
@@ -40,7 +53,42 @@ class RecordSummary:
             f"recorded {self.episodes} episodes ({self.frames} frames) to {self.root}; "
             f"success {self.successes}/{self.episodes}; {self.env_steps} env steps in "
             f"{self.seconds:.1f} s ({self.env_steps / max(self.seconds, 1e-9):.0f} env-steps/s)"
+            + (f"; kept the {self.kept} complete episodes recorded before" if self.kept else "")
         )
+
+
+def open_writer(root: Path, fps: int, features: dict[str, dict[str, Any]], robot_type: str, sidecar: dict[str, Any],
+                overwrite: bool, resume: bool) -> LeRobotWriter:
+    """A writer for a new dataset at ``root``, or, with ``resume``, one continuing the dataset there.
+
+    Resuming trims what a crash left half-committed and refuses a dataset of other features, fps or sim
+    task. A folder holding only crash leftovers (a recorder killed before its first ``meta/info.json``)
+    is started afresh: it holds no episode. Any other non-empty folder needs ``resume`` or ``overwrite``.
+    """
+    if root.exists() and not root.is_dir():
+        raise InputError("is not a folder", file=root, fix="pass --out a folder path")
+    if resume and (root / meta.INFO_PATH).is_file():
+        info = meta.load_info(root)  # everything is checked before the repair touches a file
+        want = {k: Feature(v["dtype"], tuple(v["shape"]), v.get("names")) for k, v in features.items()}
+        have = {k: f for k, f in info.features.items() if k not in meta.DEFAULT_FEATURES}
+        if have != want or info.fps != fps:
+            diff = sorted(k for k in have.keys() | want.keys() if have.get(k) != want.get(k))
+            raise InputError(f"records other features or fps than this recording (differing: {diff or 'fps'}; "
+                             f"fps {info.fps} vs {fps})", file=root / meta.INFO_PATH,
+                             fix="resume with the same --task, --camera and --override, or record to a new --out")
+        old = read_sidecar(root)
+        if old and (old.get("sim_task"), old.get("overrides")) != (sidecar["sim_task"], sidecar["overrides"]):
+            raise InputError(f"was recorded from task {old.get('sim_task')!r} with overrides {old.get('overrides')}",
+                             file=root / SIDECAR, key="sim_task",
+                             fix="resume with the same --task and --override, or record to a new --out")
+        return LeRobotWriter.resume(root)
+    if root.is_dir() and any(root.iterdir()) and not overwrite:
+        if not only_crash_leftovers(root):
+            raise InputError("exists and is not empty", file=root,
+                             fix="--resume continues the dataset there (a half-written episode is dropped, every "
+                                 "complete one kept), --overwrite replaces it, or choose another --out")
+        overwrite = True  # nothing but temporary files of a recorder killed before its first commit
+    return LeRobotWriter.create(root, fps=fps, features=features, robot_type=robot_type, overwrite=overwrite)
 
 
 def record(
@@ -57,6 +105,7 @@ def record(
     overwrite: bool = False,
     max_env_steps: int | None = None,
     overrides: dict[str, Any] | None = None,
+    resume: bool = False,
 ) -> RecordSummary:
     """Record ``num_episodes`` episodes of ``task`` driven by ``policy`` into a new dataset at ``root``.
 
@@ -75,12 +124,21 @@ def record(
         max_env_steps: stop after this many env steps (default: 20 episode lengths per episode asked).
         overrides: task config overrides for ``sim.make_env`` (e.g. ``{"episode_s": 2.0}``), stored
             in ``meta/robot_rl.json`` so replay rebuilds the same env.
+        resume: continue the dataset at ``root`` (see :func:`open_writer`) until it holds ``num_episodes``;
+            the env is seeded ``seed + episodes kept`` so the new episodes differ from the kept ones.
     """
     import sim
 
     if num_episodes < 1 or num_envs < 1:
         raise ValueError(f"num_episodes and num_envs must be >= 1, got {num_episodes}, {num_envs}")
     overrides = dict(overrides or {})
+    root = Path(root)
+    kept = 0
+    if resume and (root / meta.INFO_PATH).is_file():
+        kept = meta.load_info(root).total_episodes
+        if kept >= num_episodes:
+            return RecordSummary(root, 0, 0, 0, 0, 0.0, kept)
+        seed += kept
     env = sim.make_env(task, num_envs=num_envs, seed=seed, **overrides)
     fps = round(1.0 / env.dt)
     if abs(fps * env.dt - 1.0) > 1e-6:
@@ -91,15 +149,17 @@ def record(
     saved = frames = successes = steps = 0
     start = time.perf_counter()
     obs = env.reset(seed=seed)
+    sidecar = {"sim_task": task, "overrides": {k: v for k, v in overrides.items() if k != "randomization"}}
     try:
-        with LeRobotWriter.create(
-            root, fps=fps, features=dataset_features(env, camera), robot_type=env.robot.name, overwrite=overwrite
-        ) as writer:
-            write_sidecar(root, env, task, source, seed, overrides)
-            while saved < num_episodes:
+        features = dataset_features(env, camera)
+        with open_writer(root, fps, features, env.robot.name, sidecar, overwrite, resume) as writer:
+            kept = writer.info.total_episodes
+            if not read_sidecar(root):
+                write_sidecar(root, env, task, source, seed, overrides)
+            while saved < num_episodes - kept:
                 if steps >= limit:
                     raise RuntimeError(
-                        f"saved only {saved}/{num_episodes} episodes in {steps} env steps"
+                        f"saved only {saved}/{num_episodes - kept} episodes in {steps} env steps"
                         + (" (--only-success: the policy rarely succeeds)" if only_success else "")
                     )
                 state = capture(env)
@@ -137,7 +197,7 @@ def record(
                         continue
                     episode, buffers[i] = buffers[i], []
                     succeeded = any(f["next.success"] for f in episode)
-                    if saved >= num_episodes or (only_success and not succeeded):
+                    if saved >= num_episodes - kept or (only_success and not succeeded):
                         continue
                     for f in episode:
                         writer.add_frame(f, task=task_text)
@@ -148,4 +208,4 @@ def record(
         if cam:
             cam.close()
         env.close()
-    return RecordSummary(root, saved, frames, successes, steps, time.perf_counter() - start)
+    return RecordSummary(root, saved, frames, successes, steps, time.perf_counter() - start, kept)

@@ -64,6 +64,8 @@ def replay(
     from sim.render import write_mp4
 
     ds = LeRobotDataset(root)
+    ds.require_finite(*(k for k in ("observation.state", "action", "action.policy", "sim.qpos", "sim.qvel",
+                                    "sim.target") if k in ds.features))
     data = ds.episode(episode)
     sidecar = read_sidecar(root)
     task = task or sidecar.get("sim_task")

@@ -33,6 +33,7 @@ import torch
 
 from robot_rl.data.lerobot.meta import write_json_atomic
 from robot_rl.demos.randomized import capture_randomized, cfg_to_json, randomized_features
+from robot_rl.errors import InputError
 
 CAMERA_KEY = "observation.images.front"
 SIDECAR = "meta/robot_rl.json"
@@ -166,4 +167,12 @@ def write_sidecar(root: Path, env, task: str, source: str, seed: int, overrides:
 def read_sidecar(root: Path) -> dict[str, Any]:
     """``meta/robot_rl.json`` (empty when the dataset was not recorded by robot_rl)."""
     path = root / SIDECAR
-    return json.loads(path.read_text()) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"is not valid JSON ({err})", file=path, fix="restore it from a copy") from err
+    if not isinstance(doc, dict):
+        raise InputError(f"must hold a JSON object, got {type(doc).__name__}", file=path, fix="restore it from a copy")
+    return doc

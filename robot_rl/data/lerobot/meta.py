@@ -20,13 +20,16 @@ import pyarrow.parquet as pq
 
 from robot_rl.data.lerobot.errors import DatasetFormatError
 from robot_rl.data.lerobot.features import DEFAULT_FEATURES, Feature
-from robot_rl.data.lerobot.stats import STAT_KEYS, Stats, stats_from_json, stats_to_json
+from robot_rl.data.lerobot.stats import STAT_KEYS, Stats, conform, stats_from_json, stats_shapes, stats_to_json
 
 CODEBASE_VERSION = "v3.0"
 DEFAULT_DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 DEFAULT_VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 INFO_PATH = "meta/info.json"
+EPISODE_COLUMNS = ("episode_index", "tasks", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
+                   "dataset_to_index")
+"""Columns every ``meta/episodes`` file has (plus ``videos/<key>/*`` per camera, checked with the videos)."""
 STATS_PATH = "meta/stats.json"
 TASKS_PATH = "meta/tasks.parquet"
 
@@ -148,17 +151,30 @@ class DatasetInfo:
         for key, kind in required.items():
             if not isinstance(raw.get(key), kind) or isinstance(raw.get(key), bool):
                 raise DatasetFormatError(f"{source}: {key!r} must be {kind.__name__}, got {raw.get(key)!r}")
+        for key in ("total_episodes", "total_frames", "total_tasks"):
+            if raw[key] < 0:
+                raise DatasetFormatError(f"{source}: {key!r} must be >= 0, got {raw[key]!r}")
         for key in ("fps", "chunks_size", "data_files_size_in_mb", "video_files_size_in_mb"):
             value = raw.get(key, 1)
             if not isinstance(value, int | float) or value <= 0:
                 raise DatasetFormatError(f"{source}: {key!r} must be positive, got {value!r} (LeRobot refuses it too)")
-        features = {k: Feature.from_json(k, v) for k, v in raw["features"].items()}
+        try:
+            features = {k: Feature.from_json(k, v) for k, v in raw["features"].items()}
+        except DatasetFormatError as err:
+            raise DatasetFormatError(f"{source}: {err}") from err
         for key, spec in DEFAULT_FEATURES.items():
             if key not in features or features[key].dtype != spec["dtype"]:
                 raise DatasetFormatError(f"{source}: default feature {key!r} ({spec['dtype']}) is missing")
         has_video = any(f.dtype == "video" for f in features.values())
         if has_video and not isinstance(raw.get("video_path"), str):
             raise DatasetFormatError(f"{source}: video features are declared but 'video_path' is not set")
+        for key, default in (("data_path", DEFAULT_DATA_PATH), ("video_path", DEFAULT_VIDEO_PATH)):
+            if isinstance(raw.get(key), str):
+                try:
+                    raw[key].format(video_key="observation.images.x", chunk_index=0, file_index=0)
+                except (KeyError, IndexError, ValueError) as err:
+                    raise DatasetFormatError(f"{source}: {key!r} = {raw[key]!r} is not a path template ({err!r}); "
+                                             f"LeRobot's is {default!r}") from err
         known = {f.name for f in fields(cls)} - {"extra"}
         return cls(
             fps=raw["fps"],
@@ -187,7 +203,7 @@ def load_info(root: Path) -> DatasetInfo:
         )
     try:
         raw = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DatasetFormatError(f"{path} is not valid JSON ({err}); restore it from a copy") from err
     return DatasetInfo.from_json(raw, str(path))
 
@@ -266,7 +282,7 @@ def episodes_table(rows: list[dict[str, Any]], info: DatasetInfo) -> pa.Table:
         if feature.dtype == "string":
             continue
         value_type: pa.DataType = pa.float64()
-        for _ in range(3 if feature.is_visual else len(feature.shape)):
+        for _ in range(3 if feature.is_visual else 1):  # LeRobot's stats of [..., N] features are [N]
             value_type = pa.list_(value_type)
         for stat in STAT_KEYS:
             fields.append(pa.field(f"stats/{key}/{stat}", pa.list_(pa.int64()) if stat == "count" else value_type))
@@ -289,14 +305,49 @@ def episode_stats_columns(stats: dict[str, Stats]) -> dict[str, Any]:
     return {f"stats/{k}/{s}": v.tolist() for k, st in stats.items() for s, v in st.items()}
 
 
-def episode_stats_from_row(row: dict[str, Any]) -> dict[str, Stats]:
-    """Rebuild one episode's statistics from its ``stats/<feature>/<stat>`` columns."""
+def episode_stats_from_row(row: dict[str, Any], features: dict[str, Feature] | None = None) -> dict[str, Stats]:
+    """Rebuild one episode's statistics from its ``stats/<feature>/<stat>`` columns.
+
+    With ``features``, statistics of 2-5 dim features stored per element are reduced to LeRobot's layout
+    (:func:`~robot_rl.data.lerobot.stats.conform`).
+    """
     nested: dict[str, dict[str, list]] = {}
     for column, value in row.items():
         if column.startswith("stats/") and value is not None:
             key, stat = column[len("stats/") :].rsplit("/", 1)
             nested.setdefault(key, {})[stat] = value
-    return stats_from_json(nested)
+    stats = stats_from_json(nested)
+    if features:
+        stats = {k: conform(v, features[k].shape) if k in features and not features[k].is_visual else v
+                 for k, v in stats.items()}
+    return stats
+
+
+def check_stats(stats: dict[str, Stats], features: dict[str, Feature], source: Path) -> dict[str, Stats]:
+    """Refuse statistics of a declared feature with a wrong shape or a non-finite number; returns them in
+    LeRobot's layout (per-element statistics of 2-5 dim features reduced, see ``stats.conform``)."""
+    fix = "rebuild it with `robot-rl dataset stats <dataset> --rewrite`"
+    out = dict(stats)
+    for key, feature_stats in stats.items():
+        feature = features.get(key)
+        if feature is None or feature.dtype == "string":
+            continue
+        allowed = stats_shapes(feature.shape, feature.is_visual)
+        for name, value in feature_stats.items():
+            want = ((1,),) if name == "count" else allowed
+            if value.shape not in want:
+                raise DatasetFormatError(f"has shape {list(value.shape)}, but feature {key!r} of shape "
+                                         f"{list(feature.shape)} needs {' or '.join(str(list(w)) for w in want)}",
+                                         file=source, key=f"{key}.{name}", fix=fix)
+            if not np.isfinite(value).all():
+                bad = value.reshape(-1)[~np.isfinite(value.reshape(-1))][0]
+                raise DatasetFormatError("must be finite", file=source, key=f"{key}.{name}", value=float(bad), fix=fix)
+            if name in ("std", "count") and (value < 0).any():
+                raise DatasetFormatError("must be >= 0", file=source, key=f"{key}.{name}", value=value.tolist(),
+                                         fix=fix)
+        if not feature.is_visual:
+            out[key] = conform(feature_stats, feature.shape)
+    return out
 
 
 def load_episodes(root: Path) -> list[dict[str, Any]]:
@@ -307,7 +358,12 @@ def load_episodes(root: Path) -> list[dict[str, Any]]:
         raise DatasetFormatError(f"no episode metadata under {folder} (expected chunk-000/file-000.parquet)")
     rows: list[dict[str, Any]] = []
     for path in files:
-        rows += read_parquet(path).to_pylist()
+        table = read_parquet(path)
+        missing = [c for c in EPISODE_COLUMNS if c not in table.column_names]
+        if missing:
+            raise DatasetFormatError(f"{path} lacks the episode columns {missing}; restore it from a copy, or, if "
+                                     "robot_rl wrote the dataset, re-record it")
+        rows += table.to_pylist()
     return sorted(rows, key=lambda r: r["episode_index"])
 
 
@@ -323,7 +379,7 @@ def load_stats(root: Path) -> dict[str, Stats]:
         return {}
     try:
         return stats_from_json(json.loads(path.read_text()))
-    except (json.JSONDecodeError, AttributeError, ValueError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, ValueError) as err:
         raise DatasetFormatError(
             f"{path} is not valid stats JSON ({err}); rebuild it with `robot-rl dataset stats <dataset> --rewrite`"
         ) from err

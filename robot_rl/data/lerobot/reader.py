@@ -44,13 +44,14 @@ class LeRobotDataset:
         self.info: meta.DatasetInfo = meta.load_info(self.root)
         self.tasks: list[str] = meta.load_tasks(self.root) if self.info.total_tasks else []
         self.episodes: list[dict[str, Any]] = meta.load_episodes(self.root) if self.info.total_episodes else []
-        self.stats: dict[str, Stats] = meta.load_stats(self.root)
+        stats = meta.load_stats(self.root)
         self._table = self._load_data()
         self._cache: dict[str, np.ndarray] = {}
         validate.check_episodes(self.info, self.episodes, len(self.tasks))
         defaults = {k: self.column(k) for k in ("index", "episode_index", "frame_index", "timestamp", "task_index")}
         validate.check_frames(self.info, self.episodes, defaults, len(self.tasks), tolerance_s)
         validate.check_video_files(self.root, self.info, self.episodes)
+        self.stats: dict[str, Stats] = meta.check_stats(stats, self.info.features, self.root / meta.STATS_PATH)
         unknown = sorted(set(delta_timestamps or {}) - set(self.info.features))
         if unknown:
             raise ValueError(
@@ -131,6 +132,30 @@ class LeRobotDataset:
             values = column_to_numpy(self._table[key], feature)
             self._cache[key] = values.reshape(-1) if feature.shape == (1,) and values.ndim == 2 else values
         return self._cache[key]
+
+    def require_finite(self, *keys: str) -> None:
+        """Refuse numeric columns holding NaN or inf, naming the data file, column, row, episode and frame.
+
+        Call it before learning from (or simulating) the values: the structural checks do not read them.
+        """
+        for key in keys:
+            values = self.column(key)
+            if not np.issubdtype(values.dtype, np.floating):
+                continue
+            finite = np.isfinite(values.reshape(len(values), -1)).all(axis=1)
+            if finite.all():
+                continue
+            row = int(np.flatnonzero(~finite)[0])
+            ep = self.episodes[int(self.column("episode_index")[row])]
+            path = self.root / self.info.data_path.format(
+                chunk_index=ep["data/chunk_index"], file_index=ep["data/file_index"]
+            )
+            bad = values.reshape(len(values), -1)[row]
+            raise DatasetFormatError(
+                f"{int((~finite).sum())} rows hold NaN or inf, the first at row {row} (episode "
+                f"{ep['episode_index']}, frame {row - ep['dataset_from_index']}): {bad[~np.isfinite(bad)][0]}",
+                file=path, key=key, fix="re-record those episodes or restore the file from a copy",
+            )
 
     def episode(self, episode: int) -> dict[str, np.ndarray]:
         """Every non-camera column of ``episode`` ``{key: [T, *shape]}``."""

@@ -3,7 +3,9 @@
 An episode commit renames, in order: the data parquet, each chunk mp4, the episodes parquet,
 ``meta/tasks.parquet``, ``meta/stats.json`` and last ``meta/info.json``. A crash between two renames
 leaves files that already hold the new episode beside an ``info.json`` that does not count it;
-:func:`repair` cuts every file back to the episodes ``info.json`` counts.
+:func:`repair` cuts every file back to the episodes ``info.json`` counts. A recorder killed before its
+first ``info.json`` leaves only temporary files (:func:`only_crash_leftovers`). :func:`check_after_crash`
+says whether a dataset folder left by a kill is readable (after repair) and how many episodes it kept.
 """
 
 from __future__ import annotations
@@ -42,6 +44,43 @@ def commit_staged(staged: list[tuple[Path, Path]], durable: bool = True) -> None
             os.close(fd)
 
 
+def is_crash_leftover(path: Path, root: Path) -> bool:
+    """True for a temporary file of an interrupted commit or anything in the writer's scratch folder."""
+    rel = path.relative_to(root)
+    return rel.parts[0] == SCRATCH_DIR or (path.name.startswith(".") and ".tmp-" in path.name)
+
+
+def only_crash_leftovers(root: Path) -> bool:
+    """True when ``root`` holds no file but crash leftovers (a recorder killed before it wrote ``info.json``)."""
+    return all(is_crash_leftover(p, root) for p in root.rglob("*") if not p.is_dir())
+
+
+def check_after_crash(root: str | Path, repair_first: bool = True) -> tuple[bool, int]:
+    """``(readable, episodes_kept)`` of a dataset folder a killed recorder left behind.
+
+    ``readable``: :class:`~robot_rl.data.lerobot.LeRobotDataset` opens it with every structural and video
+    check passing (after :meth:`LeRobotWriter.resume`'s repair when ``repair_first`` and the plain open
+    fails, as ``robot-rl record --resume`` does). ``episodes_kept``: the complete episodes it then holds
+    (0 when unreadable, or when the recorder died before its first ``info.json``: nothing to keep).
+    """
+    from robot_rl.data.lerobot.reader import LeRobotDataset
+    from robot_rl.data.lerobot.writer import LeRobotWriter
+
+    root = Path(root)
+    if not (root / meta.INFO_PATH).is_file():
+        return (not root.exists() or only_crash_leftovers(root)), 0
+    try:
+        return True, LeRobotDataset(root).num_episodes
+    except DatasetFormatError:
+        if not repair_first:
+            return False, 0
+    try:
+        LeRobotWriter.resume(root).close()
+        return True, LeRobotDataset(root).num_episodes
+    except DatasetFormatError:
+        return False, 0
+
+
 def repair(root: Path, info: meta.DatasetInfo) -> tuple[list[dict[str, Any]], list[str]]:
     """Cut ``root`` back to the episodes ``info`` counts; returns their episode rows and the tasks.
 
@@ -66,7 +105,7 @@ def repair(root: Path, info: meta.DatasetInfo) -> tuple[list[dict[str, Any]], li
         tasks = tasks[: info.total_tasks]
         meta.write_parquet_atomic(root / meta.TASKS_PATH, meta.tasks_table(tasks))
     if rows:
-        meta.save_stats(root, aggregate_dataset([meta.episode_stats_from_row(r) for r in rows]))
+        meta.save_stats(root, aggregate_dataset([meta.episode_stats_from_row(r, info.features) for r in rows]))
     return rows, tasks
 
 

@@ -90,7 +90,8 @@ def describe(ds: LeRobotDataset, max_episodes: int = 20) -> str:
 
 
 def stats_report(ds: LeRobotDataset, keys: list[str] | None = None) -> str:
-    """``meta/stats.json`` as one table per feature, one row per dimension (cameras: per channel)."""
+    """``meta/stats.json`` as one table per feature, one row per dimension (cameras: per channel; 2-5 dim
+    features: per index of their last axis, as LeRobot reduces them)."""
     chosen = keys or [k for k in ds.features if k in ds.stats]
     missing = [k for k in chosen if k not in ds.stats]
     if missing:
@@ -99,6 +100,9 @@ def stats_report(ds: LeRobotDataset, keys: list[str] | None = None) -> str:
     for key in chosen:
         stats = ds.stats[key]
         labels = ["red", "green", "blue"] if ds.features[key].is_visual else dimension_names(ds, key)
+        size = np.asarray(stats["mean"]).size
+        if len(labels) != size:  # [..., N] feature: LeRobot's statistics are per last-axis index
+            labels = [f"{key}[..., {i}]" for i in range(size)]
         rows = []
         for i, label in enumerate(labels):
             rows.append([label, *(f"{np.asarray(stats[s]).reshape(-1)[i]:.5g}" for s in _SHOWN_STATS if s in stats)])

@@ -3,7 +3,8 @@
 Each numeric feature gets ``min, max, mean, std, count, q01, q10, q50, q90, q99``, computed per
 dimension over the frames of an episode. Quantiles follow LeRobot's histogram estimate
 (5000 equal bins between ``min - 1e-10`` and ``max + 1e-10``, linear interpolation inside the
-bin that crosses ``q * count``) so that our numbers agree with datasets LeRobot wrote. Images and
+bin that crosses ``q * count``) so that our numbers agree with datasets LeRobot wrote. Features of
+2-5 dims ``[..., N]`` are reduced over all but their last axis (statistics ``[N]``), as LeRobot does. Images and
 videos get per-channel statistics of pixel values scaled to [0, 1], stored with shape ``[3, 1, 1]``;
 their histograms have one bin per uint8 value, so their quantiles are exact.
 
@@ -72,11 +73,53 @@ def vector_stats(values: np.ndarray) -> Stats:
 
 
 def feature_stats(values: np.ndarray) -> Stats:
-    """Statistics of a numeric feature ``[num_frames, *shape]``; outputs have the feature's shape."""
+    """Statistics of a numeric feature ``[num_frames, *shape]``, shaped as LeRobot 0.6.1 stores them.
+
+    Scalars (shape ``[1]``) and vectors ``[N]`` get per-dimension statistics (``[1]``, ``[N]``). A feature
+    of 2-5 dims ``[..., N]`` is reduced over every axis but the last (LeRobot's ``RunningQuantileStats``
+    flattens all but the last axis), so its statistics are ``[N]``; ``count`` stays the number of frames.
+    With a single frame the quantiles are the mean (LeRobot keeps the per-element shape there, which its
+    own aggregation cannot combine with other episodes; we keep ``[N]``).
+    """
     x = np.asarray(values)
-    shape = x.shape[1:] if x.ndim > 1 else (1,)
-    flat = vector_stats(x.reshape(x.shape[0], -1).astype(np.float64))
-    return {k: v if k == "count" else v.reshape(shape) for k, v in flat.items()}
+    if x.ndim <= 2:
+        return vector_stats(x.reshape(x.shape[0], -1).astype(np.float64))
+    rows = x.reshape(-1, x.shape[-1]).astype(np.float64)
+    out = vector_stats(rows)
+    if x.shape[0] < 2:
+        out.update({key: out["mean"].copy() for key in QUANTILE_KEYS})
+    out["count"] = np.array([x.shape[0]], dtype=np.int64)
+    return out
+
+
+def stats_shapes(shape: tuple[int, ...], visual: bool) -> tuple[tuple[int, ...], ...]:
+    """Shapes a feature's stored statistics may have: LeRobot's first, then the per-element one.
+
+    Cameras ``(3, 1, 1)``; scalars and vectors their own shape; 2-5 dim features ``(shape[-1],)`` (LeRobot
+    0.6.1), or ``shape`` itself (written by robot_rl before it followed LeRobot, read and converted).
+    """
+    if visual:
+        return ((3, 1, 1),)
+    if len(shape) <= 1:
+        return (tuple(shape),)
+    return ((shape[-1],), tuple(shape))
+
+
+def conform(stats: Stats, shape: tuple[int, ...]) -> Stats:
+    """Per-element statistics of a 2-5 dim feature ``shape`` reduced to LeRobot's ``[shape[-1]]`` layout.
+
+    min/max/mean/std are exact (every element saw the same frames); quantiles are the mean over the
+    leading axes, an approximation (the histograms are gone). Statistics already ``[shape[-1]]`` pass.
+    """
+    if len(shape) <= 1 or np.asarray(stats["mean"]).shape != tuple(shape):
+        return stats
+    axes = tuple(range(len(shape) - 1))
+    mean = stats["mean"].mean(axis=axes)
+    var = (stats["std"] ** 2 + (stats["mean"] - mean) ** 2).mean(axis=axes)
+    out: Stats = {"min": stats["min"].min(axis=axes), "max": stats["max"].max(axis=axes), "mean": mean,
+                  "std": np.sqrt(var), "count": stats["count"]}
+    out.update({k: stats[k].mean(axis=axes) for k in QUANTILE_KEYS if k in stats})
+    return out
 
 
 class ImageStatsAccumulator:

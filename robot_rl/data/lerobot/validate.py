@@ -5,7 +5,8 @@
   contiguous from 0 and summing to ``total_frames``; ``total_episodes``/``total_tasks`` agree;
 - the ``index`` column is 0..N-1; each row's ``episode_index`` and ``frame_index`` agree with its range;
 - ``task_index`` lies in the tasks table; timestamps increase by 1/fps within ``tolerance_s``;
-- each video span ``to_timestamp - from_timestamp`` equals ``length / fps`` and its file exists.
+- each video span ``to_timestamp - from_timestamp`` equals ``length / fps``; its file exists, opens,
+  decodes a first frame and lasts at least until its last episode's ``to_timestamp``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import av
 import numpy as np
 import pyarrow as pa
 
@@ -60,8 +62,14 @@ def check_episodes(info: DatasetInfo, rows: list[dict[str, Any]], num_tasks: int
         raise DatasetFormatError(
             f"meta/info.json counts {info.total_tasks} tasks; meta/tasks.parquet holds {num_tasks}"
         )
+    video_columns = [f"videos/{key}/{c}" for key in info.video_keys
+                     for c in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")]
     expected_from = 0
     for i, row in enumerate(rows):
+        missing = [c for c in video_columns if row.get(c) is None]
+        if missing:
+            raise DatasetFormatError(f"episode {row['episode_index']}: meta/episodes lacks {missing}; restore the "
+                                     "episodes parquet from a copy")
         if row["episode_index"] != i:
             raise DatasetFormatError(
                 f"episode indices must be 0..{len(rows) - 1}; found {row['episode_index']} at position {i}"
@@ -132,8 +140,9 @@ def check_frames(
 
 
 def check_video_files(root: Path, info: DatasetInfo, rows: list[dict[str, Any]]) -> None:
-    """Every video file an episode points to exists."""
+    """Every video file an episode points to exists, opens, decodes a frame and lasts past its last episode."""
     assert info.video_path is not None or not info.video_keys
+    ends: dict[Path, tuple[float, int]] = {}
     for row in rows:
         for key in info.video_keys:
             path = root / info.video_path.format(
@@ -143,3 +152,38 @@ def check_video_files(root: Path, info: DatasetInfo, rows: list[dict[str, Any]])
             )
             if not path.is_file():
                 raise DatasetFormatError(f"episode {row['episode_index']}: video file {path} is missing")
+            end = float(row[f"videos/{key}/to_timestamp"])
+            if path not in ends or end > ends[path][0]:
+                ends[path] = (end, row["episode_index"])
+    for path, (end, episode) in ends.items():
+        probe_video(path, end - 1.0 / info.fps, episode)
+
+
+def probe_video(path: Path, last_frame_s: float, episode: int) -> None:
+    """Open ``path``, decode its first frame and the frame shown at ``last_frame_s`` (episode ``episode``'s last).
+
+    Two seeks and a few decoded frames, not the whole file. A zero-byte, garbage or truncated file (its
+    index intact but its last frames cut off, or its index missing) raises a :class:`DatasetFormatError`
+    naming it.
+    """
+    fix = "Restore it from a copy or re-record its episodes."
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise DatasetFormatError(f"video file {path} holds no video stream; it is corrupt or truncated. {fix}")
+            stream = container.streams.video[0]
+            if next(container.decode(stream), None) is None:
+                raise DatasetFormatError(f"video file {path} holds no decodable frame; it is corrupt or truncated. "
+                                         f"{fix}")
+            container.seek(max(0, int(last_frame_s / stream.time_base) - 1), stream=stream, backward=True)
+            last = None
+            for frame in container.decode(stream):
+                last = float(frame.pts * stream.time_base)
+                if last >= last_frame_s - 0.5e-3:
+                    return
+    except (av.FFmpegError, UnicodeDecodeError) as err:
+        raise DatasetFormatError(f"video file {path} cannot be opened or decoded ({err}); it is corrupt or "
+                                 f"truncated. {fix}") from err
+    shown = "no frame" if last is None else f"its last frame at {last:.3f}s"
+    raise DatasetFormatError(f"video file {path} decodes {shown}, but episode {episode} needs a frame at "
+                             f"{last_frame_s:.3f}s; the file is truncated. {fix}")

@@ -98,7 +98,9 @@ class LeRobotWriter:
         self.rows = rows
         self.video = video
         self.durable = durable
-        self.episode_stats = [meta.episode_stats_from_row(r) for r in rows]
+        self.episode_stats = [meta.episode_stats_from_row(r, info.features) for r in rows]
+        for row, stats in zip(rows, self.episode_stats, strict=True):  # older per-element stats, in LeRobot's layout
+            row.update(meta.episode_stats_columns(stats))
         self._scratch = root / SCRATCH_DIR
         self._broken = False
         shutil.rmtree(self._scratch, ignore_errors=True)
