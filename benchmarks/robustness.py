@@ -127,26 +127,42 @@ def kill_train(trials: int, seed: int, root: Path) -> list[dict]:
     return rows
 
 
+def _committed(dataset: Path) -> int:
+    """Episodes ``meta/info.json`` (the writer's commit point) counts now; -1 before it exists or mid-replace."""
+    try:
+        return json.loads((dataset / "meta" / "info.json").read_text())["total_episodes"]
+    except (OSError, ValueError, KeyError):
+        return -1
+
+
 def kill_record(trials: int, seed: int, root: Path) -> list[dict]:
-    """SIGKILL ``robot-rl record`` per trial at a random point, check the dataset, then resume it."""
-    from robot_rl.data.lerobot.recovery import inspect_after_kill
+    """SIGKILL ``robot-rl record`` per trial at a random point, check the dataset, then resume it.
+
+    While the recorder runs, its committed episode count is polled every 5 ms: the last count seen
+    before the kill is a lower bound of what was complete, and every one of those must survive.
+    """
+    from robot_rl.data.lerobot.recovery import check_after_crash
 
     rng = random.Random(seed + 1)
     rows = []
-    episodes = 12
+    episodes = 120  # ~15 s of recording here: every kill lands while it runs
     for trial in range(trials):
         out = root / f"record_{trial}"
         argv = ["record", "--task", "so101_reach", "--out", str(out), "--episodes", str(episodes), "--num-envs", "1",
                 "--seed", str(trial), "--override", "episode_s=0.5"]
         proc = subprocess.Popen(_cli(*argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(1.5, 6.0))
+        while not out.exists() and proc.poll() is None:  # start-up (imports) is not part of the recording
+            time.sleep(0.005)
+        deadline, committed = time.monotonic() + rng.uniform(0.0, 6.0), 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            committed = max(committed, _committed(out))
+            time.sleep(0.005)
         finished_before_kill = proc.poll() is not None
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        committed = _committed_episodes(out)
-        readable, kept = inspect_after_kill(out)
+        readable, kept = check_after_crash(out)
         resume = subprocess.run(_cli(*argv, "--resume"), capture_output=True, text=True)
-        final_readable, final_kept = inspect_after_kill(out)
+        final_readable, final_kept = check_after_crash(out, repair_first=False)
         rows.append({"layer": "kill_record", "trial": trial, "finished_before_kill": finished_before_kill,
                      "committed_before_kill": committed, "readable": readable, "kept": kept,
                      "lost": max(committed - kept, 0), "resume_rc": resume.returncode,
@@ -155,13 +171,6 @@ def kill_record(trials: int, seed: int, root: Path) -> list[dict]:
         print(f"kill record {trial}: {committed} episodes complete at the kill, readable {readable} with {kept} "
               f"kept; resume rc {resume.returncode} -> {final_kept}/{episodes}", flush=True)
     return rows
-
-
-def _committed_episodes(dataset: Path) -> int:
-    """Episodes whose rows and metadata were fully on disk at the kill (the writer's own count)."""
-    from robot_rl.data.lerobot.recovery import committed_episodes
-
-    return committed_episodes(dataset)
 
 
 def table(rows: list[dict]) -> str:
@@ -183,12 +192,14 @@ def table(rows: list[dict]) -> str:
     if kt:
         corrupt = sum(len(r["corrupt_before"]) + len(r["corrupt_after"]) for r in kt)
         during = sum(r["during_checkpoint_write"] for r in kt)
-        lines.append(f"| kill -9 train ({during} during a checkpoint write) | {len(kt)} | - | - | - | - | - | "
+        early = sum(r["finished_before_kill"] for r in kt)
+        lines.append(f"| kill -9 train ({during} during a checkpoint write, {early} finished before) | {len(kt)} | - | - | - | - | - | "
                      f"{sum(r['resumed'] for r in kt)}/{len(kt)} resumed | {sum(r['lost_good'] for r in kt)} lost "
                      f"good, {corrupt} corrupt |")
     kr = [r for r in rows if r["layer"] == "kill_record"]
     if kr:
-        lines.append(f"| kill -9 record | {len(kr)} | - | - | - | - | - | {sum(r['readable'] for r in kr)}/{len(kr)} "
+        early = sum(r["finished_before_kill"] for r in kr)
+        lines.append(f"| kill -9 record ({early} finished before the kill) | {len(kr)} | - | - | - | - | - | {sum(r['readable'] for r in kr)}/{len(kr)} "
                      f"readable, {sum(r['final_readable'] and r['resume_rc'] == 0 for r in kr)}/{len(kr)} resumed | "
                      f"{sum(r['lost'] for r in kr)} complete episodes |")
     return "\n".join(lines)
