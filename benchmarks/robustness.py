@@ -193,15 +193,16 @@ def table(rows: list[dict]) -> str:
         corrupt = sum(len(r["corrupt_before"]) + len(r["corrupt_after"]) for r in kt)
         during = sum(r["during_checkpoint_write"] for r in kt)
         early = sum(r["finished_before_kill"] for r in kt)
-        lines.append(f"| kill -9 train ({during} during a checkpoint write, {early} finished before) | {len(kt)} | - | - | - | - | - | "
-                     f"{sum(r['resumed'] for r in kt)}/{len(kt)} resumed | {sum(r['lost_good'] for r in kt)} lost "
-                     f"good, {corrupt} corrupt |")
+        lines.append(f"| kill -9 train ({during} during a checkpoint write, {early} finished before) | {len(kt)} "
+                     f"| - | - | - | - | - | {sum(r['resumed'] for r in kt)}/{len(kt)} resumed "
+                     f"| {sum(r['lost_good'] for r in kt)} lost good, {corrupt} corrupt |")
     kr = [r for r in rows if r["layer"] == "kill_record"]
     if kr:
         early = sum(r["finished_before_kill"] for r in kr)
-        lines.append(f"| kill -9 record ({early} finished before the kill) | {len(kr)} | - | - | - | - | - | {sum(r['readable'] for r in kr)}/{len(kr)} "
-                     f"readable, {sum(r['final_readable'] and r['resume_rc'] == 0 for r in kr)}/{len(kr)} resumed | "
-                     f"{sum(r['lost'] for r in kr)} complete episodes |")
+        resumed = sum(r["final_readable"] and r["resume_rc"] == 0 for r in kr)
+        lines.append(f"| kill -9 record ({early} finished before the kill) | {len(kr)} | - | - | - | - | - "
+                     f"| {sum(r['readable'] for r in kr)}/{len(kr)} readable, {resumed}/{len(kr)} resumed "
+                     f"| {sum(r['lost'] for r in kr)} complete episodes |")
     return "\n".join(lines)
 
 
