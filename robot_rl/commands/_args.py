@@ -33,6 +33,8 @@ def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[
 
 positive = integer(minimum=1)
 """An integer >= 1 (episodes, envs, steps)."""
+count = integer(minimum=0)
+"""An integer >= 0 (0 often means "skip" or "until stopped")."""
 seed = integer(minimum=0, maximum=SEED_MAX)
 """A seed in ``[0, 2**32 - 1]``."""
 
@@ -65,3 +67,9 @@ def image_size(text: str) -> tuple[int, int]:
     if not (16 <= height <= 1024 and 16 <= width <= 1024) or height % 2 or width % 2:
         raise argparse.ArgumentTypeError(f"{text}: both sizes must be even and in [16, 1024], e.g. 64x64")
     return height, width
+
+
+rate = number(low=0.0, low_inclusive=False)
+"""A finite number > 0 (learning rates, durations)."""
+duration = number(low=0.0)
+"""A finite number >= 0 (seconds, where 0 means "off")."""

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from robot_rl.commands._args import count, number, positive, rate, seed
+
 SUMMARY = "Behaviour-clone an actor (gaussian, deterministic or chunked) from a demo dataset"
 
 EPILOG = """examples:
@@ -31,17 +33,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="output dir for the BC checkpoint")
     p.add_argument("--actor", default="gaussian", choices=["gaussian", "deterministic", "chunked"],
                    help="gaussian = SAC/RLPD's actor, deterministic = TD3's, chunked = h actions per query")
-    p.add_argument("--chunk-len", type=int, default=None, help="chunked actor: actions per prediction (default 5)")
-    p.add_argument("--hidden-dims", type=int, nargs="+", default=[256, 256])
+    p.add_argument("--chunk-len", type=positive, default=None, help="chunked actor: actions per prediction (default 5)")
+    p.add_argument("--hidden-dims", type=positive, nargs="+", default=[256, 256])
     p.add_argument("--activation", default="relu")
-    p.add_argument("--epochs", type=int, default=300, help="most epochs (early stopping usually ends sooner)")
-    p.add_argument("--patience", type=int, default=30, help="epochs without a better validation MSE before stopping")
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--val-fraction", type=float, default=0.1, help="share of episodes held out (default 0.1)")
+    p.add_argument("--epochs", type=positive, default=300, help="most epochs (early stopping usually ends sooner)")
+    p.add_argument("--patience", type=positive, default=30,
+                   help="epochs without a better validation MSE before stopping")
+    p.add_argument("--batch-size", type=positive, default=256)
+    p.add_argument("--lr", type=rate, default=1e-3)
+    p.add_argument("--val-fraction", type=number(low=0.0, high=0.9), default=0.1,
+                   help="share of episodes held out (default 0.1)")
     p.add_argument("--only-success", action="store_true", help="train on successful episodes only")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eval-episodes", type=int, default=0, help="evaluate the policy in sim afterwards (0 = skip)")
+    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--eval-episodes", type=count, default=0, help="evaluate the policy in sim afterwards (0 = skip)")
     p.add_argument("--task", default=None, help="sim task for eval/export (default: the dataset's meta/robot_rl.json)")
     p.add_argument("--no-export", action="store_true", help="do not write <out>/policy")
     return p

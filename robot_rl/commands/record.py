@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from robot_rl.commands._args import count, duration, image_size, integer, positive, rate, seed
+
 SUMMARY = (
     "Record demonstrations to a LeRobot v3.0 dataset: in sim (scripted expert, exported policy, keyboard "
     "teleop) or from a robot's ROS 2 topics."
@@ -51,14 +53,6 @@ INSTRUCTIONS = {
 }
 
 
-def _size(text: str) -> tuple[int, int]:
-    try:
-        height, width = (int(v) for v in text.lower().split("x"))
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"camera size {text!r}: use HEIGHTxWIDTH, e.g. 64x64") from err
-    return height, width
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="robot-rl record", description=SUMMARY, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -69,11 +63,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="teleop keys move joints (default) or the end effector (arms)")
     parser.add_argument("--task", help="sim task, e.g. so101_reach (see `robot-rl sim --help`); needed for sim")
     parser.add_argument("--out", type=Path, required=True, help="dataset folder to create")
-    parser.add_argument("--episodes", type=int, default=10, help="episodes to save (default 10)")
+    parser.add_argument("--episodes", type=count, default=10, help="episodes to save (default 10)")
     parser.add_argument("--policy", type=Path, help="exported policy artifact dir (default: the scripted expert)")
-    parser.add_argument("--num-envs", type=int, default=4, help="parallel envs (default 4)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--camera", type=_size, help="render a front camera of HEIGHTxWIDTH (even sizes)")
+    parser.add_argument("--num-envs", type=positive, default=4, help="parallel envs (default 4)")
+    parser.add_argument("--seed", type=seed, default=0)
+    parser.add_argument("--camera", type=image_size, help="render a front camera of HEIGHTxWIDTH (even sizes)")
     parser.add_argument("--only-success", action="store_true", help="save only episodes that succeed")
     parser.add_argument("--instruction", help="task text stored per frame (default: from the task name)")
     parser.add_argument(
@@ -86,9 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
     ros = parser.add_argument_group("from ROS 2 (--source ros); --episodes 0 records until Ctrl-C")
     ros.add_argument("--robot", help="hardware/<robot>/robot.yaml name, e.g. so101")
-    ros.add_argument("--fps", type=int, default=30, help="dataset frame rate (default 30)")
-    ros.add_argument("--episode-s", type=float, default=0.0, help="episode length in s (default 0: until a pause)")
-    ros.add_argument("--max-gap-s", type=float, default=0.5, help="a pause this long ends the episode (default 0.5)")
+    ros.add_argument("--fps", type=integer(1, 1000), default=30, help="dataset frame rate (default 30)")
+    ros.add_argument("--episode-s", type=duration, default=0.0, help="episode length in s (default 0: until a pause)")
+    ros.add_argument("--max-gap-s", type=rate, default=0.5,
+                     help="a pause this long ends the episode (default 0.5)")
     ros.add_argument("--manual", action="store_true", help="start each episode with the ~/start service")
     parser.add_argument("--resume", action="store_true",
                         help="continue the dataset at --out (e.g. after a crash or kill: a half-written episode is "
@@ -97,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     ros.add_argument("--no-velocity", action="store_true", help="the JointState carries no velocities")
     ros.add_argument("--teleop", action="store_true", help="drive the robot from this terminal's keyboard (joints)")
     ros.add_argument("--sim", action="store_true", help="also start the MuJoCo simulated robot node")
-    ros.add_argument("--domain-id", type=int, help="ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
+    ros.add_argument("--domain-id", type=integer(0, 101), help="ROS_DOMAIN_ID, 0..101 (default: $ROS_DOMAIN_ID or 0)")
     ros.add_argument("--namespace", default="", help="namespace of the recorder and the robot's topics")
     ros.add_argument("--log-dir", type=Path, help="node log folder (default: a temporary folder)")
     ros.add_argument("--print-commands", action="store_true", help="print the node command line")
