@@ -234,7 +234,7 @@ def _check_finite_weights(module: nn.Module, out_dir: Path) -> None:
         bad = int((~torch.isfinite(tensor.detach())).sum()) if tensor.is_floating_point() else 0
         if bad:
             raise ArtifactError(
-                f"the actor has {bad} non-finite (NaN/Inf) values in {name!r}: training diverged, nothing "
+                f"the actor has {bad} non-finite (NaN/Inf) values: training diverged, nothing "
                 f"was exported", file=out_dir.parent if out_dir.name == "policy" else out_dir, key=name,
                 fix="export an earlier checkpoint of this run (before the loss became NaN) or retrain with a "
                     "lower learning rate")

@@ -35,7 +35,7 @@ MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 MAX_CONTROL_HZ = 1000.0
 """Highest accepted ``control_hz``: above it the node would tick on every JointState of any driver."""
-REEXPORT = "re-export the policy from its run with this robot_rl (robot-rl export / training's export)"
+REEXPORT = "re-export the policy from its run (robot-rl export <run>)"
 ONNX_FILE = "policy.onnx"
 TORCHSCRIPT_FILE = "policy.pt"
 
