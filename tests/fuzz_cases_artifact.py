@@ -109,7 +109,7 @@ def _file_case(name: str, change: Callable[[Path], None], expect: tuple[str, ...
     return FuzzCase(f"artifact/{name}", "artifact", make, expect=expect)
 
 
-def _onnx(art: Path, width: int | None = None, input_name: str = "obs") -> None:
+def replace_onnx(art: Path, width: int | None = None, input_name: str = "obs") -> None:
     """Replace policy.onnx by a linear graph ``[B, D] -> [B, width]`` (default: the right width)."""
     import torch
 
@@ -184,9 +184,9 @@ def cases() -> list[FuzzCase]:
                    ("policy.onnx", "ONNX")),
         _file_case("zero_byte_onnx@eval", lambda a: (a / "policy.onnx").write_bytes(b""), ("policy.onnx", "ONNX"),
                    "eval"),
-        _file_case("onnx_output_width_7", lambda a: _onnx(a, width=7), ("policy.onnx", "action")),
-        _file_case("onnx_output_width_7@eval", lambda a: _onnx(a, width=7), ("policy.onnx", "action"), "eval"),
-        _file_case("onnx_input_name", lambda a: _onnx(a, input_name="observation"), ("policy.onnx", "obs")),
+        _file_case("onnx_output_width_7", lambda a: replace_onnx(a, width=7), ("policy.onnx", "action")),
+        _file_case("onnx_output_width_7@eval", lambda a: replace_onnx(a, width=7), ("policy.onnx", "action"), "eval"),
+        _file_case("onnx_input_name", lambda a: replace_onnx(a, input_name="observation"), ("policy.onnx", "obs")),
         _file_case("empty_policy_yaml", lambda a: (a / "policy.yaml").write_text(""), ("policy.yaml", "mapping")),
         _file_case("policy_yaml_not_yaml", lambda a: (a / "policy.yaml").write_text("control_hz: [1,\n"),
                    ("policy.yaml", "YAML")),

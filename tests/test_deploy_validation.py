@@ -198,3 +198,14 @@ def test_sim2sim_refuses_domain_id_123_with_exit_2(tmp_path, capsys):
     assert cli(["deploy", "sim2sim", "--policy", str(art), "--domain-id", "123", "--episodes", "1"]) == 2
     err = capsys.readouterr().err
     assert "ROS_DOMAIN_ID (--domain-id) = 123" in err and "0..101" in err and "Traceback" not in err
+
+
+def test_the_validator_does_not_import_torch():
+    """The policy node's validator is numpy + onnxruntime + PyYAML only: a robot computer has no torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import robot_rl.deploy.validate, robot_rl.deploy.runtime, robot_rl.deploy.safety; "
+            "print(sorted(m for m in ('torch', 'sim') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
