@@ -291,8 +291,8 @@ def verify_manifest(artifact_dir: str | Path) -> dict[str, str]:
 
     Raises:
         ArtifactError: no manifest (an artifact from before manifests: re-export), a malformed one,
-            one that does not cover policy.yaml and policy.onnx, a listed file missing, or a file whose
-            bytes changed since export (named).
+            one that does not cover policy.yaml, a listed file missing, or a file whose bytes changed
+            since export (named). :func:`load_meta` then checks that it covers every graph policy.yaml lists.
     """
     artifact_dir = Path(artifact_dir)
     path = artifact_dir / MANIFEST_FILE
@@ -310,9 +310,8 @@ def verify_manifest(artifact_dir: str | Path) -> dict[str, str]:
     if data.get("manifest_version") != MANIFEST_VERSION:
         raise ArtifactError(f"not supported (this robot_rl reads {MANIFEST_VERSION})", file=path,
                             key="manifest_version", value=data.get("manifest_version"), fix=REEXPORT)
-    for name in (META_FILE, ONNX_FILE):
-        if name not in files:
-            raise ArtifactError(f"does not cover {name}", file=path, key="files", value=sorted(files), fix=REEXPORT)
+    if META_FILE not in files:
+        raise ArtifactError(f"does not cover {META_FILE}", file=path, key="files", value=sorted(files), fix=REEXPORT)
     for name, digest in files.items():
         file = artifact_dir / name
         if Path(name).name != name:
