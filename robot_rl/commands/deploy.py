@@ -160,7 +160,7 @@ def main(argv: list[str]) -> int:
     sim.add_argument("--robot", default="so101", help="robot name (default so101)")
     sim.add_argument("--policy", required=True, help="artifact directory")
     sim.add_argument("--namespace", default="", help="ROS namespace of both nodes")
-    sim.add_argument("--domain-id", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0")),
+    sim.add_argument("--domain-id", type=int, default=os.environ.get("ROS_DOMAIN_ID", "0"),
                      help="ROS_DOMAIN_ID: 0..101 or 215..232 (default $ROS_DOMAIN_ID or 0)")
     sim.add_argument("--episodes", type=int, default=0,
                      help="play N reach episodes (after one warm-up episode with the soft start), print the "
