@@ -14,7 +14,7 @@ import pytest
 import yaml
 from fuzz_cases_artifact import replace_onnx, reseal
 from ros_support import Nodes, Probe, fresh_domain_id
-from test_ros_safety import DEFAULT, JOINTS, ROBOT, export, oscillating_net
+from test_ros_safety import DEFAULT, JOINTS, ROBOT, export, oscillating_net, wait_started
 
 from robot_rl.cli import main as cli
 
@@ -63,6 +63,10 @@ def test_nan_stale_timeout_is_refused_at_start(setup, tmp_path):
 def test_state_outside_the_limits_never_yields_a_command_outside(setup, tmp_path):
     probe, start = setup
     nodes = start(export(tmp_path, oscillating_net()), soft_start_s=0.2)
+    wait_started(probe, nodes)
+    # the probe must see the first command: wait until it has discovered the node's publisher
+    topic = "forward_position_controller/commands"
+    assert probe.wait_for(lambda: probe.node.count_publishers(topic) > 0, 30), "command publisher not discovered"
     # joint 0 measured 0.4 rad below its lower limit, joint 1 0.3 rad above its upper one
     outside = DEFAULT.copy()
     outside[0], outside[1] = LOWER[0] - 0.4, UPPER[1] + 0.3
