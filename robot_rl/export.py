@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from robot_rl.deploy.artifact import (
+    MANIFEST_FILE,
     META_FILE,
     ONNX_FILE,
     TORCHSCRIPT_FILE,
@@ -32,6 +33,7 @@ from robot_rl.deploy.artifact import (
     save_meta,
     sha256_file,
     write_atomic,
+    write_manifest,
 )
 
 FORMATS = ("onnx", "torchscript")
@@ -166,9 +168,11 @@ def export_policy(
     atol: float = 1e-5,
     seed: int = 0,
 ) -> Path:
-    """Write ``policy.onnx``, ``policy.pt`` and ``policy.yaml`` into ``out_dir``, each atomically.
+    """Write ``policy.onnx``, ``policy.pt``, ``policy.yaml`` and ``manifest.json`` into ``out_dir``, atomically.
 
-    ``policy.yaml`` is removed first and written last, so a directory holding one is complete.
+    ``manifest.json`` and ``policy.yaml`` are removed first; policy.yaml is written after the graphs and
+    ``manifest.json`` (the sha256 of every file, policy.yaml included) last, so a directory holding a
+    manifest is complete. An actor with a NaN/Inf weight is refused (ArtifactError naming the run).
     Every exported graph is run on a random batch and compared with ``actor`` to ``atol`` (NaN
     outputs must match position by position: the deploy safety layer, not export, guards them).
 
@@ -187,6 +191,7 @@ def export_policy(
     if unknown or not formats:
         raise ValueError(f"formats {list(formats)} must be a non-empty subset of {FORMATS}.")
     module = copy.deepcopy(actor).cpu().eval()
+    _check_finite_weights(module, Path(out_dir))
     D, HA = meta.observation_dim, meta.chunk_length * meta.action_dim
     example = torch.randn(4, D, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
@@ -200,6 +205,7 @@ def export_policy(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST_FILE).unlink(missing_ok=True)
     (out / META_FILE).unlink(missing_ok=True)
     files = {}
     if "onnx" in formats:
@@ -218,4 +224,17 @@ def export_policy(
         write_atomic(out / TORCHSCRIPT_FILE, data)
         files[TORCHSCRIPT_FILE] = sha256_file(out / TORCHSCRIPT_FILE)
     save_meta(dataclasses.replace(meta, files=files), out)
+    write_manifest(out, [META_FILE, *files])
     return out
+
+
+def _check_finite_weights(module: nn.Module, out_dir: Path) -> None:
+    """Refuse an actor with a NaN/Inf parameter or buffer: a diverged run must never become an artifact."""
+    for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+        bad = int((~torch.isfinite(tensor.detach())).sum()) if tensor.is_floating_point() else 0
+        if bad:
+            raise ArtifactError(
+                f"the actor has {bad} non-finite (NaN/Inf) values: training diverged, nothing "
+                f"was exported", file=out_dir.parent if out_dir.name == "policy" else out_dir, key=name,
+                fix="export an earlier checkpoint of this run (before the loss became NaN) or retrain with a "
+                    "lower learning rate")

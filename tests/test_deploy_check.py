@@ -28,16 +28,17 @@ def test_check_accepts_matching_artifact(tmp_path, capsys):
     assert "sha256 verified" in out and "inference p50" in out and "ERROR" not in out
 
 
-def test_check_refuses_other_robot_and_wrong_defaults(tmp_path, capsys):
+def test_check_refuses_other_robot_and_wrong_defaults_with_exit_2(tmp_path, capsys):
     path = artifact(tmp_path)
-    assert cli(["deploy", "check", str(path), "--robot", "franka_panda"]) == 1
+    assert cli(["deploy", "check", str(path), "--robot", "franka_panda"]) == 2
     assert "REFUSED: joint mismatch" in capsys.readouterr().err
     shifted = [j.default + 0.1 for j in ROBOT.joints]
-    assert cli(["deploy", "check", str(artifact(tmp_path / "b", default=shifted)), "--robot", "so101"]) == 1
-    assert "ERROR default_joint_pos" in capsys.readouterr().out
+    assert cli(["deploy", "check", str(artifact(tmp_path / "b", default=shifted)), "--robot", "so101"]) == 2
+    err = capsys.readouterr().err
+    assert "REFUSED: " in err and "policy.yaml: default_joint_pos[0] = 0.1: joint 'shoulder_pan' differs" in err
 
 
-def test_check_flags_missing_ros_input(tmp_path, capsys):
+def test_check_flags_missing_ros_input_with_exit_1(tmp_path, capsys):
     layout = [("joint_pos", 6, 1.0), ("projected_gravity", 3, 1.0)]  # so101 has no IMU topic
     assert cli(["deploy", "check", str(artifact(tmp_path, layout=layout)), "--robot", "so101"]) == 1
     assert "needs ros.imu" in capsys.readouterr().out

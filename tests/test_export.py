@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from robot_rl.deploy.artifact import ArtifactError, check_joint_order, load_meta
+from robot_rl.deploy.artifact import ArtifactError, PolicyMeta, check_joint_order, load_meta
 from robot_rl.export import PolicyHead, export_policy, make_meta
 
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex"]
@@ -85,9 +85,8 @@ def test_bad_meta_and_shape_errors_name_the_value(tmp_path):
     assert not (tmp_path / "bad" / "policy.yaml").exists()
     data = meta.to_dict()
     data["schema_version"] = 99
-    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(data))
-    with pytest.raises(ArtifactError, match="schema_version 99"):
-        load_meta(tmp_path)
+    with pytest.raises(ArtifactError, match=r"policy.yaml: schema_version = 99: not supported"):
+        PolicyMeta.from_dict(yaml.safe_load(yaml.safe_dump(data)))
 
 
 def test_joint_order_mismatch_is_refused():

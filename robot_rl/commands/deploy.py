@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from robot_rl.errors import EXIT_BAD_INPUT
+
 SUMMARY = "Check a policy artifact against a robot, or run it sim-to-sim over ROS 2 (sim2sim | check)"
 
 EPILOG = """examples:
@@ -15,27 +17,43 @@ EPILOG = """examples:
   robot-rl deploy sim2sim --robot so101 --policy outputs/run/policy --episodes 20 --latency-ms 5 --noise 0.002
   robot-rl deploy sim2sim --robot so101 --policy outputs/run/policy --print-commands
 
-sim2sim starts the nodes of ros_nodes/launch/sim2sim.launch.yaml (the simulated robot and the policy
+check exits 2 when it refuses the artifact or robot.yaml (bad input: the policy node refuses the same
+artifact with the same message), 1 when the artifact is readable but a check reports ERROR lines, 0 when
+it is fit to run. sim2sim starts the nodes of ros_nodes/launch/sim2sim.launch.yaml (the simulated robot and the policy
 node) with the exact command lines `ros2 launch ros_nodes sim2sim.launch.yaml` would run, so it
 works with only the `[ros]` extra installed (pip install -e ".[ros]"). See docs/deploy.md."""
 
 
 def _check(args: argparse.Namespace) -> int:
+    """Exit 2: the artifact (or robot.yaml) is refused; 1: readable, but a check found ERROR lines; 0: OK."""
     from robot_rl.deploy.artifact import ArtifactError
     from robot_rl.deploy.checks import check_artifact
     from sim.robots import load_robot
 
+    robot = load_robot(args.robot).as_dict()  # a refused robot.yaml: RobotConfigError, exit 2 in robot_rl.cli
     try:
-        report = check_artifact(Path(args.policy), load_robot(args.robot).as_dict(), runs=args.runs)
+        report = check_artifact(Path(args.policy), robot, runs=args.runs)
     except ArtifactError as exc:
         print(f"REFUSED: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT
     for line in report.lines:
         print(line)
     return 1 if report.errors else 0
 
 
+def _validate_sim2sim(args: argparse.Namespace) -> None:
+    """Refuse bad input before any node starts: the domain id, robot.yaml and the artifact (InputError)."""
+    from robot_rl.deploy.ros_env import check_domain_id
+    from robot_rl.deploy.runtime import PolicyRuntime
+    from robot_rl.deploy.validate import RobotSpec
+    from sim.robots import load_robot
+
+    check_domain_id(args.domain_id)
+    PolicyRuntime(Path(args.policy), robot=RobotSpec.from_robot(load_robot(args.robot).as_dict()))
+
+
 def _sim2sim(args: argparse.Namespace) -> int:
+    _validate_sim2sim(args)
     if args.episodes:
         try:
             results = run_episodes(Path(args.policy), args.robot, args.episodes, args.episode_s, args.latency_ms,
@@ -134,15 +152,16 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     check = sub.add_parser("check", help="validate an artifact for a robot: schema, joints, scales, inference")
     check.add_argument("policy", help="artifact directory (policy.yaml + policy.onnx)")
-    check.add_argument("--robot", required=True, help="hardware/<robot>/robot.yaml name, e.g. so101")
+    check.add_argument("--robot", required=True,
+                       help="robot name (hardware/<robot>/robot.yaml), e.g. so101, or a path to a robot.yaml")
     check.add_argument("--runs", type=int, default=200, help="inference runs timed (default 200)")
     sim = sub.add_parser("sim2sim", help="simulated robot + policy node over ROS 2 (DDS on loopback)",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sim.add_argument("--robot", default="so101", help="robot name (default so101)")
     sim.add_argument("--policy", required=True, help="artifact directory")
     sim.add_argument("--namespace", default="", help="ROS namespace of both nodes")
-    sim.add_argument("--domain-id", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0")),
-                     help="ROS_DOMAIN_ID (default $ROS_DOMAIN_ID or 0)")
+    sim.add_argument("--domain-id", type=int, default=os.environ.get("ROS_DOMAIN_ID", "0"),
+                     help="ROS_DOMAIN_ID: 0..101 or 215..232 (default $ROS_DOMAIN_ID or 0)")
     sim.add_argument("--episodes", type=int, default=0,
                      help="play N reach episodes (after one warm-up episode with the soft start), print the "
                           "success rate and stop (0: run until Ctrl-C)")

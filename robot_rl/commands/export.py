@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-SUMMARY = "Export a run's policy artifact: policy.onnx, policy.pt, policy.yaml (contract 3)"
+SUMMARY = "Export a run's policy artifact: policy.onnx, policy.pt, policy.yaml, manifest.json (contract 3)"
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -6,14 +6,19 @@ An artifact directory needs nothing from training to run::
                   multiplied by its scale); output "action" float32 [B, H*A]: joint targets in robot
                   units (normalisation, clip, scale and offset are inside the graph).
     policy.pt     TorchScript with the same input and output.
-    policy.yaml   :class:`PolicyMeta`, written last, so a directory with a policy.yaml is complete.
+    policy.yaml   :class:`PolicyMeta`, with the sha256 of the graphs.
+    manifest.json the sha256 of every other file, policy.yaml included; written last, so a directory
+                  with a manifest is complete. Every loader verifies it (:func:`load_meta`).
 
 Only numpy and PyYAML here: the ROS nodes import this module on a robot computer without torch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -22,8 +27,15 @@ from typing import Any
 
 import yaml
 
+from robot_rl.errors import InputError
+
 SCHEMA_VERSION = 1
 META_FILE = "policy.yaml"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_VERSION = 1
+MAX_CONTROL_HZ = 1000.0
+"""Highest accepted ``control_hz``: above it the node would tick on every JointState of any driver."""
+REEXPORT = "re-export the policy from its run (robot-rl export <run>)"
 ONNX_FILE = "policy.onnx"
 TORCHSCRIPT_FILE = "policy.pt"
 
@@ -44,8 +56,12 @@ default pose; ``joint_position`` maps [-1, 1] onto the joint range (offset = mid
 half-range), as the simulator does."""
 
 
-class ArtifactError(ValueError):
-    """A policy artifact that is incomplete, inconsistent or made for another robot."""
+class ArtifactError(InputError):
+    """A policy artifact that is incomplete, inconsistent, tampered with or made for another robot.
+
+    An :class:`~robot_rl.errors.InputError`: ``robot-rl`` prints it and exits 2, the policy node
+    refuses to start with it (exit 2).
+    """
 
 
 @dataclass(frozen=True)
@@ -114,44 +130,65 @@ class PolicyMeta:
         """``D``, the sum of the term sizes."""
         return sum(t.size for t in self.observation)
 
-    def validate(self) -> PolicyMeta:
-        """Raise :class:`ArtifactError` naming the first inconsistent field; return ``self``."""
-        A = self.action_dim
+    def validate(self, source: object = META_FILE) -> PolicyMeta:
+        """Raise :class:`ArtifactError` naming ``source``, the first bad key and its value; return ``self``.
+
+        Every number must be finite and in range before it can steer a robot: ``control_hz`` in
+        ``(0, MAX_CONTROL_HZ]``, ``action.scale > 0``, ``clip_low < clip_high``; for
+        ``joint_position_delta_default`` the offset is the default pose.
+        """
+        def bad(key: str, value: Any, problem: str, fix: str = REEXPORT) -> ArtifactError:
+            return ArtifactError(problem, file=source, key=key, value=value, fix=fix)
+
         if self.schema_version != SCHEMA_VERSION:
-            raise ArtifactError(
-                f"policy.yaml schema_version {self.schema_version} is not supported (this robot_rl "
-                f"reads {SCHEMA_VERSION}); re-export the policy with this version of robot_rl."
-            )
-        if A == 0 or len(set(self.joint_names)) != A:
-            raise ArtifactError(f"joint_names must be non-empty and unique, got {self.joint_names}.")
-        for key, values in (
-            ("default_joint_pos", self.default_joint_pos),
-            ("action.scale", self.action.scale),
-            ("action.offset", self.action.offset),
-        ):
-            if len(values) != A:
-                raise ArtifactError(f"{key} has {len(values)} values for {A} joints {self.joint_names}.")
+            raise bad("schema_version", self.schema_version,
+                      f"not supported (this robot_rl reads {SCHEMA_VERSION})")
+        names = self.joint_names
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names) \
+                or len(set(names)) != len(names):
+            raise bad("joint_names", names, "must be a non-empty list of unique joint names")
+        A = self.action_dim
+        for key, values in (("default_joint_pos", self.default_joint_pos), ("action.scale", self.action.scale),
+                            ("action.offset", self.action.offset)):
+            if not isinstance(values, list) or len(values) != A:
+                raise bad(key, values, f"must be a list of {A} numbers, one per joint of {names}")
+            for i, v in enumerate(values):
+                _finite(source, f"{key}[{i}]", v)
         if self.action.type not in ACTION_TYPES:
-            raise ArtifactError(f"action.type {self.action.type!r} is not one of {ACTION_TYPES}.")
-        if any(s == 0.0 for s in self.action.scale):
-            raise ArtifactError(f"action.scale {self.action.scale} has a zero; every joint needs a scale.")
-        if not self.action.clip_low < self.action.clip_high:
-            raise ArtifactError(f"action clip [{self.action.clip_low}, {self.action.clip_high}] is empty.")
-        if self.control_hz <= 0 or self.chunk_length < 1:
-            raise ArtifactError(
-                f"control_hz={self.control_hz} must be > 0 and chunk_length={self.chunk_length} >= 1."
-            )
-        for term in self.observation:
-            if term.name not in OBSERVATION_TERMS:
-                raise ArtifactError(
-                    f"observation term {term.name!r} is not a real-robot quantity; "
-                    f"known terms: {sorted(OBSERVATION_TERMS)}."
-                )
+            raise bad("action.type", self.action.type, f"must be one of {ACTION_TYPES}")
+        for i, v in enumerate(self.action.scale):
+            if v <= 0:
+                raise bad(f"action.scale[{i}]", v, "must be > 0 (a zero or negative scale freezes or inverts "
+                          "the joint)")
+        low = _finite(source, "action.clip_low", self.action.clip_low)
+        high = _finite(source, "action.clip_high", self.action.clip_high)
+        if not low < high:
+            raise bad("action.clip_high", high, f"must be above action.clip_low {low} (the clip range is empty)")
+        if self.action.type == "joint_position_delta_default" and self.action.offset != self.default_joint_pos:
+            raise bad("default_joint_pos", self.default_joint_pos, f"differs from action.offset "
+                      f"{self.action.offset}, the pose the graph adds (joint_position_delta_default)")
+        hz = _finite(source, "control_hz", self.control_hz)
+        if not 0 < hz <= MAX_CONTROL_HZ:
+            raise bad("control_hz", self.control_hz, f"must be in (0, {MAX_CONTROL_HZ:g}] Hz")
+        if isinstance(self.chunk_length, bool) or not isinstance(self.chunk_length, int) \
+                or not 1 <= self.chunk_length <= 1000:
+            raise bad("chunk_length", self.chunk_length, "must be a whole number in [1, 1000]")
+        if not isinstance(self.observation, list) or not self.observation:
+            raise bad("observation", self.observation, "must be a non-empty list of terms")
+        for i, term in enumerate(self.observation):
+            if not isinstance(term.name, str) or term.name not in OBSERVATION_TERMS:
+                raise bad(f"observation[{i}].name", term.name,
+                          f"not a real-robot quantity; known terms: {sorted(OBSERVATION_TERMS)}")
             expected = A if term.name in ("joint_pos", "joint_vel", "last_action") else 3
-            if term.size != expected:
-                raise ArtifactError(
-                    f"observation term {term.name!r} has size {term.size}, expected {expected}."
-                )
+            if isinstance(term.size, bool) or term.size != expected:
+                raise bad(f"observation[{i}].size", term.size, f"term {term.name!r} has {expected} values")
+            _finite(source, f"observation[{i}].scale", term.scale)
+        for key, value in (("robot", self.robot), ("task", self.task)):
+            if not isinstance(value, str):
+                raise bad(key, value, "must be a string")
+        if not isinstance(self.files, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                       for k, v in self.files.items()):
+            raise bad("files", self.files, "must map file names to sha256 hex digests")
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,15 +197,50 @@ class PolicyMeta:
         return {"schema_version": data.pop("schema_version"), **data}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PolicyMeta:
-        """Parse and validate the :meth:`to_dict` form; unknown keys are an error."""
+    def from_dict(cls, data: Any, source: object = META_FILE) -> PolicyMeta:
+        """Parse and validate the :meth:`to_dict` form; a missing or unknown key is an error naming it."""
+        if not isinstance(data, dict):
+            raise ArtifactError("must be a mapping of the PolicyMeta fields (the file is empty or not a "
+                                "policy.yaml)", file=source, value=data, fix=REEXPORT)
+        _check_keys(source, "", data, cls)
         data = dict(data)
-        try:
-            data["observation"] = [ObservationTerm(**t) for t in data["observation"]]
-            data["action"] = ActionSpec(**data["action"])
-            return cls(**data).validate()
-        except (KeyError, TypeError) as exc:
-            raise ArtifactError(f"policy.yaml does not match the PolicyMeta schema: {exc}") from exc
+        action = data["action"]
+        if not isinstance(action, dict):
+            raise ArtifactError("must be a mapping", file=source, key="action", value=action, fix=REEXPORT)
+        _check_keys(source, "action.", action, ActionSpec)
+        data["action"] = ActionSpec(**action)
+        terms = data["observation"]
+        if not isinstance(terms, list):
+            raise ArtifactError("must be a list of {name, size, scale}", file=source, key="observation",
+                                value=terms, fix=REEXPORT)
+        parsed = []
+        for i, term in enumerate(terms):
+            if not isinstance(term, dict):
+                raise ArtifactError("must be a mapping {name, size, scale}", file=source, key=f"observation[{i}]",
+                                    value=term, fix=REEXPORT)
+            _check_keys(source, f"observation[{i}].", term, ObservationTerm)
+            parsed.append(ObservationTerm(**term))
+        data["observation"] = parsed
+        return cls(**data).validate(source)
+
+
+def _check_keys(source: object, prefix: str, data: dict, kind: type) -> None:
+    """Refuse a missing required field or an unknown key of the dataclass ``kind``, naming it."""
+    fields = dataclasses.fields(kind)
+    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    for name in required:
+        if name not in data:
+            raise ArtifactError("missing", file=source, key=f"{prefix}{name}", fix=REEXPORT)
+    unknown = sorted(str(k) for k in set(data) - {f.name for f in fields})
+    if unknown:
+        raise ArtifactError("unknown key", file=source, key=f"{prefix}{unknown[0]}", fix=REEXPORT)
+
+
+def _finite(source: object, key: str, value: Any) -> float:
+    """``value`` as a float if it is a finite number (not a bool, not a string), else ArtifactError."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ArtifactError("must be a finite number", file=source, key=key, value=value, fix=REEXPORT)
+    return float(value)
 
 
 def sha256_file(path: str | Path) -> str:
@@ -204,23 +276,79 @@ def save_meta(meta: PolicyMeta, out_dir: str | Path) -> Path:
     return path
 
 
-def load_meta(artifact_dir: str | Path, verify_files: bool = True) -> PolicyMeta:
-    """Read and validate ``artifact_dir/policy.yaml``; with ``verify_files``, check the sha256 sums."""
+def write_manifest(out_dir: str | Path, names: list[str]) -> Path:
+    """Write ``out_dir/manifest.json``: the sha256 of each named file (policy.yaml among them), last."""
+    out_dir = Path(out_dir)
+    files = {name: sha256_file(out_dir / name) for name in sorted(names)}
+    text = json.dumps({"manifest_version": MANIFEST_VERSION, "files": files}, indent=1) + "\n"
+    path = out_dir / MANIFEST_FILE
+    write_atomic(path, text.encode())
+    return path
+
+
+def verify_manifest(artifact_dir: str | Path) -> dict[str, str]:
+    """Check ``manifest.json`` and every file it lists; return ``{file: sha256}``.
+
+    Raises:
+        ArtifactError: no manifest (an artifact from before manifests: re-export), a malformed one,
+            one that does not cover policy.yaml, a listed file missing, or a file whose bytes changed
+            since export (named). :func:`load_meta` then checks that it covers every graph policy.yaml lists.
+    """
+    artifact_dir = Path(artifact_dir)
+    path = artifact_dir / MANIFEST_FILE
+    if not path.is_file():
+        raise ArtifactError("missing: every file of an artifact must be covered by checksums before it can "
+                            "steer a robot (artifacts exported before manifests have none)", file=path, fix=REEXPORT)
+    try:
+        data = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"not valid JSON ({exc})", file=path, fix=REEXPORT) from exc
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise ArtifactError("must hold {manifest_version, files: {name: sha256}}", file=path, key="files",
+                            value=files, fix=REEXPORT)
+    if data.get("manifest_version") != MANIFEST_VERSION:
+        raise ArtifactError(f"not supported (this robot_rl reads {MANIFEST_VERSION})", file=path,
+                            key="manifest_version", value=data.get("manifest_version"), fix=REEXPORT)
+    if META_FILE not in files:
+        raise ArtifactError(f"does not cover {META_FILE}", file=path, key="files", value=sorted(files), fix=REEXPORT)
+    for name, digest in files.items():
+        file = artifact_dir / name
+        if Path(name).name != name:
+            raise ArtifactError("must name files of the artifact directory", file=path, key="files", value=name,
+                                fix=REEXPORT)
+        if not file.is_file():
+            raise ArtifactError(f"is listed in {MANIFEST_FILE} but missing", file=file,
+                                fix="copy the whole artifact directory")
+        if sha256_file(file) != digest:
+            raise ArtifactError(f"does not match its sha256 in {MANIFEST_FILE}: the file changed after export "
+                                "(edited, truncated or corrupted)", file=file,
+                                fix=f"restore the exported file or {REEXPORT}")
+    return files
+
+
+def load_meta(artifact_dir: str | Path) -> PolicyMeta:
+    """Verify the manifest, then read and validate ``artifact_dir/policy.yaml``.
+
+    Raises:
+        ArtifactError: naming the file, key and value (see :func:`verify_manifest`, :meth:`PolicyMeta.validate`).
+    """
     artifact_dir = Path(artifact_dir)
     path = artifact_dir / META_FILE
     if not path.is_file():
         raise ArtifactError(
-            f"{path} not found: a policy artifact is a directory written by robot_rl.export.export_policy "
-            f"(policy.yaml + policy.onnx)."
-        )
-    meta = PolicyMeta.from_dict(yaml.safe_load(path.read_text()))
-    if verify_files:
-        for name, digest in meta.files.items():
-            file = artifact_dir / name
-            if not file.is_file():
-                raise ArtifactError(f"{file} is listed in policy.yaml but missing; copy the whole directory.")
-            if sha256_file(file) != digest:
-                raise ArtifactError(f"{file} does not match its sha256 in policy.yaml; re-export the policy.")
+            "not found: a policy artifact is a directory written by robot_rl.export.export_policy "
+            f"(policy.yaml + policy.onnx + {MANIFEST_FILE})", file=path, fix="pass the artifact directory")
+    manifest = verify_manifest(artifact_dir)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ArtifactError(f"not valid YAML ({exc})", file=path, fix=REEXPORT) from exc
+    meta = PolicyMeta.from_dict(raw, source=path)
+    for name, digest in meta.files.items():
+        if manifest.get(name) != digest:
+            raise ArtifactError(f"sha256 of {name} differs from {MANIFEST_FILE}'s (the files come from different "
+                                "exports)", file=path, key=f"files.{name}", value=digest, fix=REEXPORT)
     return meta
 
 

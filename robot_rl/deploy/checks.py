@@ -11,6 +11,7 @@ import numpy as np
 
 from robot_rl.deploy.observation import RobotState, build_observation
 from robot_rl.deploy.runtime import PolicyRuntime
+from robot_rl.deploy.validate import RobotSpec
 
 TERM_TOPICS = {
     "base_ang_vel": "imu",
@@ -38,20 +39,21 @@ def check_artifact(artifact_dir: Path, robot: dict[str, Any], runs: int = 200) -
     """Check ``artifact_dir`` against a robot dict (``RobotConfig.as_dict()``).
 
     Raises:
-        ArtifactError: unreadable artifact or joint name/order mismatch (the runtime refuses it too).
+        ArtifactError: the artifact is refused by :func:`robot_rl.deploy.validate.load_policy` (the policy
+            node refuses it too, with the same message): checksums, policy.yaml values, ONNX I/O, joints,
+            default pose.
     """
     joints = robot["joints"]
-    runtime = PolicyRuntime(artifact_dir, robot_joint_names=[j["name"] for j in joints])
+    runtime = PolicyRuntime(artifact_dir, robot=RobotSpec.from_robot(robot))
     meta, report = runtime.meta, CheckReport()
-    report.add("OK", f"{artifact_dir}: {meta.task or 'task ?'} policy, sha256 verified, {meta.action_dim} joints "
-                     f"in the robot's order, obs {meta.observation_dim} = "
+    report.add("OK", f"{artifact_dir}: {meta.task or 'task ?'} policy, manifest sha256 verified, ONNX I/O "
+                     f"[B, {meta.observation_dim}] -> [B, {meta.chunk_length * meta.action_dim}], "
+                     f"{meta.action_dim} joints in the robot's order, default pose = robot.yaml's, obs "
+                     f"{meta.observation_dim} = "
                      + " + ".join(f"{t.name}[{t.size}]x{t.scale:g}" for t in meta.observation))
     if meta.robot != robot["name"]:
         report.add("WARN", f"artifact robot {meta.robot!r} != {robot['name']!r} (joints match)")
     default = np.array([j["default"] for j in joints])
-    if not np.allclose(meta.default_joint_pos, default, atol=1e-6):
-        report.add("ERROR", f"default_joint_pos {meta.default_joint_pos} != robot.yaml defaults {default.tolist()}: "
-                            f"joint_pos observations would be offset; re-export with this robot.yaml")
     control = robot["control"]
     if not np.allclose(meta.action.scale, control["action_scale"]):
         report.add("WARN", f"action scale {meta.action.scale} != robot.yaml {control['action_scale']} "

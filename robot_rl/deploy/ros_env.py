@@ -19,6 +19,8 @@ import os
 import sys
 from pathlib import Path
 
+from robot_rl.errors import InputError
+
 RMW = "rmw_fastrtps_cpp"
 
 
@@ -29,14 +31,30 @@ def ros_library_dirs() -> list[str]:
     return [str(Path(sys.prefix, "lib")), *sorted(str(p) for p in site.glob("ros_*.libs") if p.is_dir())]
 
 
+DOMAIN_ID_RANGES = ((0, 101), (215, 232))
+"""ROS_DOMAIN_IDs usable on Linux with the default DDS ports (docs.ros.org, Concepts, "The ROS_DOMAIN_ID"):
+232 is the highest id whose ports fit in 16 bits, and the ids 102..214 put participant ports in the
+kernel's ephemeral port range 32768-60999, where they can collide with other programs' sockets."""
+
+
+def check_domain_id(domain_id: int) -> int:
+    """``domain_id`` if it is in :data:`DOMAIN_ID_RANGES`, else an InputError naming the rule."""
+    if isinstance(domain_id, bool) or not isinstance(domain_id, int) or not any(
+            lo <= domain_id <= hi for lo, hi in DOMAIN_ID_RANGES):
+        raise InputError("outside the ids ROS 2 can use on Linux with the default ports (0..101, or 215..232; "
+                         "102..214 collide with the kernel's ephemeral ports 32768-60999, above 232 the DDS "
+                         "port numbers overflow)", key="ROS_DOMAIN_ID (--domain-id)", value=domain_id,
+                         fix="pick a free id in 0..101")
+    return domain_id
+
+
 def ros_environment(domain_id: int, base: dict[str, str] | None = None) -> dict[str, str]:
     """A copy of ``base`` (default ``os.environ``) ready to run rclpy nodes in ``domain_id``.
 
     Args:
-        domain_id: 0..101 (the portable ROS_DOMAIN_ID range on Linux).
+        domain_id: in :data:`DOMAIN_ID_RANGES` (else InputError).
     """
-    if not 0 <= domain_id <= 101:
-        raise ValueError(f"ROS_DOMAIN_ID {domain_id} is outside 0..101; pick a free id in that range.")
+    check_domain_id(domain_id)
     env = dict(os.environ if base is None else base)
     current = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     env["LD_LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys([*ros_library_dirs(), *current]))

@@ -15,6 +15,9 @@ from typing import Any
 
 import yaml
 
+from robot_rl.errors import InputError
+
+COMMAND_TYPES = ("std_msgs/msg/Float64MultiArray", "trajectory_msgs/msg/JointTrajectory")
 RECORDER_KEYS = ("robot", "joint_names", "joint_states_topic", "command_topic", "command_type")
 REPLAY_KEYS = (*RECORDER_KEYS, "lower", "upper", "max_step_change", "stale_state_timeout", "soft_start_s", "estop_mode")
 
@@ -24,9 +27,14 @@ HEADER = (
 )
 
 
-def _topic(ros: dict[str, Any], key: str, default: str) -> str:
+def _topic(ros: dict[str, Any], key: str, default: str, source: str) -> str:
     entry = ros.get(key)
-    return (entry["topic"] if entry else default).lstrip("/")
+    if entry is None:
+        return default
+    if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str) or not entry["topic"].strip("/"):
+        raise InputError("must be a mapping {topic: <name>, type: <msg type>}", file=source, key=f"ros.{key}",
+                         value=entry, fix="see hardware/so101/robot.yaml")
+    return entry["topic"].lstrip("/")
 
 
 def ros_params(robot: dict[str, Any], policy: str | None = None) -> dict[str, Any]:
@@ -38,29 +46,31 @@ def ros_params(robot: dict[str, Any], policy: str | None = None) -> dict[str, An
         policy: artifact directory to bake in; None leaves it to the launch argument.
     """
     joints, ros, safety, control = robot["joints"], robot.get("ros", {}), robot["safety"], robot["control"]
-    if "command" not in ros:
-        raise ValueError(
-            f"robot {robot['name']!r} has no ros.command in robot.yaml; add "
-            f"{{topic: ..., type: std_msgs/msg/Float64MultiArray | trajectory_msgs/msg/JointTrajectory}}."
-        )
+    source = str(robot.get("path") or f"hardware/{robot['name']}/robot.yaml")
+    command = ros.get("command")
+    if not isinstance(command, dict) or command.get("type") not in COMMAND_TYPES:
+        raise InputError("missing, or its type is not a command type the nodes publish", file=source,
+                         key="ros.command", value=command,
+                         fix=f"add {{topic: ..., type: {' | '.join(COMMAND_TYPES)}}}")
     topics = {
-        "joint_states_topic": _topic(ros, "joint_states", "joint_states"),
-        "imu_topic": _topic(ros, "imu", "imu"),
-        "target_topic": _topic(ros, "target", "target_pose"),
-        "command_topic": _topic(ros, "command", ""),
-        "command_type": ros["command"]["type"],
-        "base_frame": ros.get("base_frame", ""),
+        "joint_states_topic": _topic(ros, "joint_states", "joint_states", source),
+        "imu_topic": _topic(ros, "imu", "imu", source),
+        "target_topic": _topic(ros, "target", "target_pose", source),
+        "command_topic": _topic(ros, "command", "", source),
+        "command_type": command["type"],
+        "base_frame": str(ros.get("base_frame", "")),
     }
     policy_node = {
         "robot": robot["name"],
         "joint_names": [j["name"] for j in joints],
         "lower": [float(j["lower"]) for j in joints],
         "upper": [float(j["upper"]) for j in joints],
+        "default_joint_pos": [float(j["default"]) for j in joints],
         "max_step_change": [float(safety["max_step_change"])] * len(joints),
         "stale_state_timeout": float(safety["stale_state_timeout"]),
         "soft_start_s": float(safety["soft_start_s"]),
         "estop_mode": str(safety.get("estop", "hold")),
-        "velocity_command_topic": _topic(ros, "velocity_command", "cmd_vel"),
+        "velocity_command_topic": _topic(ros, "velocity_command", "cmd_vel", source),
         "rt_priority": 0,  # > 0: SCHED_FIFO for the control loop (docs/deploy.md, "Timing")
         **topics,
     }

@@ -10,9 +10,9 @@ from collections import deque
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
-from robot_rl.deploy.artifact import ONNX_FILE, ArtifactError, PolicyMeta, check_joint_order, load_meta
+from robot_rl.deploy.artifact import check_joint_order
+from robot_rl.deploy.validate import RobotSpec, load_policy
 
 CHUNK_MODES = ("open_loop", "temporal_ensemble")
 
@@ -20,40 +20,29 @@ CHUNK_MODES = ("open_loop", "temporal_ensemble")
 class PolicyRuntime:
     """An artifact ready to run: ``infer(obs [D]) -> targets [H, A]``.
 
+    Validated at load by :func:`robot_rl.deploy.validate.load_policy` (manifest, policy.yaml, ONNX
+    I/O and, given a robot, joints, limits and default pose); refused with an ArtifactError otherwise.
+
     Args:
         artifact_dir: directory written by ``robot_rl.export.export_policy``.
-        robot_joint_names: the robot's joints in command order; refused (ArtifactError) if they
-            differ from the artifact's in name or order.
+        robot_joint_names: the robot's joints in command order; refused if they differ from the
+            artifact's in name or order (``robot`` checks these and more).
+        robot: the robot's joints, limits and default pose (:class:`RobotSpec`).
         threads: onnxruntime intra-op threads (1 keeps latency low and predictable).
     """
 
-    def __init__(
-        self, artifact_dir: str | Path, robot_joint_names: list[str] | None = None, threads: int = 1
-    ) -> None:
-        self.meta: PolicyMeta = load_meta(artifact_dir)
+    def __init__(self, artifact_dir: str | Path, robot_joint_names: list[str] | None = None,
+                 threads: int = 1, robot: RobotSpec | None = None) -> None:
+        self.meta, self.session = load_policy(artifact_dir, robot, threads)
         if robot_joint_names is not None:
             check_joint_order(self.meta, robot_joint_names)
-        path = Path(artifact_dir) / ONNX_FILE
-        if ONNX_FILE not in self.meta.files:
-            raise ArtifactError(f"{artifact_dir} has no {ONNX_FILE}; export with formats including 'onnx'.")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        shape = self.session.get_inputs()[0].shape
-        if shape[-1] != self.meta.observation_dim:
-            raise ArtifactError(
-                f"{path} takes obs of size {shape[-1]} but policy.yaml's observation adds up to "
-                f"{self.meta.observation_dim}; the files come from different exports."
-            )
         # One observation at a time through preallocated buffers bound once (no per-call output allocation).
         H, A = self.meta.chunk_length, self.meta.action_dim
         self._obs = np.zeros((1, self.meta.observation_dim), dtype=np.float32)
         self._out = np.zeros((1, H * A), dtype=np.float32)
         self._binding = self.session.io_binding()
-        self._binding.bind_cpu_input(self.session.get_inputs()[0].name, self._obs)
-        self._binding.bind_output(self.session.get_outputs()[0].name, "cpu", 0, np.float32, list(self._out.shape),
-                                  self._out.ctypes.data)
+        self._binding.bind_cpu_input("obs", self._obs)
+        self._binding.bind_output("action", "cpu", 0, np.float32, list(self._out.shape), self._out.ctypes.data)
 
     def infer(self, obs: np.ndarray) -> np.ndarray:
         """``obs [D]`` -> joint targets ``[H, A]`` float64 (a new array; not thread-safe)."""

@@ -1,4 +1,8 @@
-"""Evaluate an exported policy artifact (ONNX Runtime) on its task in simulation."""
+"""Evaluate an exported policy artifact (ONNX Runtime) on its task in simulation.
+
+The artifact goes through the deploy validator (:func:`robot_rl.deploy.validate.load_policy`), so
+``robot-rl eval`` refuses what ``deploy check`` and the policy node refuse (exit 2).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.deploy.artifact import META_FILE, ArtifactError, load_meta
 from robot_rl.deploy.runtime import PolicyRuntime
+from robot_rl.deploy.validate import RobotSpec
 from robot_rl.train.evaluation import evaluate
 
 
@@ -38,13 +44,13 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
     """Summary of ``episodes`` episodes of the artifact on ``task`` (default: the artifact's)."""
     import sim
 
-    runtime = PolicyRuntime(artifact)
-    task = task or runtime.meta.task
+    task = task or load_meta(artifact).task  # manifest and policy.yaml checked before an env is built
     if not task:
-        raise ValueError(f"{artifact}/policy.yaml names no task; pass --task")
+        raise ArtifactError("names no task", file=Path(artifact) / META_FILE, key="task", value="",
+                            fix="pass --task")
     env = sim.make_env(task, num_envs=num_envs, seed=seed)
-    runtime_joints = list(env.robot.joint_names)
-    PolicyRuntime(artifact, robot_joint_names=runtime_joints)  # refuses a robot with other joints
+    # the deploy validator, against the env's robot: joints, limits, default pose, ONNX I/O
+    runtime = PolicyRuntime(artifact, robot=RobotSpec.from_robot(env.robot.as_dict()))
     summary = evaluate(ArtifactPolicy(runtime), env, episodes, seed, video).summary()
     summary["task"] = task
     return summary

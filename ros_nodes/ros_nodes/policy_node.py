@@ -34,6 +34,8 @@ from robot_rl.deploy.artifact import ArtifactError
 from robot_rl.deploy.observation import ObservationBuilder, RobotState, reorder_index
 from robot_rl.deploy.runtime import ChunkExecutor, PolicyRuntime
 from robot_rl.deploy.safety import SafetyConfig, SafetyState, latch_estop, safety_step, set_enabled
+from robot_rl.deploy.validate import RobotSpec, check_control_hz
+from robot_rl.errors import EXIT_BAD_INPUT, InputError
 from ros_nodes import spin
 from ros_nodes.messages import (
     CommandMessage,
@@ -52,6 +54,7 @@ PARAMS = {
     "joint_names": ("str[]", None),
     "lower": ("float[]", None),
     "upper": ("float[]", None),
+    "default_joint_pos": ("float[]", None),  # robot.yaml's default pose: the artifact's must match it
     "max_step_change": ("float[]", None),
     "stale_state_timeout": (float, None),
     "soft_start_s": (float, None),
@@ -76,25 +79,37 @@ PARAMS = {
 
 
 class PolicyNode(Node):
-    """The policy runner; raises ArtifactError/ValueError before creating any publisher if misconfigured."""
+    """The policy runner; raises InputError (ArtifactError) or ValueError before creating any publisher if
+    misconfigured: the parameters and the artifact go through the same validation as ``deploy check``."""
 
     def __init__(self, node_name: str = "policy_node") -> None:
         super().__init__(node_name)
         p = declare(self, PARAMS)
         self.p = p
-        self.runtime = PolicyRuntime(p["policy"], robot_joint_names=p["joint_names"])
-        self.meta = self.runtime.meta
-        A = self.meta.action_dim
+        # every number is validated before the artifact is opened and before any publisher exists
+        source = f"{self.get_name()} parameters"
+        step = p["max_step_change"]
         self.safety_cfg = SafetyConfig(
-            lower=np.asarray(p["lower"]),
-            upper=np.asarray(p["upper"]),
-            max_step_change=np.broadcast_to(np.asarray(p["max_step_change"]), (A,)).copy(),
+            lower=p["lower"],
+            upper=p["upper"],
+            max_step_change=step * len(p["joint_names"]) if len(step) == 1 else step,
             stale_state_timeout=p["stale_state_timeout"],
             soft_start_s=p["soft_start_s"],
             estop_mode=p["estop_mode"],
+            source=source,
         )
+        if self.safety_cfg.lower.size != len(p["joint_names"]):
+            raise InputError(f"has {len(p['joint_names'])} joints but {self.safety_cfg.lower.size} limits",
+                             file=source, key="joint_names", value=p["joint_names"],
+                             fix="regenerate the parameters with robot-rl ros params <robot>")
+        robot = RobotSpec(source, p["joint_names"], self.safety_cfg.lower, self.safety_cfg.upper,
+                          np.asarray(p["default_joint_pos"], dtype=np.float64))
+        control_hz = check_control_hz(p["control_hz"], source)
+        self.runtime = PolicyRuntime(p["policy"], robot=robot)
+        self.meta = self.runtime.meta
+        A = self.meta.action_dim
         self.safety = SafetyState(enabled=p["start_enabled"])
-        self.period = 1.0 / (p["control_hz"] or self.meta.control_hz)
+        self.period = 1.0 / (control_hz or self.meta.control_hz)
         self.chunks = ChunkExecutor(self.meta.chunk_length, p["chunk_mode"], p["chunk_decay"])
         self.command_type = p["command_type"]
         terms = {t.name for t in self.meta.observation}
@@ -282,7 +297,7 @@ def main(args: list[str] | None = None) -> int:
     except (ArtifactError, ValueError) as exc:
         rclpy.logging.get_logger("policy_node").fatal(f"refusing to start: {exc}")
         rclpy.try_shutdown()
-        return 2
+        return EXIT_BAD_INPUT
     executor = make_executor(node.p["executor"])
     executor.add_node(node)
     if node.p["rt_priority"]:

@@ -1,11 +1,16 @@
 """``hardware/<robot>/robot.yaml``: what a physical robot is (DESIGN.md, contract 2).
 
 :func:`load_robot` reads and validates one file; every error names the file, the key and the fix.
+Every number is checked finite and in range here (NaN or infinity would switch a safety rule off):
+``lower < upper``, the default inside them, ``velocity``/``effort``/``kp > 0``, ``kd >= 0``, the policy
+rate in ``(0, 1000]`` Hz, ``physics_dt`` in ``(0, 0.1]`` s dividing the control period (decimation a whole
+number >= 1), ``max_step_change > 0``, ``stale_state_timeout`` in ``(0, 10]`` s, ``soft_start_s`` in ``[0, 60]``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +22,10 @@ SCHEMA_VERSION = 1
 KINDS = ("arm", "humanoid", "quadruped")
 ACTION_TYPES = ("joint_position_delta_default", "joint_position", "joint_torque")
 ESTOP_MODES = ("hold", "damp")
+MAX_POLICY_HZ = 1000.0
+MAX_STALE_TIMEOUT_S = 10.0
+"""Longest stale-state timeout accepted: beyond it the watchdog would be off in all but name."""
+MAX_SOFT_START_S = 60.0
 
 
 class RobotConfigError(ValueError):
@@ -137,9 +146,18 @@ def _check_keys(path: Path, where: str, got: dict, allowed: set[str]) -> None:
                    f"remove it or use one of {sorted(allowed)}")
 
 
-def _number(path: Path, key: str, value: Any) -> float:
+def _number(path: Path, key: str, value: Any, low: float | None = None, high: float | None = None,
+            strict: bool = False, fix: str = "write a plain finite number") -> float:
+    """``value`` as a float if it is a finite number in ``[low, high]`` (``(low, high]`` when ``strict``)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _err(path, key, f"expected a number, got {value!r}", "write a plain number")
+        raise _err(path, key, f"expected a number, got {value!r}", fix)
+    if not math.isfinite(value):
+        raise _err(path, key, f"must be a finite number, got {value!r} (NaN or infinity switches safety "
+                   "rules off)", fix)
+    if low is not None and (value < low or (strict and value == low)):
+        raise _err(path, key, f"must be {'>' if strict else '>='} {low:g}, got {value!r}", fix)
+    if high is not None and value > high:
+        raise _err(path, key, f"must be <= {high:g}, got {value!r}", fix)
     return float(value)
 
 
@@ -151,8 +169,10 @@ def _parse_joint(path: Path, i: int, raw: Any) -> JointSpec:
     missing = [k for k in ("name", "lower", "upper", "velocity", "effort", "default", "kp", "kd") if k not in raw]
     if missing:
         raise _err(path, f"{where}.{missing[0]}", "missing", f"add {missing[0]} for joint {raw.get('name')!r}")
+    if not isinstance(raw["name"], str) or not raw["name"]:
+        raise _err(path, f"{where}.name", f"expected a joint name, got {raw['name']!r}", "write the joint's name")
     values = {k: _number(path, f"{where}.{k}", raw[k]) for k in _JOINT_KEYS - {"name"}}
-    joint = JointSpec(name=str(raw["name"]), **values)
+    joint = JointSpec(name=raw["name"], **values)
     if not joint.lower < joint.upper:
         raise _err(path, f"{where}.lower", f"lower {joint.lower} is not below upper {joint.upper} "
                    f"for joint {joint.name!r}", "swap them or fix the limits")
@@ -178,16 +198,42 @@ def _parse_control(path: Path, raw: Any) -> ControlSpec:
     if action_type not in ACTION_TYPES:
         raise _err(path, "control.action_type", f"unknown action type {action_type!r}", f"use one of {ACTION_TYPES}")
     control = ControlSpec(
-        policy_hz=_number(path, "control.policy_hz", raw["policy_hz"]),
-        physics_dt=_number(path, "control.physics_dt", raw["physics_dt"]),
+        policy_hz=_number(path, "control.policy_hz", raw["policy_hz"], 0.0, MAX_POLICY_HZ, strict=True,
+                          fix=f"give the policy rate in Hz, in (0, {MAX_POLICY_HZ:g}]"),
+        physics_dt=_number(path, "control.physics_dt", raw["physics_dt"], 0.0, 0.1, strict=True,
+                           fix="give the physics step in seconds, e.g. 0.002"),
         action_type=action_type,
-        action_scale=_number(path, "control.action_scale", raw.get("action_scale", 0.5)),
+        action_scale=_number(path, "control.action_scale", raw.get("action_scale", 0.5), 0.0, strict=True,
+                             fix="give the action scale as a positive number"),
     )
     ratio = 1.0 / (control.policy_hz * control.physics_dt)
-    if control.policy_hz <= 0 or control.physics_dt <= 0 or abs(ratio - control.decimation) > 1e-6 or ratio < 1:
+    if abs(ratio - control.decimation) > 1e-6 or ratio < 1:
         raise _err(path, "control.policy_hz", f"1 / (policy_hz * physics_dt) = {ratio:g} is not a whole "
                    "number >= 1", "choose physics_dt so that it divides the control period")
     return control
+
+
+def _parse_safety(path: Path, raw: Any) -> SafetySpec:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise _err(path, "safety", f"expected a mapping, got {raw!r}", "write safety: {max_step_change: ..., ...}")
+    _check_keys(path, "safety.", raw, _SAFETY_KEYS)
+    default = SafetySpec()
+    values = {
+        "max_step_change": _number(path, "safety.max_step_change", raw.get("max_step_change", default.max_step_change),
+                                   0.0, strict=True, fix="give the largest change per control step in rad, > 0"),
+        "stale_state_timeout": _number(path, "safety.stale_state_timeout",
+                                       raw.get("stale_state_timeout", default.stale_state_timeout), 0.0,
+                                       MAX_STALE_TIMEOUT_S, strict=True,
+                                       fix=f"give the watchdog timeout in seconds, in (0, {MAX_STALE_TIMEOUT_S:g}]"),
+        "soft_start_s": _number(path, "safety.soft_start_s", raw.get("soft_start_s", default.soft_start_s), 0.0,
+                                MAX_SOFT_START_S, fix=f"give the soft start in seconds, in [0, {MAX_SOFT_START_S:g}]"),
+    }
+    estop = raw.get("estop", default.estop)
+    if estop not in ESTOP_MODES:
+        raise _err(path, "safety.estop", f"unknown mode {estop!r}", f"use one of {ESTOP_MODES}")
+    return SafetySpec(**values, estop=estop)
 
 
 def _parse_model(path: Path, raw: Any) -> ModelSpec:
@@ -239,6 +285,11 @@ def load_robot(name_or_path: str | os.PathLike) -> RobotConfig:
     version = raw.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise _err(path, "schema_version", f"version {version} is not supported", f"use {SCHEMA_VERSION}")
+    if not isinstance(raw["name"], str) or not raw["name"]:
+        raise _err(path, "name", f"expected the robot's name, got {raw['name']!r}", "write e.g. name: so101")
+    for key in ("sites", "ros"):
+        if not isinstance(raw.get(key) or {}, dict):
+            raise _err(path, key, f"expected a mapping, got {raw[key]!r}", f"write {key}: {{...}}")
     if raw["kind"] not in KINDS:
         raise _err(path, "kind", f"unknown kind {raw['kind']!r}", f"use one of {KINDS}")
     if not isinstance(raw["joints"], list) or not raw["joints"]:
@@ -248,20 +299,15 @@ def load_robot(name_or_path: str | os.PathLike) -> RobotConfig:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise _err(path, "joints", f"joint {dup[0]!r} is listed twice", "list each joint once")
-    safety_raw = raw.get("safety", {}) or {}
-    _check_keys(path, "safety.", safety_raw, _SAFETY_KEYS)
-    safety = SafetySpec(**safety_raw)
-    if safety.estop not in ESTOP_MODES:
-        raise _err(path, "safety.estop", f"unknown mode {safety.estop!r}", f"use one of {ESTOP_MODES}")
     return RobotConfig(
-        name=str(raw["name"]),
+        name=raw["name"],
         kind=raw["kind"],
         model=_parse_model(path, raw["model"]),
         joints=joints,
         control=_parse_control(path, raw["control"]),
         sites=dict(raw.get("sites", {}) or {}),
         ros=dict(raw.get("ros", {}) or {}),
-        safety=safety,
+        safety=_parse_safety(path, raw.get("safety", {})),
         path=path,
         schema_version=version,
     )
