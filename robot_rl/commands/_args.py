@@ -73,3 +73,15 @@ rate = number(low=0.0, low_inclusive=False)
 """A finite number > 0 (learning rates, durations)."""
 duration = number(low=0.0)
 """A finite number >= 0 (seconds, where 0 means "off")."""
+
+
+def domain_id(text: str) -> int:
+    """A ROS_DOMAIN_ID ROS 2 can use on Linux with the default ports (0..101, 215..232)."""
+    from robot_rl.deploy.ros_env import check_domain_id
+    from robot_rl.errors import InputError
+
+    value = integer()(text)
+    try:
+        return check_domain_id(value)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

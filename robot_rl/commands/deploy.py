@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from robot_rl.commands._args import count, domain_id, integer, number, positive, rate, seed
 from robot_rl.errors import EXIT_BAD_INPUT
 
 SUMMARY = "Check a policy artifact against a robot, or run it sim-to-sim over ROS 2 (sim2sim | check)"
@@ -154,24 +155,25 @@ def main(argv: list[str]) -> int:
     check.add_argument("policy", help="artifact directory (policy.yaml + policy.onnx)")
     check.add_argument("--robot", required=True,
                        help="robot name (hardware/<robot>/robot.yaml), e.g. so101, or a path to a robot.yaml")
-    check.add_argument("--runs", type=int, default=200, help="inference runs timed (default 200)")
+    check.add_argument("--runs", type=positive, default=200, help="inference runs timed (default 200)")
     sim = sub.add_parser("sim2sim", help="simulated robot + policy node over ROS 2 (DDS on loopback)",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sim.add_argument("--robot", default="so101", help="robot name (default so101)")
     sim.add_argument("--policy", required=True, help="artifact directory")
     sim.add_argument("--namespace", default="", help="ROS namespace of both nodes")
-    sim.add_argument("--domain-id", type=int, default=os.environ.get("ROS_DOMAIN_ID", "0"),
+    sim.add_argument("--domain-id", type=domain_id, default=os.environ.get("ROS_DOMAIN_ID", "0"),
                      help="ROS_DOMAIN_ID: 0..101 or 215..232 (default $ROS_DOMAIN_ID or 0)")
-    sim.add_argument("--episodes", type=int, default=0,
+    sim.add_argument("--episodes", type=count, default=0,
                      help="play N reach episodes (after one warm-up episode with the soft start), print the "
                           "success rate and stop (0: run until Ctrl-C)")
-    sim.add_argument("--episode-s", type=float, default=4.0, help="episode length in seconds (default 4)")
-    sim.add_argument("--latency-ms", type=float, default=0.0, help="command latency of the simulated robot")
-    sim.add_argument("--noise", type=float, default=0.0, help="joint position noise std (rad); velocity 10x")
-    sim.add_argument("--seed", type=int, default=0, help="seed of the simulated robot")
+    sim.add_argument("--episode-s", type=rate, default=4.0, help="episode length in seconds (default 4)")
+    sim.add_argument("--latency-ms", type=number(0.0, 1000.0), default=0.0,
+                     help="command latency of the simulated robot (ms)")
+    sim.add_argument("--noise", type=number(0.0, 1.0), default=0.0, help="joint position noise std (rad); velocity 10x")
+    sim.add_argument("--seed", type=seed, default=0, help="seed of the simulated robot")
     sim.add_argument("--launch", default="sim2sim.launch.yaml", help="launch file (name in ros_nodes/launch or path)")
     sim.add_argument("--print-commands", action="store_true", help="print each node's command line (no --episodes)")
-    sim.add_argument("--rt-priority", type=int, default=0,
+    sim.add_argument("--rt-priority", type=integer(0, 99), default=0,
                      help="with --episodes: run both nodes in SCHED_FIFO at this priority after the first episode "
                           "(needs root or rtprio rights; 0: normal scheduling)")
     args = parser.parse_args(argv)

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from robot_rl.commands._args import count, duration, image_size, integer, positive, rate, seed
+from robot_rl.commands._args import count, domain_id, duration, image_size, integer, positive, rate, seed
 
 SUMMARY = (
     "Record demonstrations to a LeRobot v3.0 dataset: in sim (scripted expert, exported policy, keyboard "
@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     ros.add_argument("--no-velocity", action="store_true", help="the JointState carries no velocities")
     ros.add_argument("--teleop", action="store_true", help="drive the robot from this terminal's keyboard (joints)")
     ros.add_argument("--sim", action="store_true", help="also start the MuJoCo simulated robot node")
-    ros.add_argument("--domain-id", type=integer(0, 101), help="ROS_DOMAIN_ID, 0..101 (default: $ROS_DOMAIN_ID or 0)")
+    ros.add_argument("--domain-id", type=domain_id, help="ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
     ros.add_argument("--namespace", default="", help="namespace of the recorder and the robot's topics")
     ros.add_argument("--log-dir", type=Path, help="node log folder (default: a temporary folder)")
     ros.add_argument("--print-commands", action="store_true", help="print the node command line")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from robot_rl.commands._args import image_size, integer
+from robot_rl.commands._args import domain_id, image_size, integer
 
 SUMMARY = (
     "Replay a recorded episode open-loop in sim (tracking error, success, side-by-side video) or on a robot "
@@ -49,8 +49,7 @@ def main(argv: list[str]) -> int:
     ros.add_argument("--ros", action="store_true", help="publish the recorded commands to a robot via the replay node")
     ros.add_argument("--robot", help="hardware/<robot>/robot.yaml name (default: the dataset's robot_type)")
     ros.add_argument("--sim", action="store_true", help="also start the MuJoCo simulated robot node (sim-to-sim)")
-    ros.add_argument("--domain-id", type=integer(minimum=0, maximum=101),
-                     help="ROS_DOMAIN_ID, 0..101 (default: $ROS_DOMAIN_ID or 0)")
+    ros.add_argument("--domain-id", type=domain_id, help="ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID or 0)")
     ros.add_argument("--namespace", default="", help="namespace of the nodes and their topics")
     ros.add_argument("--report", type=Path, help="write the tracking report here (JSON)")
     ros.add_argument("--log-dir", type=Path, help="node logs (default: a temporary folder)")
