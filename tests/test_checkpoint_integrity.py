@@ -29,12 +29,10 @@ def _corrupt(ckpt, name=TENSORS_FILE):
     (ckpt / name).write_bytes(bytes(data))
 
 
-def _train(run, total_steps, resume=False, **overrides):
+def _train(run, total_steps):
+    """Train the toy task from scratch into ``run`` (a checkpoint every 2 updates of 128 env steps)."""
     cfg = compose([*OVERRIDES, f"task.total_steps={total_steps}"])
-    for k, v in overrides.items():
-        setattr(cfg.agent, k, v)
-    runner = OnPolicyRunner(cfg, run, env_factory=toy_factory, resume=resume)
-    return runner, runner.learn(evaluate_and_export=False)
+    OnPolicyRunner(cfg, run, env_factory=toy_factory).learn(evaluate_and_export=False)
 
 
 def test_checksums_are_written_last_and_catch_any_change(tmp_path):
@@ -115,3 +113,23 @@ def test_nan_learning_rate_stops_training_without_a_nan_checkpoint(tmp_path, int
 def test_run_settings_are_refused_when_the_config_is_read(override, key):
     with pytest.raises(InputError, match=rf"^{key} = "):
         compose([*OVERRIDES, override])
+
+
+def test_schema_1_checkpoints_without_checksums_still_load_and_are_checked(tmp_path):
+    path = save_checkpoint(tmp_path, 10, {"w": torch.arange(3.0)})
+    (path / SUMS_FILE).unlink()
+    tree = path / "state.yaml"
+    tree.write_text(tree.read_text().replace("schema_version: 2", "schema_version: 1"))
+    step, state = load_checkpoint(path)
+    assert step == 10 and torch.equal(state["w"], torch.arange(3.0))
+    (path / TENSORS_FILE).write_bytes((path / TENSORS_FILE).read_bytes()[:40])
+    with pytest.raises(CheckpointError, match=r"state\.safetensors: not a readable safetensors file"):
+        load_checkpoint(path)
+
+
+def test_resume_removes_temporary_directories_a_kill_left_behind(tmp_path):
+    run = tmp_path / "run"
+    _train(run, 2 * 128)
+    (run / "checkpoints" / ".tmp_killed").mkdir()
+    OnPolicyRunner(compose([*OVERRIDES, "task.total_steps=512"]), run, env_factory=toy_factory, resume=True)
+    assert not (run / "checkpoints" / ".tmp_killed").exists()
