@@ -142,6 +142,8 @@ def cases() -> list[FuzzCase]:
          (sy, "schema")),
         ("state.yaml names a tensor the file lacks", "eval",
          yaml_replace("__tensor__: agent/actor", "__tensor__: agent/nowhere"), (sy, "tensor")),
+        ("state.yaml state a number", "eval", write(sy, "schema_version: 2\nstep: 256\nstate: 7\n", resum=True),
+         (sy, "mapping")),
         ("state.yaml step negative", "export", yaml_replace("\nstep: 256", "\nstep: -5"), (sy, "step")),
         ("NaN-filled tensors, checksums updated", "eval", nan_tensors, ("non-finite",)),
         ("NaN-filled tensors, checksums updated", "export", nan_tensors, ("non-finite",)),

@@ -262,8 +262,9 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tup
         doc = yaml.safe_load(tree.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise _fail(tree, f"not readable YAML: {str(exc).splitlines()[0]}") from None
-    if not isinstance(doc, dict) or not {"schema_version", "step", "state"} <= set(doc):
-        raise _fail(tree, f"expected a mapping with schema_version, step and state, got "
+    if not isinstance(doc, dict) or not {"schema_version", "step", "state"} <= set(doc) \
+            or not isinstance(doc["state"], dict):
+        raise _fail(tree, f"expected a mapping with schema_version, step and state (a mapping), got "
                     f"{type(doc).__name__ if not isinstance(doc, dict) else sorted(doc)}")
     if doc["schema_version"] not in (1, SCHEMA_VERSION):
         raise _fail(tree, f"checkpoint schema {doc['schema_version']!r}; this code reads 1 and {SCHEMA_VERSION}",
