@@ -67,6 +67,14 @@ BAD_PAIRS: list[tuple[str, str, tuple[str, ...]]] = [
     ("tdmpc", "mlp", ("critic", "agent=tdmpc", "world_model")),
 ]
 
+OTHER_AGENT: list[tuple[str, tuple[str, ...]]] = [
+    ("agent=sac agent.learning_starts=100000", ("task.total_steps", "first update")),
+    ("agent=sac agent.tau=1.5", ("agent.tau",)),
+    ("agent=sac agent.actor_lr=nan", ("agent.actor_lr",)),
+    ("agent=td3 agent.batch_size=0", ("agent.batch_size",)),
+    ("agent=sac critic.num_members=0", ("critic.num_members",)),
+]
+
 
 def _value_case(override: str, expect: tuple[str, ...]) -> FuzzCase:
     def make(case_dir: Path, good: GoodInputs) -> list[str]:
@@ -83,6 +91,14 @@ def _pair_case(agent: str, critic: str, expect: tuple[str, ...]) -> FuzzCase:
     return FuzzCase(f"config/agent={agent} critic={critic}", "config", make, expect)
 
 
+def _other_agent_case(overrides: str, expect: tuple[str, ...]) -> FuzzCase:
+    def make(case_dir: Path, good: GoodInputs) -> list[str]:
+        return ["train", *TRAIN_TINY_NO_AGENT, f"hydra.run.dir={case_dir / 'run'}", *overrides.split()]
+
+    return FuzzCase(f"config/{overrides}", "config", make, expect)
+
+
 def cases() -> list[FuzzCase]:
-    """Every config case: one bad value each, then incompatible agent/critic pairs."""
-    return [_value_case(o, e) for o, e in BAD_VALUES] + [_pair_case(a, c, e) for a, c, e in BAD_PAIRS]
+    """Every config case: one bad PPO value each, incompatible agent/critic pairs, off-policy values."""
+    return ([_value_case(o, e) for o, e in BAD_VALUES] + [_pair_case(a, c, e) for a, c, e in BAD_PAIRS]
+            + [_other_agent_case(o, e) for o, e in OTHER_AGENT])

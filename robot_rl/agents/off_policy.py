@@ -97,6 +97,11 @@ class OffPolicyConfig:
         if self.tau > 1.0:
             raise fail(self, "agent", "tau", "must be <= 1", "a Polyak rate in (0, 1]")
 
+    def steps_before_update(self, num_envs: int) -> int:
+        """Env steps (all envs) collected before the first update can happen: the warm-up, at least one
+        vector step."""
+        return max(self.learning_starts, num_envs)
+
 
 Metrics = dict[str, float | torch.Tensor]
 """Training metrics of one update or a sum of them: Python floats, or 0-d tensors left on the device."""

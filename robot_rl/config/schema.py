@@ -149,8 +149,8 @@ class TrainConfig:
             raise fail(self, "", "export_formats", f"has unknown {unknown}",
                        f"a list of {list(EXPORT_FORMATS)} ([] for no export)")
         if is_dataclass(self.agent) and is_dataclass(self.task):
-            self._check_budget()
             self._check_pairing()
+            self._check_budget()
 
     def _check_budget(self) -> None:
         """Refuse a ``task.total_steps`` smaller than what the agent collects before its first update."""
@@ -160,7 +160,7 @@ class TrainConfig:
         need = first_update(self.task.num_envs)
         if self.task.total_steps < need:
             raise InputError(
-                f"is smaller than the {need:,} env steps collected before the first update (agent settings x "
+                f"is smaller than the {need:,} env steps collected before the first update (agent settings, "
                 f"task.num_envs={self.task.num_envs}): the run would train nothing", key="task.total_steps",
                 value=self.task.total_steps, fix=f"raise task.total_steps to >= {need}, or lower the agent's "
                 "rollout length (agent.num_steps_per_env) / warm-up (agent.learning_starts) or task.num_envs")
