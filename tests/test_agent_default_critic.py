@@ -1,11 +1,14 @@
 """Each off-policy agent's yaml selects its critic: `agent=sac` alone works, `critic=...` still wins,
 and a combination the agent cannot train is refused naming the fix."""
 
+import re
+
 import pytest
 import torch
 
 from robot_rl.agents.base import EnvSpec, make_agent
-from robot_rl.config import compose, key_of
+from robot_rl.config import compose, config_class, key_of
+from robot_rl.errors import InputError
 
 SPEC = EnvSpec(num_envs=1, observation_dims={"policy": 3}, action_dim=1,
                action_low=-torch.ones(1), action_high=torch.ones(1))
@@ -41,9 +44,16 @@ def test_explicit_critic_overrides_the_agent_default():
     ("fast_td3", "quantile", "needs critic=c51"),
 ])
 def test_wrong_combination_is_refused_with_the_fix(agent: str, critic: str, needs: str):
-    cfg = compose([f"agent={agent}", f"critic={critic}", "agent.buffer_size=16"])
+    # When the config is read: naming both keys and the critics the agent trains ...
+    q_critics = "ensemble | ensemble_ln | flow | mlp | multi"
+    allowed = {"sac": q_critics, "td3": q_critics, "tqc": "quantile", "fast_td3": "c51"}[agent]
+    with pytest.raises(InputError, match=rf"critic = '{critic}': agent={agent} cannot train this critic; it "
+                       rf"trains critic={re.escape(allowed)}"):
+        compose([f"agent={agent}", f"critic={critic}", "agent.buffer_size=16"])
+    # ... and again when the agent is built from config objects made without that check.
+    agent_cfg, critic_cfg = config_class("agent", agent)(buffer_size=16), config_class("critic", critic)()
     with pytest.raises(ValueError, match=f"agent={agent} cannot train critic={critic}") as err:
-        make_agent(cfg.agent, cfg.critic, SPEC)
+        make_agent(agent_cfg, critic_cfg, SPEC)
     assert needs in str(err.value) and f"Leave critic= out to get agent={agent}'s default" in str(err.value)
 
 

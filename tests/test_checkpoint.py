@@ -14,6 +14,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.config import compose
 from robot_rl.train.checkpoint import (
+    CheckpointError,
     flatten,
     latest_checkpoint,
     list_checkpoints,
@@ -55,13 +56,15 @@ def test_save_is_atomic_and_prunes(tmp_path):
     for step in (10, 20, 30, 40):
         save_checkpoint(tmp_path, step, {"w": torch.full((2,), float(step))}, keep=3)
     assert [p.name for p in list_checkpoints(tmp_path)] == [f"step_{s:012d}" for s in (20, 30, 40)]
-    # What a kill mid-write leaves behind: a temp dir, and a step dir without its YAML.
-    (tmp_path / "checkpoints" / ".tmp_abc").mkdir()
-    (tmp_path / "checkpoints" / "step_000000000050").mkdir()
     step, state = load_checkpoint(latest_checkpoint(tmp_path))
     assert step == 40 and torch.equal(state["w"], torch.full((2,), 40.0))
-    with pytest.raises(FileNotFoundError, match="not a checkpoint"):
-        load_checkpoint(tmp_path / "checkpoints" / "step_000000000050")
+    # What a kill -9 mid-write leaves behind: a temp dir; the next save removes it.
+    (tmp_path / "checkpoints" / ".tmp_abc").mkdir()
+    save_checkpoint(tmp_path, 50, {"w": torch.zeros(2)}, keep=3)
+    assert not (tmp_path / "checkpoints" / ".tmp_abc").exists()
+    (tmp_path / "checkpoints" / "step_000000000060").mkdir()
+    with pytest.raises(CheckpointError, match="not a checkpoint"):
+        load_checkpoint(tmp_path / "checkpoints" / "step_000000000060")
 
 
 def test_kill_9_then_resume_continues_counters_and_optimizer(tmp_path):

@@ -10,6 +10,7 @@ from robot_rl.agents.ppo import PPOConfig
 from robot_rl.config import CONFIG_DIR, compose, key_of, registered
 from robot_rl.config.io import load_train_config, save_train_config
 from robot_rl.critics.mlp import MLPCriticConfig
+from robot_rl.errors import InputError
 
 
 def _full_message(exc: BaseException) -> str:
@@ -55,9 +56,9 @@ def test_unknown_option_lists_the_available_ones():
 
 
 def test_dataclass_validation_names_the_key():
-    with pytest.raises(Exception) as err:  # OmegaConf wraps the ValueError from __post_init__
+    with pytest.raises(InputError) as err:  # the schema's __post_init__, through OmegaConf.to_object
         compose(["agent.schedule=cosine"])
-    assert "agent.schedule='cosine'" in _full_message(err.value)
+    assert "agent.schedule = 'cosine'" in _full_message(err.value) and "adaptive" in str(err.value)
 
 
 @pytest.mark.parametrize("group", ["agent", "critic"])

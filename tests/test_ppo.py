@@ -114,11 +114,11 @@ def test_observe_requires_the_sampled_action():
 
 
 def test_config_errors_name_the_key():
-    with pytest.raises(ValueError, match=r"agent\.schedule='adaptiv'"):
+    with pytest.raises(ValueError, match=r"agent\.schedule = 'adaptiv': must be one of"):
         PPOConfig(schedule="adaptiv")
     with pytest.raises(ValueError, match=r"agent\.num_mini_batches"):
         PPOConfig(num_mini_batches=0)
-    with pytest.raises(ValueError, match=r"agent\.noise_std_type='exp'"):
+    with pytest.raises(ValueError, match=r"agent\.noise_std_type = 'exp': must be one of"):
         PPOConfig(noise_std_type="exp")
     with pytest.raises(ValueError, match="group_weights"):
         _agent(ToyReach(num_envs=2), per_group_values=True, group_weights=[1.0])

@@ -44,7 +44,7 @@ def test_adaptive_schedule_moves_the_critic_rate_only_when_shared(critic_lr):
 
 
 def test_critic_learning_rate_must_be_positive():
-    with pytest.raises(ValueError, match=r"agent\.critic_learning_rate must be > 0"):
+    with pytest.raises(ValueError, match=r"agent\.critic_learning_rate = 0\.0: must be a finite number > 0"):
         PPOConfig(critic_learning_rate=0.0)
 
 

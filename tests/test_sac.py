@@ -65,7 +65,7 @@ def test_sac_learns_pendulum_with_bf16_autocast():
 
 
 def test_amp_mode_is_validated():
-    with pytest.raises(ValueError, match=r"agent\.amp must be one of \('none', 'bf16'\), got 'fp16'"):
+    with pytest.raises(ValueError, match=r"agent\.amp = 'fp16': must be one of \['none', 'bf16'\]"):
         SACConfig(amp="fp16")
 
 

@@ -113,6 +113,9 @@ class ChunkedTD3Config(OffPolicyConfig):
     critic_warmup_updates: int = 0
     bc_anchor: str = "demos"
 
+    critics: ClassVar[tuple[str, ...]] = ("chunked",)
+    """The only ``critic=`` this agent trains: the chunked Q critic (scores action chunks)."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.amp != "none":

@@ -17,7 +17,7 @@ Shapes: ``B`` batch, ``N`` envs, ``A`` actions, ``E = 2`` critics, ``K`` atoms.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -49,6 +49,9 @@ class FastTD3Config(TD3Config):
     actor_reduce: str = "min"
     std_min: float = 0.001
     std_max: float = 0.4
+
+    critics: ClassVar[tuple[str, ...]] = ("c51",)
+    """The only ``critic=`` this agent trains: the C51 distributional critic."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

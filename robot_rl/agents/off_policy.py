@@ -22,11 +22,12 @@ import torch
 from torch import nn
 
 from robot_rl.agents.base import Agent, EnvSpec, Obs
+from robot_rl.config.checks import check, fail
 from robot_rl.config.registry import key_of
 from robot_rl.critics import Critic, CriticSpec, make_critic
 from robot_rl.critics.registry import key_of_class
 from robot_rl.data.replay_buffer import ReplayBatch, ReplayBuffer
-from robot_rl.models.mlp import mlp
+from robot_rl.models.mlp import ACTIVATIONS, mlp
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 REDUCES = ("min", "mean", "random_min")
@@ -82,22 +83,24 @@ class OffPolicyConfig:
     iteration_steps: int = 1000
     amp: str = "none"
 
+    critics: ClassVar[tuple[str, ...]] = ("ensemble", "ensemble_ln", "flow", "mlp", "multi")
+    """The ``critic=`` options the agent can train (checked when the config is read): Q critics regressing
+    scalar TD targets (a single-network one only with ``target_reduce=mean``). Subclasses narrow it."""
+
     def __post_init__(self) -> None:
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"agent.gamma must be in [0, 1], got {self.gamma}")
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"agent.tau must be in (0, 1], got {self.tau}")
-        for name in ("batch_size", "buffer_size", "n_step", "iteration_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"agent.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("utd_ratio", "actor_lr", "critic_lr"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"agent.{name} must be > 0, got {getattr(self, name)}")
-        for name in ("target_reduce", "actor_reduce"):
-            if getattr(self, name) not in REDUCES:
-                raise ValueError(f"agent.{name} must be one of {REDUCES}, got {getattr(self, name)!r}")
-        if self.amp not in AMP_MODES:
-            raise ValueError(f"agent.amp must be one of {AMP_MODES}, got {self.amp!r}")
+        check(self, "agent", unit=("gamma",), positive=("tau", "utd_ratio", "actor_lr", "critic_lr"),
+              non_negative=("weight_decay",),
+              at_least_1=("batch_size", "buffer_size", "n_step", "iteration_steps", "actor_hidden_dims"),
+              at_least_0=("learning_starts",),
+              choices={"target_reduce": REDUCES, "actor_reduce": REDUCES, "amp": AMP_MODES,
+                       "activation": ACTIVATIONS})
+        if self.tau > 1.0:
+            raise fail(self, "agent", "tau", "must be <= 1", "a Polyak rate in (0, 1]")
+
+    def steps_before_update(self, num_envs: int) -> int:
+        """Env steps (all envs) collected before the first update can happen: the warm-up, at least one
+        vector step."""
+        return max(self.learning_starts, num_envs)
 
 
 Metrics = dict[str, float | torch.Tensor]

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
+from robot_rl.config.checks import check, fail
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.math.advantages import gae, normalize_per_group
 from robot_rl.models.actor import STD_TYPES, GaussianActor, gaussian_entropy, gaussian_log_prob
+from robot_rl.models.mlp import ACTIVATIONS
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 SCHEDULES = ("adaptive", "fixed")
@@ -84,21 +86,25 @@ class PPOConfig:
     per_group_values: bool = False
     group_weights: list[float] = field(default_factory=list)
 
+    critics: ClassVar[tuple[str, ...]] = ("mlp", "multi", "flow", "world_model")
+    """The ``critic=`` options PPO can train: state-value (V) critics (checked when the config is read)."""
+
     def __post_init__(self) -> None:
-        for name in ("num_steps_per_env", "num_learning_epochs", "num_mini_batches"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"agent.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("clip_param", "learning_rate", "desired_kl", "max_grad_norm", "init_noise_std"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"agent.{name} must be > 0, got {getattr(self, name)}")
-        if self.critic_learning_rate is not None and not self.critic_learning_rate > 0:
-            raise ValueError(
-                f"agent.critic_learning_rate must be > 0 or null (share the actor's), got {self.critic_learning_rate}"
-            )
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"agent.schedule={self.schedule!r} is not one of {SCHEDULES}")
-        if self.noise_std_type not in STD_TYPES:
-            raise ValueError(f"agent.noise_std_type={self.noise_std_type!r} is not one of {STD_TYPES}")
+        check(self, "agent", at_least_1=("num_steps_per_env", "num_learning_epochs", "num_mini_batches",
+                                         "actor_hidden_dims"),
+              positive=("clip_param", "learning_rate", "desired_kl", "max_grad_norm", "init_noise_std",
+                        "critic_learning_rate"),
+              unit=("gamma", "lam"), non_negative=("value_loss_coef", "entropy_coef"),
+              choices={"schedule": SCHEDULES, "noise_std_type": STD_TYPES, "activation": ACTIVATIONS},
+              optional=("critic_learning_rate",))
+        if any(isinstance(w, bool) or not isinstance(w, int | float) or not 0 <= w < float("inf")
+               for w in self.group_weights):
+            raise fail(self, "agent", "group_weights", "must hold finite numbers >= 0",
+                       "one finite weight >= 0 per reward group, or [] for all 1")
+
+    def steps_before_update(self, num_envs: int) -> int:
+        """Env steps (all envs) collected before the first update: one rollout."""
+        return self.num_steps_per_env * num_envs
 
 
 @register_agent("ppo", PPOConfig)

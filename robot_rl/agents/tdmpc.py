@@ -77,6 +77,9 @@ class TDMPCConfig(OffPolicyConfig):
     scale_tau: float = 0.01
     max_grad_norm: float = 20.0
 
+    critics: ClassVar[tuple[str, ...]] = ("world_model",)
+    """The only ``critic=`` this agent trains: the world model it plans with."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.amp != "none":

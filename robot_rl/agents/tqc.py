@@ -14,7 +14,7 @@ Shapes: ``B`` batch, ``C`` critics, ``M`` quantiles per critic, ``K = C * (M - d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -34,6 +34,9 @@ class TQCConfig(SACConfig):
     """
 
     top_quantiles_to_drop_per_net: int = 2
+
+    critics: ClassVar[tuple[str, ...]] = ("quantile",)
+    """The only ``critic=`` this agent trains: the truncated quantile critic."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

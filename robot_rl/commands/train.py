@@ -26,7 +26,10 @@ Examples:
   robot-rl train logger=wandb sim=cuda
   robot-rl train --cfg job                          # print the composed config and exit
 
-Every key is typed (robot_rl/config): a typo or a wrong type fails naming the key.
+Every key is typed (robot_rl/config): a typo, a wrong type or an out-of-range value fails naming the key.
+
+Exit codes: 0 trained; 2 bad input (a config value, a run directory, a corrupt checkpoint) or training
+that diverged (non-finite losses or weights: the last finite checkpoint is kept); 1 a bug (a traceback).
 """
 
 
@@ -38,18 +41,31 @@ def _run_dir(resume: str | None) -> str:
 
 
 def _task(cfg: DictConfig) -> None:
+    """Hydra's task function: train one run; bad input exits 2 with one line on stderr (no traceback)."""
+    from robot_rl.errors import EXIT_BAD_INPUT, user_error_types
+
+    try:
+        _train(cfg)
+    except user_error_types() as exc:
+        print(f"robot-rl train: error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None
+
+
+def _train(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from robot_rl.config import to_train_config
     from robot_rl.config.io import load_train_config
+    from robot_rl.errors import InputError
     from robot_rl.train.run_loading import runner_for
 
     train_cfg = to_train_config(cfg)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     if train_cfg.resume:
         saved = Path(train_cfg.resume) / "config.yaml"
-        if not saved.is_file():
-            raise FileNotFoundError(f"resume={train_cfg.resume}: no config.yaml there; is it a run directory?")
+        if not Path(train_cfg.resume).is_dir():
+            raise InputError("is not a directory", key="resume", value=train_cfg.resume,
+                             fix="pass the run directory to continue, outputs/<date>/<time>")
         train_cfg = load_train_config(saved)
         train_cfg.resume = str(run_dir)
         print(f"resuming {run_dir} (its saved config.yaml; other overrides are ignored)", file=sys.stderr)
@@ -104,17 +120,22 @@ def check_overrides(argv: list[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Run Hydra on ``argv`` (overrides, ``-m``, ``--cfg job``, ``--help``)."""
+    """Run Hydra on ``argv`` (overrides, ``-m``, ``--cfg job``, ``--help``); 2 on bad input."""
     import hydra
     from omegaconf import OmegaConf
 
     from robot_rl.config import CONFIG_DIR, load_schemas
+    from robot_rl.errors import EXIT_BAD_INPUT, user_error_types
 
     load_schemas()
+    try:
+        check_overrides(argv)
+    except user_error_types() as exc:
+        print(f"robot-rl train: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     OmegaConf.register_new_resolver("run_dir", _run_dir, use_cache=True, replace=True)
     if any(a in ("-h", "--help") for a in argv):
         print(HELP_HEADER)
-    check_overrides(argv)
     app = hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")(_task)
     saved_argv = sys.argv
     sys.argv = ["robot-rl train", *argv]

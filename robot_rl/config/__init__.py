@@ -12,6 +12,7 @@ from pathlib import Path
 
 from robot_rl.config.registry import config_class, key_of, register_config, registered
 from robot_rl.config.schema import LoggerConfig, SimConfig, TaskConfig, TrainConfig
+from robot_rl.errors import InputError
 
 CONFIG_DIR = Path(os.environ.get("ROBOT_RL_CONFIGS", Path(__file__).resolve().parents[2] / "configs"))
 """The Hydra config tree (``configs/`` at the repository root; ``ROBOT_RL_CONFIGS`` overrides)."""
@@ -43,16 +44,36 @@ def unknown_keys(node: object, obj: object, prefix: str = "") -> list[str]:
 
 
 def to_train_config(cfg: object) -> TrainConfig:
-    """Turn a composed ``DictConfig`` into a :class:`TrainConfig` of dataclasses (validated)."""
+    """Turn a composed ``DictConfig`` into a :class:`TrainConfig` of dataclasses (validated).
+
+    Raises :class:`robot_rl.errors.InputError` for a value a schema refuses (its ``__post_init__``).
+    """
     from omegaconf import OmegaConf
 
-    obj = OmegaConf.to_object(cfg)
+    obj = as_input_error(OmegaConf.to_object, cfg)
     if not isinstance(obj, TrainConfig):
         raise TypeError(f"composed config is a {type(obj).__name__}, not a TrainConfig")
     extra = unknown_keys(cfg, obj)
     if extra:
-        raise ValueError(f"unknown config keys {extra}: no such field in their schema (check the spelling)")
+        raise InputError("no such field in their schema", key=", ".join(extra),
+                         fix="check the spelling; `robot-rl train --help` lists every key")
     return obj
+
+
+def as_input_error(fn, *args, file: object = None):
+    """``fn(*args)``; a ``ValueError`` from a schema's ``__post_init__`` or an OmegaConf type/merge error
+    becomes an :class:`InputError` (naming ``file`` when given), since both mean a bad config value."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return fn(*args)
+    except InputError as exc:
+        if file is None or exc.file is not None:
+            raise
+        raise InputError(exc.problem, file=file, key=exc.key, value=exc.value, fix=exc.fix) from None
+    except (ValueError, OmegaConfBaseException) as exc:
+        raise InputError(" ".join(str(exc).split()), file=file,
+                         fix="correct the value (`robot-rl train --help` lists every key)") from None
 
 
 def compose(overrides: list[str] | None = None) -> TrainConfig:
@@ -72,6 +93,7 @@ __all__ = [
     "SimConfig",
     "TaskConfig",
     "TrainConfig",
+    "as_input_error",
     "compose",
     "config_class",
     "key_of",

@@ -6,12 +6,23 @@ Agent and critic schemas live next to their code and register themselves
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, is_dataclass
 from typing import Any
 
 from omegaconf import MISSING
 
-from robot_rl.config.registry import register_config
+from robot_rl.config.checks import check, fail, non_finite_fields
+from robot_rl.config.registry import key_of, register_config
+from robot_rl.errors import InputError
+
+POSITIVE_ENV_KEYS = ("episode_s", "physics_dt", "policy_hz", "decimation", "max_episode_steps")
+"""``task.env`` settings (at any depth, e.g. ``task.env.control.physics_dt``) that must be > 0."""
+EXPORT_FORMATS = ("onnx", "torchscript")
+"""What ``export_formats`` may list (``robot_rl.export.FORMATS``, not imported here: it loads the exporters)."""
+LOGGER_BACKENDS = ("tensorboard", "wandb")
+SEED_MAX = 2**31 - 1 - 20_000
+"""Largest seed: env, evaluation (``seed + 10_000``) and reset seeds stay within a signed 32-bit int."""
 
 
 @dataclass
@@ -30,6 +41,32 @@ class TaskConfig:
     total_steps: int = 1_000_000
     env: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise fail(self, "task", "name", "must name a task", "a task of `robot-rl sim list` (e.g. so101_reach)")
+        check(self, "task", at_least_1=("num_envs", "total_steps"))
+        _check_env(self.env, "task.env")
+
+
+def _check_env(node: Any, key: str) -> None:
+    """Numbers of the ``task.env`` overrides must be finite; timing ones (:data:`POSITIVE_ENV_KEYS`) > 0."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _check_env(v, f"{key}.{k}")
+        return
+    if isinstance(node, list | tuple):
+        for i, v in enumerate(node):
+            _check_env(v, f"{key}[{i}]")
+        return
+    leaf = key.rsplit(".", 1)[-1]
+    if isinstance(node, float) and not math.isfinite(node):
+        raise InputError("must be a finite number", key=key, value=node,
+                         fix=f"give {key} a finite value, or drop the override to keep the task's default")
+    if leaf in POSITIVE_ENV_KEYS and (isinstance(node, bool) or not isinstance(node, int | float) or node <= 0):
+        raise InputError("must be a number > 0", key=key, value=node,
+                         fix=f"give {key} a positive value (seconds, Hz or steps), or drop the override to keep "
+                         "the task's default")
+
 
 @dataclass
 class SimConfig:
@@ -42,6 +79,11 @@ class SimConfig:
 
     device: str = "cpu"
     num_threads: int = 0
+
+    def __post_init__(self) -> None:
+        check(self, "sim", at_least_0=("num_threads",))
+        if not (self.device == "cpu" or self.device.split(":")[0] in ("cuda", "mps")):
+            raise fail(self, "sim", "device", "is not a torch device", "cpu, cuda or cuda:<index> (or sim=cuda)")
 
 
 @dataclass
@@ -58,6 +100,11 @@ class LoggerConfig:
     wandb_project: str = "robot_rl"
     progress: bool = True
 
+    def __post_init__(self) -> None:
+        unknown = [b for b in self.backends if b not in LOGGER_BACKENDS]
+        if unknown:
+            raise fail(self, "logger", "backends", f"has unknown {unknown}", f"a list of {list(LOGGER_BACKENDS)}")
+
 
 @dataclass
 class TrainConfig:
@@ -67,9 +114,13 @@ class TrainConfig:
         task, agent, critic, sim, logger: the selected option of each config group.
         seed: seeds the env, torch and the agent.
         resume: a run directory to continue from its last checkpoint (its config is reused).
-        checkpoint_interval: agent updates between checkpoints.
+        checkpoint_interval: agent updates between checkpoints (>= 1).
         eval_episodes: episodes of the final deterministic evaluation (0 = skip).
         export_formats: policy artifact formats written at the end (``onnx``, ``torchscript``).
+
+    ``__post_init__`` (run by ``OmegaConf.to_object``) refuses NaN/inf anywhere in the groups, a seed
+    outside ``[0, SEED_MAX]``, a budget too small for one update, and an agent/critic pair the agent
+    cannot train (its config class lists the critics it can: ``critics``).
     """
 
     task: Any = MISSING
@@ -82,6 +133,52 @@ class TrainConfig:
     checkpoint_interval: int = 25
     eval_episodes: int = 100
     export_formats: list[str] = field(default_factory=lambda: ["onnx", "torchscript"])
+
+    def __post_init__(self) -> None:
+        for group in ("task", "agent", "critic", "sim", "logger"):
+            value = getattr(self, group)
+            if is_dataclass(value):
+                for key, bad in non_finite_fields(value, group):
+                    raise InputError("must be a finite number", key=key, value=bad,
+                                     fix=f"set {key} to a finite value (or drop the override for the default)")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= SEED_MAX:
+            raise fail(self, "", "seed", "is out of range", f"an integer in [0, {SEED_MAX}]")
+        check(self, "", at_least_1=("checkpoint_interval",), at_least_0=("eval_episodes",))
+        unknown = [f for f in self.export_formats if f not in EXPORT_FORMATS]
+        if unknown:
+            raise fail(self, "", "export_formats", f"has unknown {unknown}",
+                       f"a list of {list(EXPORT_FORMATS)} ([] for no export)")
+        if is_dataclass(self.agent) and is_dataclass(self.task):
+            self._check_pairing()
+            self._check_budget()
+
+    def _check_budget(self) -> None:
+        """Refuse a ``task.total_steps`` smaller than what the agent collects before its first update."""
+        first_update = getattr(self.agent, "steps_before_update", None)
+        if first_update is None:
+            return
+        need = first_update(self.task.num_envs)
+        if self.task.total_steps < need:
+            raise InputError(
+                f"is smaller than the {need:,} env steps collected before the first update (agent settings, "
+                f"task.num_envs={self.task.num_envs}): the run would train nothing", key="task.total_steps",
+                value=self.task.total_steps, fix=f"raise task.total_steps to >= {need}, or lower the agent's "
+                "rollout length (agent.num_steps_per_env) / warm-up (agent.learning_starts) or task.num_envs")
+
+    def _check_pairing(self) -> None:
+        """Refuse ``critic=<key>`` unless the agent's config lists it in ``critics`` (empty = any)."""
+        allowed = tuple(getattr(type(self.agent), "critics", ()))
+        if not allowed or not is_dataclass(self.critic):
+            return
+        try:
+            agent, critic = key_of("agent", self.agent), key_of("critic", self.critic)
+        except KeyError:  # an unregistered (test) config class: nothing to compare against
+            return
+        if critic not in allowed:
+            raise InputError(f"agent={agent} cannot train this critic; it trains critic={' | '.join(allowed)}",
+                             key="critic", value=critic,
+                             fix=f"pick one of critic={','.join(allowed)}, or leave critic= out for agent={agent}'s "
+                             f"default (configs/agent/{agent}.yaml)")
 
 
 register_config("task", "base", TaskConfig)

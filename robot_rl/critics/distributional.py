@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from robot_rl.config.checks import check, fail
 from robot_rl.critics.base import Critic, CriticSpec
 from robot_rl.critics.ensemble import StackedMLP, critic_input, input_dim
 from robot_rl.critics.registry import register_critic
 from robot_rl.math.td_targets import categorical_projection
+from robot_rl.models.mlp import ACTIVATIONS
 
 
 def quantile_huber_loss(quantiles: torch.Tensor, target: torch.Tensor, kappa: float = 1.0) -> torch.Tensor:
@@ -61,6 +63,13 @@ class C51CriticConfig:
     v_max: float = 250.0
     hidden_dims: list[int] = field(default_factory=lambda: [512, 256, 128])
     activation: str = "relu"
+
+    def __post_init__(self) -> None:
+        check(self, "critic", at_least_1=("num_members", "hidden_dims"), choices={"activation": ACTIVATIONS})
+        if self.num_atoms < 2 or not self.v_min < self.v_max:
+            name = "num_atoms" if self.num_atoms < 2 else "v_max"
+            raise fail(self, "critic", name, "needs num_atoms >= 2 and v_min < v_max",
+                       "num_atoms >= 2 and v_max > v_min")
 
 
 @register_critic("c51", C51CriticConfig)
@@ -135,6 +144,10 @@ class QuantileCriticConfig:
     kappa: float = 1.0
     hidden_dims: list[int] = field(default_factory=lambda: [512, 512, 512])
     activation: str = "relu"
+
+    def __post_init__(self) -> None:
+        check(self, "critic", at_least_1=("num_members", "num_quantiles", "hidden_dims"), positive=("kappa",),
+              choices={"activation": ACTIVATIONS})
 
 
 @register_critic("quantile", QuantileCriticConfig)

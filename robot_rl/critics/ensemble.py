@@ -18,10 +18,11 @@ import torch
 from torch import nn
 from torch.func import stack_module_state
 
+from robot_rl.config.checks import check
 from robot_rl.critics.base import Critic, CriticSpec
 from robot_rl.critics.registry import register_critic
+from robot_rl.models.mlp import ACTIVATIONS, mlp
 from robot_rl.models.mlp import activation as activation_module
-from robot_rl.models.mlp import mlp
 
 
 def critic_input(obs: torch.Tensor, action: torch.Tensor | None) -> torch.Tensor:
@@ -104,6 +105,10 @@ class EnsembleCriticConfig:
     subset: int = 2
     hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = "relu"
+
+    def __post_init__(self) -> None:
+        check(self, "critic", at_least_1=("num_members", "subset", "hidden_dims"),
+              choices={"activation": ACTIVATIONS})
 
 
 @register_critic("ensemble", EnsembleCriticConfig)

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from robot_rl.config.checks import check
 from robot_rl.critics.base import Critic, CriticSpec
 from robot_rl.critics.registry import register_critic
-from robot_rl.models.mlp import mlp
+from robot_rl.models.mlp import ACTIVATIONS, mlp
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 
@@ -25,6 +26,9 @@ class MLPCriticConfig:
     hidden_dims: list[int] = field(default_factory=lambda: [256, 128, 64])
     activation: str = "elu"
     normalize_obs: bool = True
+
+    def __post_init__(self) -> None:
+        check(self, "critic", at_least_1=("hidden_dims",), choices={"activation": ACTIVATIONS})
 
 
 @register_critic("mlp", MLPCriticConfig)

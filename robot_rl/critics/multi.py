@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from robot_rl.config.checks import check
 from robot_rl.critics.base import Critic, CriticSpec
 from robot_rl.critics.ensemble import StackedMLP, critic_input, input_dim
 from robot_rl.critics.registry import register_critic
-from robot_rl.models.mlp import mlp
+from robot_rl.models.mlp import ACTIVATIONS, mlp
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 
@@ -48,6 +49,9 @@ class MultiCriticConfig:
     activation: str = "elu"
     normalize_obs: bool = True
     shared_trunk: bool = False
+
+    def __post_init__(self) -> None:
+        check(self, "critic", at_least_1=("hidden_dims",), choices={"activation": ACTIVATIONS})
 
 
 @register_critic("multi", MultiCriticConfig)

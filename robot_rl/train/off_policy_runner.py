@@ -15,7 +15,7 @@ import time
 import torch
 
 from robot_rl.config.io import train_config_to_dict
-from robot_rl.train.metrics_log import MetricLogger
+from robot_rl.train.metrics_log import MetricLogger, scalars
 from robot_rl.train.on_policy_runner import EpisodeStats, OnPolicyRunner, RunResult
 from robot_rl.train.progress import Progress
 
@@ -57,7 +57,8 @@ class OffPolicyRunner(OnPolicyRunner):
                     continue
                 self.updates += 1
                 self.elapsed_s = base_elapsed + time.monotonic() - start
-                metrics = {k: v / max(update_calls, 1) for k, v in sums.items()}
+                metrics = scalars({k: v / max(update_calls, 1) for k, v in sums.items()})  # one sync, as the logger's
+                self.check_finite(metrics)
                 metrics.update(stats.means())
                 metrics.update({f"env/{k}": sum(v) / len(v) for k, v in env_logs.items()})
                 metrics["perf/learn_s"] = learn_s

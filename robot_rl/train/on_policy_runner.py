@@ -15,6 +15,8 @@ Run directory layout::
 from __future__ import annotations
 
 import json
+import math
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -27,9 +29,18 @@ import torch
 from robot_rl.agents import Agent, EnvSpec, make_agent
 from robot_rl.config.io import save_train_config, train_config_to_dict
 from robot_rl.config.schema import TrainConfig
-from robot_rl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from robot_rl.errors import InputError
+from robot_rl.train.checkpoint import (
+    CheckpointError,
+    NonFiniteStateError,
+    clean_stale_tmp,
+    list_checkpoints,
+    load_checkpoint,
+    newest_intact,
+    save_checkpoint,
+)
 from robot_rl.train.evaluation import evaluate
-from robot_rl.train.metrics_log import MetricLogger
+from robot_rl.train.metrics_log import MetricLogger, scalars
 from robot_rl.train.progress import Progress
 
 EnvFactory = Callable[[int, int], Any]
@@ -41,10 +52,22 @@ def sim_env_factory(cfg: TrainConfig) -> EnvFactory:
     import sim
 
     def make(num_envs: int, seed: int) -> Any:
-        return sim.make_env(cfg.task.name, num_envs=num_envs, device=cfg.sim.device, seed=seed,
-                            **dict(cfg.task.env))
+        try:
+            return sim.make_env(cfg.task.name, num_envs=num_envs, device=cfg.sim.device, seed=seed,
+                                **dict(cfg.task.env))
+        except (KeyError, ValueError, TypeError) as exc:  # sim's refusal of a task name or setting
+            if isinstance(exc, InputError):
+                raise
+            text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise InputError(f"sim refused the task: {text}", key="task.name / task.env",
+                             value={"name": cfg.task.name, "env": dict(cfg.task.env)},
+                             fix="pick a task of `robot-rl sim list` and only the settings it lists") from None
 
     return make
+
+
+class TrainingDivergedError(InputError):
+    """Training produced NaN or infinite losses or weights; the run stopped without saving them."""
 
 
 class EpisodeStats:
@@ -98,9 +121,10 @@ class OnPolicyRunner:
     """Own the loop for one run directory; resumes from its latest checkpoint when there is one."""
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, env_factory: EnvFactory | None = None,
-                 resume: bool = False, num_envs: int | None = None) -> None:
-        """Args: env_factory: defaults to :func:`sim_env_factory`; resume: continue from the latest
-        checkpoint of ``run_dir`` (its ``config.yaml`` is left as is); num_envs: override the task's."""
+                 resume: bool = False, num_envs: int | None = None, strict: bool = False) -> None:
+        """Args: env_factory: defaults to :func:`sim_env_factory`; resume: continue from the newest intact
+        checkpoint of ``run_dir`` (its ``config.yaml`` is left as is); num_envs: override the task's;
+        strict: load the newest checkpoint or fail (evaluation, export), never fall back to an older one."""
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -114,26 +138,63 @@ class OnPolicyRunner:
         self.updates = 0
         self.elapsed_s = 0.0
         if resume:
-            self._resume()
+            self._resume(strict)
         else:
             save_train_config(cfg, self.run_dir / "config.yaml")
 
-    def _resume(self) -> None:
-        ckpt = latest_checkpoint(self.run_dir)
-        if ckpt is None:
-            raise FileNotFoundError(
-                f"resume={self.run_dir}: no complete checkpoint under {self.run_dir}/checkpoints"
-            )
-        _, state = load_checkpoint(ckpt, self.cfg.sim.device)
-        if self.env.num_envs != self.cfg.task.num_envs:
+    def _resume(self, strict: bool) -> None:
+        """Load the newest checkpoint; unless ``strict``, fall back past corrupt ones (saying so on stderr
+        and renaming them ``corrupt_step_*``, so neither a save nor pruning removes them)."""
+        found = list_checkpoints(self.run_dir)
+        if not found:
+            raise CheckpointError("no checkpoint to load", file=self.run_dir / "checkpoints",
+                                  fix="train first (a checkpoint is written every checkpoint_interval updates)")
+        if not strict:
+            clean_stale_tmp(self.run_dir)
+        skipped: list[tuple[Path, CheckpointError]] = []
+        for ckpt in reversed(found if not strict else found[-1:]):
+            try:
+                _, state = load_checkpoint(ckpt, self.cfg.sim.device)
+            except CheckpointError as exc:
+                if strict:
+                    intact = newest_intact(found[:-1])
+                    hint = f"; the newest intact one is {intact}" if intact else "; no older checkpoint is intact"
+                    raise CheckpointError(exc.problem + hint, file=exc.file, fix=exc.fix) from None
+                skipped.append((ckpt, exc))
+                continue
+            self._restore(state, ckpt)
+            for bad, exc in skipped:
+                moved, n = bad.with_name(f"corrupt_{bad.name}"), 1
+                while moved.exists():
+                    moved, n = bad.with_name(f"corrupt_{bad.name}.{n}"), n + 1
+                bad.rename(moved)
+                print(f"robot-rl: checkpoint {bad.name} is unusable ({exc}); moved it to {moved.name}",
+                      file=sys.stderr)
+            if skipped:
+                print(f"robot-rl: resuming from the newest intact checkpoint {ckpt.name} "
+                      f"(env step {self.env_steps:,})", file=sys.stderr)
+            return
+        reasons = "; ".join(f"{p.name}: {e}" for p, e in skipped)
+        raise CheckpointError(f"no intact checkpoint: {reasons}", file=self.run_dir / "checkpoints",
+                              fix="start a new run (nothing was changed in this one)")
+
+    def _restore(self, state: dict[str, Any], ckpt: Path) -> None:
+        """Apply a loaded checkpoint state; :class:`CheckpointError` when it does not fit this config."""
+        if self.env.num_envs != self.cfg.task.num_envs and isinstance(state.get("agent"), dict):
             # Opened to evaluate/inspect with another env count (robot-rl eval, critic-report): a replay
             # buffer laid out [capacity, training num_envs, ...] cannot be restored, and is not needed.
             state["agent"].pop("buffer", None)
-        self.agent.load_state_dict(state["agent"])
-        runner = state["runner"]
-        self.env_steps, self.updates = int(runner["env_steps"]), int(runner["updates"])
-        self.elapsed_s = float(runner["elapsed_s"])
-        torch.set_rng_state(runner["torch_rng"])
+        try:
+            self.agent.load_state_dict(state["agent"])
+            runner = state["runner"]
+            env_steps, updates = int(runner["env_steps"]), int(runner["updates"])
+            elapsed_s = float(runner["elapsed_s"])
+            torch.set_rng_state(runner["torch_rng"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:  # shapes or keys of another config
+            text = " ".join(str(exc).split())[:400]
+            raise CheckpointError(f"does not fit the run's config.yaml ({type(exc).__name__}: {text})", file=ckpt,
+                                  fix="restore the config.yaml this run was trained with") from None
+        self.env_steps, self.updates, self.elapsed_s = env_steps, updates, elapsed_s
 
     def state_dict(self) -> dict[str, Any]:
         """Agent state plus the runner's counters and RNG."""
@@ -148,8 +209,25 @@ class OnPolicyRunner:
         }
 
     def checkpoint(self) -> Path:
-        """Save a checkpoint at the current step."""
-        return save_checkpoint(self.run_dir, self.env_steps, self.state_dict())
+        """Save a checkpoint at the current step; :class:`TrainingDivergedError` (saving nothing) on NaN/inf."""
+        try:
+            return save_checkpoint(self.run_dir, self.env_steps, self.state_dict())
+        except NonFiniteStateError as exc:
+            raise self._diverged(str(exc)) from None
+
+    def _diverged(self, what: str) -> TrainingDivergedError:
+        last = newest_intact(list_checkpoints(self.run_dir))
+        kept = f"the last finite checkpoint is {last}" if last else "no checkpoint was saved before it"
+        return TrainingDivergedError(
+            f"training diverged at update {self.updates} (env step {self.env_steps:,}): {what}; stopped without "
+            f"saving it ({kept})", file=self.run_dir,
+            fix="lower agent.learning_rate (or the agent's loss weights), then start again or resume=<run dir>")
+
+    def check_finite(self, metrics: dict[str, float]) -> None:
+        """Stop with :class:`TrainingDivergedError` if an update's metrics (floats) hold NaN or inf."""
+        bad = {k: v for k, v in metrics.items() if not math.isfinite(v)}
+        if bad:
+            raise self._diverged(f"non-finite {', '.join(f'{k}={v}' for k, v in bad.items())}")
 
     def _collect(self, obs: Any, stats: EpisodeStats, env_logs: dict[str, list[float]]) -> Any:
         """One vector step: act, step the env, let the agent observe it, count it; returns the next obs."""
@@ -182,8 +260,9 @@ class OnPolicyRunner:
                 if not agent.ready():
                     continue
                 learn_start = time.monotonic()
-                metrics = agent.update()
+                metrics = scalars(agent.update())  # floats: the logger would convert them here anyway
                 self.updates += 1
+                self.check_finite(metrics)
                 now = time.monotonic()
                 self.elapsed_s = base_elapsed + now - start
                 metrics.update(stats.means())

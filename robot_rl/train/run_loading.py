@@ -27,12 +27,13 @@ def runner_for(cfg: TrainConfig) -> type[OnPolicyRunner]:
 
 
 def open_run(run_dir: str | Path, num_envs: int = 1) -> OnPolicyRunner:
-    """A runner on ``run_dir``'s saved config with its latest checkpoint loaded (``num_envs`` envs)."""
+    """A runner on ``run_dir``'s saved config with its newest checkpoint loaded (``num_envs`` envs).
+
+    Raises :class:`robot_rl.errors.InputError` naming the file for a missing or broken ``config.yaml``
+    and :class:`robot_rl.train.checkpoint.CheckpointError` for a corrupt newest checkpoint (it does not
+    fall back to an older one: evaluation and export must not silently use another step).
+    """
     run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").is_file():
-        raise FileNotFoundError(
-            f"{run_dir} is not a run directory (no config.yaml); pass outputs/<date>/<time>"
-        )
     load_schemas()
     cfg = load_train_config(run_dir / "config.yaml")
-    return runner_for(cfg)(cfg, run_dir, resume=True, num_envs=num_envs)
+    return runner_for(cfg)(cfg, run_dir, resume=True, num_envs=num_envs, strict=True)
