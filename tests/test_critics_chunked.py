@@ -14,6 +14,7 @@ from robot_rl.config import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.chunked import ChunkedCriticConfig, expectile_loss
 from robot_rl.critics.multi import MultiCriticConfig
+from robot_rl.deploy.artifact import ChunkExecution
 from robot_rl.math.chunk_targets import chunk_return
 from robot_rl.models.chunked_actor import ChunkedActor, ChunkExecutor
 
@@ -179,7 +180,7 @@ def test_open_loop_execution_plays_the_chunk_then_replans_and_resets_on_done():
 
 def test_temporal_ensembling_matches_the_act_weights_by_hand():
     m = 0.5
-    ex = ChunkExecutor(num_envs=1, chunk_len=3, action_dim=1, mode="temporal_ensemble", decay=m)
+    ex = ChunkExecutor(num_envs=1, chunk_len=3, action_dim=1, mode="temporal_ensemble", ensemble_decay=m)
     chunks = [torch.tensor([[[1.0], [2.0], [3.0]]]), torch.tensor([[[10.0], [20.0], [30.0]]]),
               torch.tensor([[[100.0], [200.0], [300.0]]])]
     outs = [ex.act(torch.zeros(1, 1), lambda _o, c=c: c).item() for c in chunks]
@@ -247,8 +248,9 @@ def test_chunked_td3_round_trip_temporal_ensembling_and_export_without_critic():
     obs = {"policy": torch.randn(5, 2), "critic": torch.randn(5, 5)}
     assert torch.equal(clone.act(obs, deterministic=True), agent.act(obs, deterministic=True))
     assert clone.buffer.size == agent.buffer.size and clone.updates == agent.updates
-    policy = agent.policy()
-    assert torch.equal(policy(obs["policy"]), agent.act(obs, deterministic=True))
+    policy = agent.policy()  # the whole chunk, step-major, with the execution collection used
+    assert torch.equal(policy(obs["policy"]).reshape(5, 3, 2)[:, 0], agent.act(obs, deterministic=True))
+    assert agent.policy_chunking() == (3, ChunkExecution("temporal_ensemble", 3, 0.01))
     assert sum(t.numel() for t in policy.state_dict().values()) < sum(p.numel() for p in agent.critic.parameters())
     with pytest.raises(ValueError, match="critic=chunked"):
         make_agent(ChunkedTD3Config(), MultiCriticConfig(), EnvSpec.from_env(env))
