@@ -67,7 +67,7 @@ from robot_rl.data.demo_buffer import demo_features, demo_replay
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.deploy.artifact import ChunkExecution
 from robot_rl.math.chunk_targets import ChunkBatch, ChunkReturn, OnTruncation, intra_chunk_returns, sample_chunks
-from robot_rl.models.chunked_actor import MODES, ChunkedActor, ChunkExecutor
+from robot_rl.models.chunked_actor import MODES, ChunkedActor, ChunkExecutor, FlatChunk
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 
@@ -521,14 +521,3 @@ class ChunkedTD3(Agent):
         ex = self.executor
         return self.actor_len, ChunkExecution(ex.mode, ex.execute_len, ex.decay)
 
-
-class FlatChunk(nn.Module):
-    """A :class:`ChunkedActor` with its chunk flattened: normalised obs ``[B, D]`` -> ``[B, l*A]`` in ``[-1, 1]``."""
-
-    def __init__(self, actor: ChunkedActor) -> None:
-        super().__init__()
-        self.actor = actor
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Chunk ``[B, l*A]``, step-major."""
-        return self.actor(obs).flatten(1)

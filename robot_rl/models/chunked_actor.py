@@ -39,6 +39,18 @@ class ChunkedActor(nn.Module):
         return torch.tanh(self.net(obs)).reshape(obs.shape[0], self.chunk_len, self.action_dim)
 
 
+class FlatChunk(nn.Module):
+    """A :class:`ChunkedActor` with its chunk flattened (the exported form): ``[B, D]`` -> ``[B, h*A]``, step-major."""
+
+    def __init__(self, actor: ChunkedActor) -> None:
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Chunk ``[B, h*A]``: action ``k`` is ``[:, k*A:(k+1)*A]``."""
+        return self.actor(obs).flatten(1)
+
+
 class ChunkExecutor:
     """Per-env execution state of chunked policies (the torch port of :class:`robot_rl.deploy.chunking.ChunkExecutor`).
 
