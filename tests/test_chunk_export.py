@@ -15,7 +15,7 @@ from robot_rl.deploy.artifact import ChunkExecution, load_meta, write_manifest
 from robot_rl.deploy.runtime import PolicyRuntime, chunk_executor
 from robot_rl.export import PolicyHead, export_policy, make_meta
 from robot_rl.train.artifact_eval import ArtifactPolicy
-from robot_rl.train.evaluation import evaluate
+from robot_rl.train.evaluation import evaluate, playable
 from robot_rl.train.off_policy_runner import OffPolicyRunner
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -84,3 +84,20 @@ def test_an_artifact_without_chunk_execution_plays_its_whole_chunk_open_loop(tmp
         queried.append(bool(ex.needs_query()[0]))
         ex.step(np.zeros((int(queried[-1]), 4, 2)))
     assert queried == [True, False, False, False, True]
+
+
+def test_the_run_and_its_artifact_play_the_same_actions(chunked_run):
+    """``robot-rl eval <run>`` (torch ChunkPlayer) and ``robot-rl eval <artifact>`` (ONNX + numpy executor)."""
+    runner, result = chunked_run
+    run_policy = playable(runner.agent)
+    artifact_policy = ArtifactPolicy(PolicyRuntime(result.artifact))
+    D = artifact_policy.runtime.meta.observation_dim
+    obs = torch.randn(9, 3, D, generator=torch.Generator().manual_seed(4))
+    for t in range(9):
+        torch.testing.assert_close(artifact_policy(obs[t]), run_policy(obs[t]), atol=1e-5, rtol=0)
+        if t == 4:  # env 0 finishes mid-chunk: both drop its plan
+            done = torch.tensor([True, False, False])
+            run_policy.reset(done)
+            artifact_policy.reset(done)
+    # envs 1, 2 query at steps 0, 2, 4, 6, 8; env 0 at 0, 2, 4, then 5 (its plan dropped) and 7
+    assert run_policy.queries == artifact_policy.queries == 15
