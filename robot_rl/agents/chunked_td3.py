@@ -520,4 +520,3 @@ class ChunkedTD3(Agent):
         """``(l, execution)``: :meth:`policy` outputs ``l`` actions per query, played as collection plays them."""
         ex = self.executor
         return self.actor_len, ChunkExecution(ex.mode, ex.execute_len, ex.decay)
-
