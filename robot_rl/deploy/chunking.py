@@ -59,8 +59,9 @@ class ChunkExecutor:
         check_execution(chunk_len, mode, execute_len, ensemble_decay)
         self.mode, self.H, self.execute_len, self.decay = mode, chunk_len, execute_len, float(ensemble_decay)
         self.ages = np.arange(chunk_len)
-        # plans[n, k] is the chunk env n queried k steps ago ([H, A]); open loop keeps its one chunk at k = 0
-        self.plans = np.zeros((num_envs, chunk_len, chunk_len, action_dim))
+        # plans[n, k] is the chunk env n queried k steps ago ([H, A]); open loop keeps only its current one (k = 0)
+        kept = chunk_len if mode == "temporal_ensemble" else 1
+        self.plans = np.zeros((num_envs, kept, chunk_len, action_dim))
         self.valid = np.zeros((num_envs, chunk_len), dtype=bool)
         self.index = np.full(num_envs, execute_len)
 

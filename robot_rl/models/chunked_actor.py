@@ -79,8 +79,9 @@ class ChunkExecutor:
         self.mode, self.h, self.execute_len, self.decay = mode, chunk_len, execute_len, float(ensemble_decay)
         self.device = torch.device(device)
         self.ages = torch.arange(chunk_len, device=self.device)
-        # plans[n, k] is the chunk env n queried k steps ago ([h, A]); open loop keeps its one chunk at k = 0
-        self.plans = torch.zeros(num_envs, chunk_len, chunk_len, action_dim, device=self.device)
+        # plans[n, k] is the chunk env n queried k steps ago ([h, A]); open loop keeps only its current one (k = 0)
+        kept = chunk_len if mode == "temporal_ensemble" else 1
+        self.plans = torch.zeros(num_envs, kept, chunk_len, action_dim, device=self.device)
         self.valid = torch.zeros(num_envs, chunk_len, dtype=torch.bool, device=self.device)
         self.index = torch.full((num_envs,), execute_len, dtype=torch.long, device=self.device)
 
