@@ -125,7 +125,8 @@ def run(task: str, chunk_len: int, steps: int, seed: int, num_envs: int, eval_ev
 
     while True:
         if agent.env_steps >= next_eval or agent.env_steps >= steps:
-            success = evaluate(agent.policy(), eval_env, episodes, seed=seed + 1000).summary()["success_rate"]
+            success = evaluate(lambda o: agent.act({"policy": o}, deterministic=True), eval_env, episodes,
+                               seed=seed + 1000).summary()["success_rate"]  # closed loop: each chunk's first action
             curve.append((agent.env_steps, success))
             note = ""
             if open_loop:

@@ -28,6 +28,7 @@ from robot_rl.deploy.artifact import (
     TORCHSCRIPT_FILE,
     ActionSpec,
     ArtifactError,
+    ChunkExecution,
     ObservationTerm,
     PolicyMeta,
     save_meta,
@@ -85,6 +86,7 @@ def make_meta(
     control_hz: float,
     action_type: str = "joint_position_delta_default",
     chunk_length: int = 1,
+    chunk_execution: ChunkExecution | None = None,
     task: str = "",
     training: dict | None = None,
     config: dict | None = None,
@@ -97,6 +99,7 @@ def make_meta(
     ``joint_position_delta_default`` (sim: ``default + action_scale * a``): offset = default pose.
     ``joint_position`` (sim: ``lower + (a + 1) / 2 * (upper - lower)``): offset = mid-range, scale =
     half-range, so ``joint_lower``/``joint_upper`` are required and ``action_scale`` is unused.
+    ``chunk_execution`` (None): open loop of the whole chunk of ``chunk_length`` actions.
     """
     A = len(joint_names)
     default = [float(x) for x in default_joint_pos]
@@ -117,6 +120,7 @@ def make_meta(
         action=ActionSpec(type=action_type, scale=scale, offset=offset),
         control_hz=float(control_hz),
         chunk_length=int(chunk_length),
+        chunk_execution=chunk_execution,
         task=task,
         training=dict(training or {}),
         config=dict(config or {}),

@@ -150,6 +150,16 @@ VALUES = [
     ("action", _MISSING, "action", "check"),
     ("chunk_length", 0, "chunk_length", "check"),
     ("chunk_length", 1.5, "chunk_length", "eval"),
+    ("chunk_execution", "open_loop", "chunk_execution", "check"),
+    ("chunk_execution.mode", "closed_loop", "chunk_execution.mode", "check"),
+    ("chunk_execution.mode", _MISSING, "chunk_execution.mode", "eval"),
+    ("chunk_execution.execute_len", 0, "chunk_execution.execute_len", "check"),
+    ("chunk_execution.execute_len", 2, "chunk_execution.execute_len", "eval"),  # > chunk_length 1
+    ("chunk_execution.execute_len", True, "chunk_execution.execute_len", "check"),
+    ("chunk_execution.ensemble_decay", NAN, "chunk_execution.ensemble_decay", "check"),
+    ("chunk_execution.ensemble_decay", INF, "chunk_execution.ensemble_decay", "eval"),
+    ("chunk_execution.ensemble_decay", -0.5, "chunk_execution.ensemble_decay", "check"),
+    ("chunk_execution.ensemble_decay", "0.01", "chunk_execution.ensemble_decay", "check"),
     ("joint_names", "shoulder_pan", "joint_names", "check"),
     ("observation.0.scale", NAN, "observation[0].scale", "check"),
     ("observation.0.size", "6", "observation[0].size", "check"),
@@ -165,6 +175,8 @@ def cases() -> list[FuzzCase]:
     out = [_value_case(dotted, value, key, command) for dotted, value, key, command in VALUES]
     out += [
         _meta_case("extra_key", lambda d: d.update(speed=2.0), ("speed",)),
+        _meta_case("chunk_execution_extra_key", lambda d: d["chunk_execution"].update(decay=0.01),
+                   ("chunk_execution.decay",)),
         _meta_case("default_joint_pos_edited@check", lambda d: _shift_default(d, True), ("default_joint_pos[1]",)),
         _meta_case("default_joint_pos_edited@eval", lambda d: _shift_default(d, True), ("default_joint_pos[1]",),
                    "eval"),

@@ -1,6 +1,4 @@
-"""Chunked critics (Q-chunking, DQC) and chunked execution (open loop, temporal ensembling)."""
-
-import math
+"""Chunked critics (Q-chunking, DQC) and chunked_td3 (chunk execution: tests/test_chunk_executor.py)."""
 
 import pytest
 import torch
@@ -14,8 +12,9 @@ from robot_rl.config import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.chunked import ChunkedCriticConfig, expectile_loss
 from robot_rl.critics.multi import MultiCriticConfig
+from robot_rl.deploy.artifact import ChunkExecution
 from robot_rl.math.chunk_targets import chunk_return
-from robot_rl.models.chunked_actor import ChunkedActor, ChunkExecutor
+from robot_rl.models.chunked_actor import ChunkedActor
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -159,38 +158,6 @@ def test_chunked_critic_state_dict_round_trip_via_safetensors(tmp_path):
     assert torch.equal(a.partial_estimates(obs, chunk[:, :2]), b.partial_estimates(obs, chunk[:, :2]))
 
 
-def test_open_loop_execution_plays_the_chunk_then_replans_and_resets_on_done():
-    calls = []
-
-    def actor(obs):
-        calls.append(obs.shape[0])
-        base = obs[:, :1, None] * 10 + torch.arange(3.0)[None, :, None]
-        return base.expand(-1, 3, 2)
-
-    ex = ChunkExecutor(num_envs=2, chunk_len=3, action_dim=2, mode="open_loop", execute_len=2)
-    obs = torch.tensor([[1.0], [2.0]])
-    assert ex.act(obs, actor)[:, 0].tolist() == [10.0, 20.0]
-    assert ex.act(obs * 0, actor)[:, 0].tolist() == [11.0, 21.0]  # second action of the same chunk
-    ex.reset(torch.tensor([False, True]))
-    out = ex.act(torch.tensor([[5.0], [6.0]]), actor)  # both replan (env 0: chunk used up, env 1: reset)
-    assert out[:, 0].tolist() == [50.0, 60.0]
-    assert calls == [2, 2]
-
-
-def test_temporal_ensembling_matches_the_act_weights_by_hand():
-    m = 0.5
-    ex = ChunkExecutor(num_envs=1, chunk_len=3, action_dim=1, mode="temporal_ensemble", decay=m)
-    chunks = [torch.tensor([[[1.0], [2.0], [3.0]]]), torch.tensor([[[10.0], [20.0], [30.0]]]),
-              torch.tensor([[[100.0], [200.0], [300.0]]])]
-    outs = [ex.act(torch.zeros(1, 1), lambda _o, c=c: c).item() for c in chunks]
-    assert outs[0] == pytest.approx(1.0)
-    # step 1: chunk 0 slot 1 (age 1, weight e^m) and chunk 1 slot 0 (age 0, weight 1)
-    assert outs[1] == pytest.approx((2.0 * math.exp(m) + 10.0) / (math.exp(m) + 1))
-    # step 2: chunk 0 slot 2 (age 2), chunk 1 slot 1 (age 1), chunk 2 slot 0 (age 0)
-    w = [math.exp(2 * m), math.exp(m), 1.0]
-    assert outs[2] == pytest.approx((3.0 * w[0] + 20.0 * w[1] + 100.0 * w[2]) / sum(w))
-
-
 def test_chunked_actor_shapes_and_bounds():
     actor = ChunkedActor(obs_dim=4, action_dim=2, chunk_len=5, hidden_dims=[16])
     out = actor(torch.randn(3, 4) * 100)
@@ -247,8 +214,9 @@ def test_chunked_td3_round_trip_temporal_ensembling_and_export_without_critic():
     obs = {"policy": torch.randn(5, 2), "critic": torch.randn(5, 5)}
     assert torch.equal(clone.act(obs, deterministic=True), agent.act(obs, deterministic=True))
     assert clone.buffer.size == agent.buffer.size and clone.updates == agent.updates
-    policy = agent.policy()
-    assert torch.equal(policy(obs["policy"]), agent.act(obs, deterministic=True))
+    policy = agent.policy()  # the whole chunk, step-major, with the execution collection used
+    assert torch.equal(policy(obs["policy"]).reshape(5, 3, 2)[:, 0], agent.act(obs, deterministic=True))
+    assert agent.policy_chunking() == (3, ChunkExecution("temporal_ensemble", 3, 0.01))
     assert sum(t.numel() for t in policy.state_dict().values()) < sum(p.numel() for p in agent.critic.parameters())
     with pytest.raises(ValueError, match="critic=chunked"):
         make_agent(ChunkedTD3Config(), MultiCriticConfig(), EnvSpec.from_env(env))

@@ -1,4 +1,4 @@
-"""Deploy runtime: onnxruntime inference vs torch, observation rebuilding, action chunks."""
+"""Deploy runtime: onnxruntime inference vs torch, observation rebuilding (chunks: tests/test_chunk_executor.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from robot_rl.deploy.observation import (
     raw_action,
     reorder_index,
 )
-from robot_rl.deploy.runtime import ChunkExecutor, PolicyRuntime
+from robot_rl.deploy.runtime import PolicyRuntime
 from robot_rl.export import PolicyHead, export_policy, make_meta
 
 JOINTS = ["hip", "knee", "ankle"]
@@ -99,17 +99,3 @@ def test_build_observation_by_hand():
     second = builder.build(state, np.array([1.0, -1.0, 0.5]))
     assert second is first and second.dtype == np.float32
     np.testing.assert_allclose(second[12:15], [-0.4, 0.0, 0.2], atol=1e-6)  # 2 x [-4, 0, 2] x 0.05
-
-
-def test_chunks_open_loop_and_temporal_ensemble_by_hand():
-    chunk_a = np.array([[0.0], [1.0], [2.0]])
-    chunk_b = np.array([[10.0], [11.0], [12.0]])
-    ex = ChunkExecutor(3, "open_loop")
-    got = [ex.next_target(chunk_a if ex.needs_inference() else None)[0] for _ in range(4)]
-    assert got == [0.0, 1.0, 2.0, 0.0]
-    ex = ChunkExecutor(3, "temporal_ensemble", decay=np.log(2.0))  # weights 1, 1/2, 1/4 by age
-    assert ex.next_target(chunk_a)[0] == 0.0
-    # step 1: newest chunk_b[0] (w 1) and chunk_a[1] (w 1/2): (10 + 0.5) / 1.5
-    assert ex.next_target(chunk_b)[0] == pytest.approx(10.5 / 1.5)
-    with pytest.raises(ValueError, match="new chunk"):
-        ex.next_target(None)

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from robot_rl.config.registry import key_of, register_config
+from robot_rl.deploy.artifact import ChunkExecution
 
 Obs = dict[str, torch.Tensor]
 
@@ -110,11 +111,17 @@ class Agent(abc.ABC):
 
     @abc.abstractmethod
     def policy(self) -> nn.Module:
-        """A standalone deterministic policy: raw ``obs["policy"]`` ``[B, D]`` -> action ``[B, A]``.
+        """A standalone deterministic policy: raw ``obs["policy"]`` ``[B, D]`` -> action ``[B, A]`` (a chunk
+        ``[B, H*A]`` when :meth:`policy_chunking` says ``H > 1``; :func:`robot_rl.train.evaluation.playable`).
 
         Observation normalisation is inside the module; it shares no state with training after
         being returned (a copy), so it can be exported or evaluated while training continues.
         """
+
+    def policy_chunking(self) -> tuple[int, ChunkExecution]:
+        """``(H, execution)``: :meth:`policy` outputs ``H`` actions per query, ``[B, H*A]`` step-major, played one
+        per step by a chunk executor with ``execution``. Default: one action per query (``[B, A]``)."""
+        return 1, ChunkExecution("open_loop", 1, 0.0)
 
     def train_mode(self, training: bool) -> None:  # noqa: B027 - optional hook
         """Switch networks between training and evaluation behaviour (e.g. frozen normalisers)."""

@@ -10,7 +10,9 @@ Levine 2025 and Seo & Abbeel's CQN-AS, 2024). Collection executes chunks open lo
 temporal ensembling) through :class:`robot_rl.models.chunked_actor.ChunkExecutor`, warm-up included, so
 the replay data is open-loop consistent (the condition DQC shows chunked critics need).
 
-The exported policy re-plans every step and plays the chunk's first action.
+The exported policy outputs the whole chunk ``[B, l*A]`` and its artifact carries the execution used to collect
+(``policy.yaml`` ``chunk_length: l`` and ``chunk_execution``, :meth:`ChunkedTD3.policy_chunking`), so ``robot-rl
+eval``, the artifact evaluation and the ROS policy node play it as training did.
 
 Options:
 
@@ -63,8 +65,9 @@ from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.base import reduce_members
 from robot_rl.data.demo_buffer import demo_features, demo_replay
 from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.deploy.artifact import ChunkExecution
 from robot_rl.math.chunk_targets import ChunkBatch, ChunkReturn, OnTruncation, intra_chunk_returns, sample_chunks
-from robot_rl.models.chunked_actor import MODES, ChunkedActor, ChunkExecutor, FirstActionOfChunk
+from robot_rl.models.chunked_actor import MODES, ChunkedActor, ChunkExecutor, FlatChunk
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 
@@ -78,7 +81,8 @@ class ChunkedTD3Config(OffPolicyConfig):
         policy_delay: actor and target updates every this many critic updates.
         execution: ``open_loop`` or ``temporal_ensemble`` while collecting.
         execute_len: open loop: actions played per chunk (0 = the whole chunk).
-        ensemble_decay: temporal ensembling's ``m``.
+        ensemble_decay: temporal ensembling's ``m >= 0`` in ACT's weights ``w_i = exp(-m i)``, ``i = 0`` the oldest
+            prediction of the step (older predictions weigh more; :mod:`robot_rl.deploy.chunking`).
         success_only_actor: AC3: actor updates only on states of successful episodes (needs ``info["success"]``).
         intra_chunk_returns: AC3: critic target = mean of the chunk's intra-chunk ``k``-step returns.
         demos: a ``robot-rl record`` dataset directory for the demo partition (None = online only).
@@ -507,6 +511,12 @@ class ChunkedTD3(Agent):
         self.executor.reset(torch.ones(self.env.num_envs, dtype=torch.bool, device=self.device))
 
     def policy(self) -> nn.Module:
-        """A detached copy: raw policy obs ``[B, D]`` -> the chunk's first action in env units ``[B, A]``."""
-        return ExportedPolicy(copy.deepcopy(self.normalizers["policy"]), FirstActionOfChunk(copy.deepcopy(self.actor)),
-                              self.low, self.high).eval()
+        """A detached copy: raw policy obs ``[B, D]`` -> the actor's chunk in env units ``[B, l*A]`` (step-major),
+        played by :meth:`policy_chunking`'s execution."""
+        return ExportedPolicy(copy.deepcopy(self.normalizers["policy"]), FlatChunk(copy.deepcopy(self.actor)),
+                              self.low.repeat(self.actor_len), self.high.repeat(self.actor_len)).eval()
+
+    def policy_chunking(self) -> tuple[int, ChunkExecution]:
+        """``(l, execution)``: :meth:`policy` outputs ``l`` actions per query, played as collection plays them."""
+        ex = self.executor
+        return self.actor_len, ChunkExecution(ex.mode, ex.execute_len, ex.decay)

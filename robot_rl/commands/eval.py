@@ -43,12 +43,12 @@ def main(argv: list[str]) -> int:
 
         summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task)
     elif (args.path / "config.yaml").is_file():
-        from robot_rl.train.evaluation import evaluate
+        from robot_rl.train.evaluation import evaluate, playable
         from robot_rl.train.run_loading import open_run
 
         runner = open_run(args.path, num_envs=num_envs)
         env = runner.env_factory(num_envs, args.seed)
-        summary = evaluate(runner.agent.policy(), env, args.episodes, args.seed, video).summary()
+        summary = evaluate(playable(runner.agent), env, args.episodes, args.seed, video).summary()
         summary["env_steps"] = runner.env_steps
     else:
         print(f"robot-rl eval: {args.path} has neither config.yaml (a run) nor policy.yaml (an artifact)",

@@ -21,12 +21,14 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from robot_rl.deploy.chunking import CHUNK_MODES
 from robot_rl.errors import InputError
 
 SCHEMA_VERSION = 1
@@ -89,6 +91,22 @@ class ActionSpec:
 
 
 @dataclass(frozen=True)
+class ChunkExecution:
+    """How the ``H`` actions of one inference are played (:class:`robot_rl.deploy.chunking.ChunkExecutor`).
+
+    Attributes:
+        mode: ``open_loop`` (infer every ``execute_len`` steps) or ``temporal_ensemble`` (infer every step).
+        execute_len: open loop: actions played per inference, ``1..H``.
+        ensemble_decay: temporal ensemble: ``m >= 0`` in ACT's ``w_i = exp(-m i)``, ``i = 0`` the OLDEST
+            prediction of the current step (older predictions weigh more; 0 = plain mean).
+    """
+
+    mode: str
+    execute_len: int
+    ensemble_decay: float
+
+
+@dataclass(frozen=True)
 class PolicyMeta:
     """Everything ``policy.yaml`` holds. Lists are in action (joint) order.
 
@@ -100,6 +118,8 @@ class PolicyMeta:
         action: scale/offset/clip of the ``[B, H*A]`` output.
         control_hz: policy rate (Hz).
         chunk_length: ``H``, actions per inference (1 for a plain policy).
+        chunk_execution: how a chunk is played, the way training collected it; absent (artifacts from
+            before it): open loop of the whole chunk (``execute_len = H``).
         task: the training task, e.g. ``so101_reach``.
         training: summary (algorithm, steps, eval success, ...), free-form.
         config: the resolved source config, free-form.
@@ -114,11 +134,16 @@ class PolicyMeta:
     action: ActionSpec
     control_hz: float
     chunk_length: int = 1
+    chunk_execution: ChunkExecution | None = None
     task: str = ""
     training: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.chunk_execution is None:  # an artifact from before chunk_execution: open loop, whole chunk
+            object.__setattr__(self, "chunk_execution", ChunkExecution("open_loop", self.chunk_length, 0.0))
 
     @property
     def action_dim(self) -> int:
@@ -173,6 +198,7 @@ class PolicyMeta:
         if isinstance(self.chunk_length, bool) or not isinstance(self.chunk_length, int) \
                 or not 1 <= self.chunk_length <= 1000:
             raise bad("chunk_length", self.chunk_length, "must be a whole number in [1, 1000]")
+        self._validate_execution(bad)
         if not isinstance(self.observation, list) or not self.observation:
             raise bad("observation", self.observation, "must be a non-empty list of terms")
         for i, term in enumerate(self.observation):
@@ -190,6 +216,22 @@ class PolicyMeta:
                                                        for k, v in self.files.items()):
             raise bad("files", self.files, "must map file names to sha256 hex digests")
         return self
+
+    def _validate_execution(self, bad: Callable[..., ArtifactError]) -> None:
+        """``chunk_execution``: a known mode, ``execute_len`` in ``[1, H]``, ``ensemble_decay`` finite and >= 0."""
+        ex = self.chunk_execution
+        if not isinstance(ex, ChunkExecution):
+            raise bad("chunk_execution", ex, "must be a mapping {mode, execute_len, ensemble_decay}")
+        if ex.mode not in CHUNK_MODES:
+            raise bad("chunk_execution.mode", ex.mode, f"must be one of {CHUNK_MODES}")
+        if isinstance(ex.execute_len, bool) or not isinstance(ex.execute_len, int) \
+                or not 1 <= ex.execute_len <= self.chunk_length:
+            raise bad("chunk_execution.execute_len", ex.execute_len,
+                      f"must be a whole number in [1, chunk_length={self.chunk_length}] (actions played per inference)")
+        decay = ex.ensemble_decay
+        if isinstance(decay, bool) or not isinstance(decay, int | float) or not math.isfinite(decay) or decay < 0:
+            raise bad("chunk_execution.ensemble_decay", decay,
+                      "must be a finite number >= 0 (m in w_i = exp(-m i), i = 0 the oldest prediction)")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-YAML form, ``schema_version`` first, then the field order."""
@@ -209,6 +251,13 @@ class PolicyMeta:
             raise ArtifactError("must be a mapping", file=source, key="action", value=action, fix=REEXPORT)
         _check_keys(source, "action.", action, ActionSpec)
         data["action"] = ActionSpec(**action)
+        execution = data.get("chunk_execution")
+        if execution is not None:
+            if not isinstance(execution, dict):
+                raise ArtifactError("must be a mapping {mode, execute_len, ensemble_decay}", file=source,
+                                    key="chunk_execution", value=execution, fix=REEXPORT)
+            _check_keys(source, "chunk_execution.", execution, ChunkExecution)
+            data["chunk_execution"] = ChunkExecution(**execution)
         terms = data["observation"]
         if not isinstance(terms, list):
             raise ArtifactError("must be a list of {name, size, scale}", file=source, key="observation",

@@ -1,20 +1,19 @@
 """Run an exported policy with onnxruntime, one observation at a time (numpy only).
 
-:class:`PolicyRuntime` loads ``policy.onnx``; :class:`ChunkExecutor` turns ``[H, A]`` action chunks
-into one target per control step, open-loop or with temporal ensembling (ACT-style).
+:class:`PolicyRuntime` loads ``policy.onnx``; :func:`chunk_executor` builds the
+:class:`robot_rl.deploy.chunking.ChunkExecutor` that plays its ``[H, A]`` chunks the way policy.yaml's
+``chunk_execution`` says (the way training collected them).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 
-from robot_rl.deploy.artifact import check_joint_order
+from robot_rl.deploy.artifact import PolicyMeta, check_joint_order
+from robot_rl.deploy.chunking import ChunkExecutor
 from robot_rl.deploy.validate import RobotSpec, load_policy
-
-CHUNK_MODES = ("open_loop", "temporal_ensemble")
 
 
 class PolicyRuntime:
@@ -51,41 +50,7 @@ class PolicyRuntime:
         return self._out.reshape(self.meta.chunk_length, self.meta.action_dim).astype(np.float64)
 
 
-class ChunkExecutor:
-    """Pick the target of each control step from chunks ``[H, A]``.
-
-    ``open_loop``: infer once every ``H`` steps and play the chunk out. ``temporal_ensemble``:
-    infer every step and average, for step t, the predictions ``chunk_{t-k}[k]`` of every chunk
-    still covering t with weights ``exp(-decay * k)`` (the newest prediction weighs most).
-    """
-
-    def __init__(self, chunk_length: int, mode: str = "open_loop", decay: float = 0.01):
-        if mode not in CHUNK_MODES:
-            raise ValueError(f"chunk mode {mode!r} must be one of {CHUNK_MODES}.")
-        self.H, self.mode, self.decay = chunk_length, mode, decay
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget every chunk (after a stop, e-stop or stale state)."""
-        self._chunks: deque[np.ndarray] = deque(maxlen=self.H)
-        self._index = 0
-
-    def needs_inference(self) -> bool:
-        """Whether the next :meth:`next_target` call needs a fresh chunk."""
-        return self.mode == "temporal_ensemble" or not self._chunks or self._index >= self.H
-
-    def next_target(self, chunk: np.ndarray | None) -> np.ndarray:
-        """``[A]`` target for this step; ``chunk [H, A]`` must be given when :meth:`needs_inference`."""
-        if self.needs_inference():
-            if chunk is None:
-                raise ValueError("a new chunk is needed for this step (needs_inference() is True).")
-            self._chunks.append(np.asarray(chunk, dtype=np.float64))
-            self._index = 0
-        if self.mode == "open_loop":
-            target = self._chunks[-1][self._index]
-            self._index += 1
-            return target
-        ages = np.arange(len(self._chunks))[::-1]  # newest chunk has age 0
-        preds = np.stack([c[k] for c, k in zip(self._chunks, ages, strict=True)])
-        weights = np.exp(-self.decay * ages)
-        return (weights[:, None] * preds).sum(0) / weights.sum()
+def chunk_executor(meta: PolicyMeta, num_envs: int = 1) -> ChunkExecutor:
+    """The executor of ``meta``'s chunks for ``num_envs`` robots (policy.yaml's ``chunk_execution``)."""
+    ex = meta.chunk_execution
+    return ChunkExecutor(num_envs, meta.chunk_length, meta.action_dim, ex.mode, ex.execute_len, ex.ensemble_decay)

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from robot_rl.deploy.artifact import META_FILE, ArtifactError, load_meta
-from robot_rl.deploy.runtime import PolicyRuntime
+from robot_rl.deploy.chunking import ChunkExecutor
+from robot_rl.deploy.runtime import PolicyRuntime, chunk_executor
 from robot_rl.deploy.validate import RobotSpec
 from robot_rl.train.evaluation import evaluate
 
@@ -21,22 +22,40 @@ from robot_rl.train.evaluation import evaluate
 class ArtifactPolicy:
     """Batched ONNX policy as the env sees it: raw obs ``[N, D]`` -> raw action ``[N, A]``.
 
-    The artifact outputs joint targets ``offset + scale * action``; the env wants ``action``,
-    so targets are mapped back with ``(target - offset) / scale`` (chunk step 0 when ``H > 1``).
+    The artifact outputs chunks of joint targets ``offset + scale * action`` ``[N, H*A]``; the env wants
+    ``action``, so targets are mapped back with ``(target - offset) / scale`` and played one per step by the
+    deploy :class:`~robot_rl.deploy.chunking.ChunkExecutor` with policy.yaml's ``chunk_execution`` (as the
+    policy node plays them); :func:`~robot_rl.train.evaluation.evaluate` calls :meth:`reset` on done envs.
     """
 
     def __init__(self, runtime: PolicyRuntime) -> None:
         self.runtime = runtime
         meta = runtime.meta
-        self.A = meta.action_dim
+        self.H, self.A = meta.chunk_length, meta.action_dim
         self.offset = np.asarray(meta.action.offset, dtype=np.float32)
         self.scale = np.asarray(meta.action.scale, dtype=np.float32)
+        self.executor: ChunkExecutor | None = None
+        self.queries = 0
+        """Chunks inferred so far (rows)."""
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
-        """``[N, D]`` -> ``[N, A]`` on ``obs``'s device."""
-        x = obs.detach().cpu().numpy().astype(np.float32)
-        targets = self.runtime.session.run(None, {"obs": x})[0][:, : self.A]
-        return torch.from_numpy((targets - self.offset) / self.scale).to(obs.device)
+        """``[N, D]`` -> ``[N, A]`` on ``obs``'s device (the executor is made for ``N`` on the first call)."""
+        if self.executor is None:
+            self.executor = chunk_executor(self.runtime.meta, obs.shape[0])
+        rows = self.executor.needs_query()
+        chunks = np.zeros((0, self.H, self.A), dtype=np.float32)
+        if rows.any():
+            x = obs.detach().cpu().numpy().astype(np.float32)[rows]
+            targets = self.runtime.session.run(None, {"obs": x})[0].reshape(-1, self.H, self.A)
+            chunks = (targets - self.offset) / self.scale
+            self.queries += len(x)
+        action = self.executor.step(chunks).astype(np.float32)
+        return torch.from_numpy(action).to(obs.device)
+
+    def reset(self, done: torch.Tensor) -> None:
+        """Forget the plans of the envs where ``done`` ``[N]`` bool is set."""
+        if self.executor is not None:
+            self.executor.reset(done.cpu().numpy())
 
 
 def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,

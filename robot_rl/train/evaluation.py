@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from robot_rl.models.chunked_actor import ChunkPlayer
 
 Z95 = 1.959963984540054
 
@@ -63,7 +66,7 @@ class EvalResult:
 
 @torch.no_grad()
 def evaluate(
-    policy: nn.Module,
+    policy: nn.Module | Callable[[torch.Tensor], torch.Tensor],
     env: Any,
     episodes: int,
     seed: int = 0,
@@ -77,7 +80,8 @@ def evaluate(
     step. With ``video_path``, env 0's first episode is rendered to an mp4.
 
     Args:
-        policy: raw ``obs["policy"]`` ``[N, D]`` -> action ``[N, A]``.
+        policy: raw ``obs["policy"]`` ``[N, D]`` -> action ``[N, A]``. A policy that plans ahead (a chunk
+            player, :func:`playable`) has ``reset(done [N] bool)``, called after every step.
     """
     if episodes < 1:
         raise ValueError(f"evaluate needs episodes >= 1, got {episodes}")
@@ -90,6 +94,7 @@ def evaluate(
     frames: list[np.ndarray] = []
     recording = video_path is not None
     obs = env.reset(seed=seed)
+    reset = getattr(policy, "reset", None)
     max_steps = int(quota.max()) * env.max_episode_steps + 1
     for _ in range(max_steps):
         if bool((count >= quota).all()):
@@ -101,6 +106,8 @@ def evaluate(
         ep_ret += step.reward
         ep_len += 1
         done = step.terminated | step.truncated
+        if reset is not None:
+            reset(done)
         success = step.info.get("success", torch.zeros_like(done))
         take = done & (count < quota)
         result.returns += ep_ret[take].tolist()
@@ -119,6 +126,16 @@ def evaluate(
             f"evaluation finished {len(result.returns)}/{episodes} episodes in {max_steps} steps"
         )
     return result
+
+
+def playable(agent: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``agent.policy()`` as :func:`evaluate` plays it: as is for one action per query, else through a
+    :class:`~robot_rl.models.chunked_actor.ChunkPlayer` with the agent's chunk execution (as deployed)."""
+    chunk_len, execution = agent.policy_chunking()
+    policy = agent.policy()
+    if chunk_len == 1:
+        return policy
+    return ChunkPlayer(policy, chunk_len, agent.env.action_dim, execution)
 
 
 def write_mp4(frames: list[np.ndarray], path: Path, fps: int) -> Path:

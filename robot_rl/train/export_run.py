@@ -15,7 +15,8 @@ def export_agent_policy(
     agent: Agent, env: Any, out_dir: str | Path, cfg: TrainConfig, training: dict[str, Any],
     formats: list[str] | None = None,
 ) -> Path:
-    """Write ``agent.policy()`` (normaliser inside) with the env's robot metadata to ``out_dir``.
+    """Write ``agent.policy()`` (normaliser inside) with the env's robot metadata to ``out_dir``; a chunked
+    policy is written whole (``chunk_length: H``) with the agent's chunk execution (``agent.policy_chunking()``).
 
     Args:
         env: a ``sim.VecEnv`` with ``robot`` (``sim.robots.RobotConfig``) and ``observation_layout``.
@@ -27,6 +28,7 @@ def export_agent_policy(
             f"cannot export: env {type(env).__name__} has no robot/observation_layout (a sim task env has); "
             "set export_formats=[] to skip export"
         )
+    chunk_length, execution = agent.policy_chunking()
     meta = make_meta(
         robot=robot.name,
         joint_names=robot.joint_names,
@@ -35,6 +37,8 @@ def export_agent_policy(
         action_scale=robot.control.action_scale,
         control_hz=robot.control.policy_hz,
         action_type=robot.control.action_type,
+        chunk_length=chunk_length,
+        chunk_execution=execution,
         task=cfg.task.name,
         training=training,
         config=train_config_to_dict(cfg),

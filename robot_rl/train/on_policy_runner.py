@@ -39,7 +39,7 @@ from robot_rl.train.checkpoint import (
     newest_intact,
     save_checkpoint,
 )
-from robot_rl.train.evaluation import evaluate
+from robot_rl.train.evaluation import evaluate, playable
 from robot_rl.train.metrics_log import MetricLogger, scalars
 from robot_rl.train.progress import Progress
 
@@ -315,7 +315,7 @@ class OnPolicyRunner:
     def evaluate(self, episodes: int, video: Path | None = None) -> dict[str, Any]:
         """Evaluate the deterministic policy on a fresh env; writes ``<run>/eval.json``."""
         env = self.env_factory(min(episodes, self.cfg.task.num_envs), self.cfg.seed + 10_000)
-        summary = evaluate(self.agent.policy(), env, episodes, seed=self.cfg.seed + 10_000,
+        summary = evaluate(playable(self.agent), env, episodes, seed=self.cfg.seed + 10_000,
                            video_path=video).summary()
         summary["env_steps"] = self.env_steps
         tmp = self.run_dir / ".eval.json.tmp"

@@ -32,7 +32,7 @@ from std_srvs.srv import SetBool
 
 from robot_rl.deploy.artifact import ArtifactError
 from robot_rl.deploy.observation import ObservationBuilder, RobotState, reorder_index
-from robot_rl.deploy.runtime import ChunkExecutor, PolicyRuntime
+from robot_rl.deploy.runtime import PolicyRuntime, chunk_executor
 from robot_rl.deploy.safety import SafetyConfig, SafetyState, latch_estop, safety_step, set_enabled
 from robot_rl.deploy.validate import RobotSpec, check_control_hz
 from robot_rl.errors import EXIT_BAD_INPUT, InputError
@@ -67,8 +67,6 @@ PARAMS = {
     "base_frame": (str, ""),
     "command_topic": (str, None),
     "command_type": (str, None),
-    "chunk_mode": (str, "open_loop"),
-    "chunk_decay": (float, 0.01),
     "start_enabled": (bool, True),
     "stats_file": (str, ""),
     "stats_samples": (bool, False),  # stats_file also holds every kept tick's timings (benchmarks)
@@ -110,7 +108,7 @@ class PolicyNode(Node):
         A = self.meta.action_dim
         self.safety = SafetyState(enabled=p["start_enabled"])
         self.period = 1.0 / (control_hz or self.meta.control_hz)
-        self.chunks = ChunkExecutor(self.meta.chunk_length, p["chunk_mode"], p["chunk_decay"])
+        self.chunks = chunk_executor(self.meta)  # policy.yaml's chunk_execution: as training collected
         self.command_type = p["command_type"]
         terms = {t.name for t in self.meta.observation}
 
@@ -130,6 +128,7 @@ class PolicyNode(Node):
         self.command = CommandMessage(self.command_type, self.meta.joint_names, self.period)
         self._action_offset = np.asarray(self.meta.action.offset, dtype=np.float64)
         self._action_scale = np.asarray(self.meta.action.scale, dtype=np.float64)
+        self._no_chunk = np.zeros((0, self.meta.chunk_length, A))  # a step that plays a chunk already held
 
         self.pub = self.create_publisher(command_class(self.command_type), p["command_topic"], 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "diagnostics", 10)
@@ -149,7 +148,7 @@ class PolicyNode(Node):
         self._watchdog = self.create_timer(self.period, self._on_watchdog_timer)
         self.get_logger().info(
             f"policy {p['policy']} ({self.meta.task or 'task ?'}) for {self.meta.robot}: {A} joints, "
-            f"{1.0 / self.period:g} Hz, chunk {self.meta.chunk_length} ({p['chunk_mode']}), "
+            f"{1.0 / self.period:g} Hz, chunk {self.meta.chunk_length} ({self.meta.chunk_execution}), "
             f"commands on {self.pub.topic_name} as {self.command_type}"
         )
 
@@ -227,12 +226,13 @@ class PolicyNode(Node):
         except ValueError as exc:
             self.get_logger().warning(f"no policy step: {exc}", throttle_duration_sec=2.0)
             return None
-        chunk = None
-        if self.chunks.needs_inference():
+        chunks = self._no_chunk
+        if self.chunks.needs_query()[0]:
             t0 = time.perf_counter()
-            chunk = self.runtime.infer(obs)
+            chunks = self.runtime.infer(obs)[None]
             self._inference_ms = 1e3 * (time.perf_counter() - t0)
-        return self.chunks.next_target(chunk)
+            self.stats.count("inferences")
+        return self.chunks.step(chunks)[0]
 
     def _tick(self, now: float) -> None:
         """One control step from the latest state; ``now`` is when its JointState (or the watchdog) arrived."""
