@@ -43,10 +43,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fuzz_harness import TRAIN_TINY, build_good_inputs, corpus, run_case  # noqa: E402
 
-TRAIN_KILL = ["task.num_envs=8", "task.total_steps=8192", "agent.num_steps_per_env=8", "agent.actor_hidden_dims=[16]",
+TRAIN_KILL = ["task.num_envs=8", "task.total_steps=16384", "agent.num_steps_per_env=8", "agent.actor_hidden_dims=[16]",
               "eval_episodes=0", "logger=none", "logger.progress=false", "checkpoint_interval=1", "export_formats=[]"]
-TRAIN_KILL_STEPS = 8192
-"""128 updates (~10 s here), a checkpoint after every one: many checkpoint writes to be killed in."""
+TRAIN_KILL_STEPS = 16384
+"""256 updates (~20 s here), a checkpoint after every one: many checkpoint writes to be killed in."""
 
 
 def _cli(*argv: str, cwd: Path | None = None) -> list[str]:
@@ -100,7 +100,7 @@ def kill_train(trials: int, seed: int, root: Path) -> list[dict]:
         proc = subprocess.Popen(_cli("train", *TRAIN_KILL, f"seed={trial}", f"hydra.run.dir={run}"),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_for(run, "step_", time.monotonic() + 120)  # past start-up: the first checkpoint is written
-        time.sleep(rng.uniform(0.0, 6.0 if during_write else 9.0))
+        time.sleep(rng.uniform(0.0, 6.0))  # well inside the run: every kill lands while it trains
         hit = during_write and _wait_for(run, ".tmp_", time.monotonic() + 30)
         finished_before_kill = proc.poll() is not None
         proc.send_signal(signal.SIGKILL)
