@@ -50,16 +50,14 @@ EnvFactory = Callable[[int, int], Any]
 def sim_env_factory(cfg: TrainConfig) -> EnvFactory:
     """Build envs of the configured task with ``sim.make_env`` (task overrides applied)."""
     import sim
+    from sim.errors import SimInputError
 
     def make(num_envs: int, seed: int) -> Any:
         try:
             return sim.make_env(cfg.task.name, num_envs=num_envs, device=cfg.sim.device, seed=seed,
                                 **dict(cfg.task.env))
-        except (KeyError, ValueError, TypeError) as exc:  # sim's refusal of a task name or setting
-            if isinstance(exc, InputError):
-                raise
-            text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise InputError(f"sim refused the task: {text}", key="task.name / task.env",
+        except SimInputError as exc:  # sim's refusal of a task name or setting (a bug still raises as itself)
+            raise InputError(f"sim refused the task: {exc}", key="task.name / task.env",
                              value={"name": cfg.task.name, "env": dict(cfg.task.env)},
                              fix="pick a task of `robot-rl sim list` and only the settings it lists") from None
 
