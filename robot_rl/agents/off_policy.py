@@ -43,7 +43,7 @@ from robot_rl.config.registry import key_of
 from robot_rl.critics import Critic, CriticSpec, make_critic
 from robot_rl.critics.registry import key_of_class
 from robot_rl.data.replay_buffer import ReplayBuffer
-from robot_rl.models.mlp import ACTIVATIONS, mlp
+from robot_rl.models.mlp import ACTIVATIONS, fp32_head, mlp
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 REDUCES = ("min", "mean", "random_min")
@@ -135,21 +135,6 @@ def add_metrics(sums: Metrics, step: Metrics) -> None:
 def mean_metrics(sums: Metrics, count: int) -> Metrics:
     """``sums`` of ``count`` updates averaged (``sums`` itself when ``count`` is 1)."""
     return sums if count == 1 else {k: v / max(count, 1) for k, v in sums.items()}
-
-
-def fp32_head(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """Run ``net`` ``[B, in] -> [B, out]`` with its last layer in float32, even under a bf16 autocast.
-
-    The hidden layers follow the ambient autocast; the output layer (action mean, log-std, value)
-    is tiny and precision-sensitive, so it never runs in bfloat16.
-    """
-    *body, head = net
-    for layer in body:
-        x = layer(x)
-    if torch.is_autocast_enabled(x.device.type):
-        with torch.autocast(x.device.type, enabled=False):
-            return head(x.float())
-    return head(x)
 
 
 class DeterministicActor(nn.Module):
