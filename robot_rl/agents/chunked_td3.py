@@ -27,7 +27,7 @@ Options:
   ``k = 1..h`` of the ``k``-step returns ``sum_{j<k} gamma^j r_{t+j} + gamma^k V(s_{t+k})``
   (:func:`robot_rl.math.chunk_targets.intra_chunk_returns`) instead of the ``h``-step return alone.
 - **Demonstrations** (``agent.demos=<robot-rl record dataset>``, the setting Q-chunking is evaluated in):
-  the demos form a separate, read-only replay partition (:func:`robot_rl.data.demo_buffer.demo_replay`);
+  the demos form a separate, read-only replay partition (:class:`robot_rl.data.demo_source.DemoSource`);
   every batch is ``round(demo_fraction * B)`` demo *chunks* followed by online chunks, each partition
   sampled by :func:`~robot_rl.math.chunk_targets.sample_chunks` (same episode-end rules and masks;
   RLPD's symmetric sampling, Ball et al. 2023, at ``demo_fraction = 0.5``). ``bc_weight > 0`` adds

@@ -57,6 +57,8 @@ class TDMPCConfig(OffPolicyConfig):
         entropy_coef: weight of the prior's entropy bonus (TD-MPC2: 1e-4).
         scale_tau: rate of the running Q-scale estimate.
         max_grad_norm: gradient-norm clip of the world model (TD-MPC2: 20).
+
+    ``normalize_obs`` stays false: the world model normalises inside its encoder (``critic.normalize_obs``).
     """
 
     tau: float = 0.01
