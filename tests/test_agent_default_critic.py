@@ -55,9 +55,3 @@ def test_wrong_combination_is_refused_with_the_fix(agent: str, critic: str, need
     with pytest.raises(ValueError, match=f"agent={agent} cannot train critic={critic}") as err:
         make_agent(agent_cfg, critic_cfg, SPEC)
     assert needs in str(err.value) and f"Leave critic= out to get agent={agent}'s default" in str(err.value)
-
-
-@pytest.mark.parametrize("agent", ["chunked_td3", "tdmpc"])
-def test_agents_without_mixed_precision_refuse_amp(agent):
-    with pytest.raises(ValueError, match=f"agent.amp='bf16' is not supported by {agent}"):
-        compose([f"agent={agent}", "agent.amp=bf16"])

@@ -140,6 +140,8 @@ def test_tdmpc_refuses_other_critics_and_bad_settings():
         TDMPCConfig(act_with="mpc")
     with pytest.raises(ValueError, match="horizon"):
         TDMPCConfig(horizon=0)
+    with pytest.raises(ValueError, match=r"set critic\.normalize_obs=true instead"):
+        TDMPCConfig(normalize_obs=True)  # the encoder normalises; an agent normaliser would do it twice
 
 
 def test_tdmpc_config_file_composes_to_the_typed_schema():

@@ -27,7 +27,7 @@ Options:
   ``k = 1..h`` of the ``k``-step returns ``sum_{j<k} gamma^j r_{t+j} + gamma^k V(s_{t+k})``
   (:func:`robot_rl.math.chunk_targets.intra_chunk_returns`) instead of the ``h``-step return alone.
 - **Demonstrations** (``agent.demos=<robot-rl record dataset>``, the setting Q-chunking is evaluated in):
-  the demos form a separate, read-only replay partition (:func:`robot_rl.data.demo_buffer.demo_replay`);
+  the demos form a separate, read-only replay partition (:class:`robot_rl.data.demo_source.DemoSource`);
   every batch is ``round(demo_fraction * B)`` demo *chunks* followed by online chunks, each partition
   sampled by :func:`~robot_rl.math.chunk_targets.sample_chunks` (same episode-end rules and masks;
   RLPD's symmetric sampling, Ball et al. 2023, at ``demo_fraction = 0.5``). ``bc_weight > 0`` adds
@@ -49,26 +49,23 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
-from robot_rl.agents.off_policy import ExportedPolicy, Metrics, OffPolicyConfig, add_metrics, mean_metrics
-from robot_rl.agents.rlpd import BC_ANCHORS
-from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.agents.base import EnvSpec, Obs, register_agent
+from robot_rl.agents.off_policy import Metrics, OffPolicyAgent, OffPolicyConfig
+from robot_rl.critics import CriticSpec
 from robot_rl.critics.base import reduce_members
-from robot_rl.data.demo_buffer import demo_features, demo_replay
+from robot_rl.critics.chunked import ChunkedCritic, ChunkedCriticConfig
+from robot_rl.data.demo_source import DemoSource, check_demo_settings, demo_groups, start_from_clone
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.deploy.artifact import ChunkExecution
 from robot_rl.math.chunk_targets import ChunkBatch, ChunkReturn, OnTruncation, intra_chunk_returns, sample_chunks
 from robot_rl.models.chunked_actor import MODES, ChunkedActor, ChunkExecutor, FlatChunk
-from robot_rl.models.normalizer import EmpiricalNormalizer
 
 
 @dataclass
@@ -122,9 +119,7 @@ class ChunkedTD3Config(OffPolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.amp != "none":
-            raise ValueError(f"agent.amp={self.amp!r} is not supported by chunked_td3 (its update runs in float32); "
-                             "leave agent.amp at none")
+        check_demo_settings(self)
         if self.n_step != 1:
             raise ValueError(
                 f"agent.n_step must be 1 for chunked_td3 (critic.chunk_len is the horizon), got {self.n_step}"
@@ -134,17 +129,9 @@ class ChunkedTD3Config(OffPolicyConfig):
         if self.policy_delay < 1 or self.execute_len < 0:
             raise ValueError(f"agent.policy_delay must be >= 1 and execute_len >= 0, got {self.policy_delay}, "
                              f"{self.execute_len}")
-        if not 0.0 <= self.demo_fraction <= 1.0:
-            raise ValueError(f"agent.demo_fraction must be in [0, 1], got {self.demo_fraction}")
-        if self.bc_anchor not in BC_ANCHORS:
-            raise ValueError(f"agent.bc_anchor must be one of {BC_ANCHORS}, got {self.bc_anchor!r}")
-        if self.bc_anchor == "clone" and not self.bc_checkpoint:
-            raise ValueError("agent.bc_anchor=clone needs agent.bc_checkpoint=<robot-rl bc out dir> (the clone)")
-        if self.bc_weight < 0 or (self.bc_weight > 0 and self.bc_anchor == "demos" and not self.demos):
-            raise ValueError(f"agent.bc_weight={self.bc_weight} needs to be >= 0, and > 0 only with demos "
+        if self.bc_weight > 0 and self.bc_anchor == "demos" and not self.demos:
+            raise ValueError(f"agent.bc_weight={self.bc_weight} > 0 works only with demos "
                              "(agent.demos=<dataset dir>) or agent.bc_anchor=clone")
-        if self.critic_warmup_updates < 0:
-            raise ValueError(f"agent.critic_warmup_updates must be >= 0 (0 = off), got {self.critic_warmup_updates}")
         if self.bc_checkpoint and not self.normalize_obs:
             raise ValueError(f"agent.bc_checkpoint={self.bc_checkpoint} was trained on normalised observations; "
                              "set agent.normalize_obs=true")
@@ -191,56 +178,39 @@ def sample_mixed_chunks(
     return (parts[0] if len(parts) == 1 else cat_chunks(*parts)), n_demo
 
 
-@register_agent("chunked_td3", ChunkedTD3Config)
-class ChunkedTD3(Agent):
-    """Chunked actor + chunked critic; replay of single steps, sampled as chunks."""
 
-    runner: ClassVar[str] = "off_policy"
+@register_agent("chunked_td3", ChunkedTD3Config)
+class ChunkedTD3(OffPolicyAgent):
+    """Chunked actor + chunked critic on the off-policy template; replay of single steps, sampled as chunks and
+    played by a :class:`ChunkExecutor`."""
+
     cfg: ChunkedTD3Config
+    critic: ChunkedCritic
+    critic_family = ChunkedCritic
 
     def __init__(self, cfg: ChunkedTD3Config, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
-        if cfg.demos:
-            if not (Path(cfg.demos) / "meta" / "info.json").is_file():
-                raise FileNotFoundError(f"agent.demos={cfg.demos} is not a LeRobot dataset (no meta/info.json); record "
-                                        "one with `robot-rl record --task <task> --only-success --out <dir>`")
-            env = self._demo_view(cfg.demos, env)
-        super().__init__(cfg, critic_cfg, env, device)
-        H = getattr(critic_cfg, "chunk_len", None)
-        if H is None:
+        if not isinstance(critic_cfg, ChunkedCriticConfig):
             raise ValueError("agent=chunked_td3 needs a chunked critic: use critic=chunked (critic.chunk_len sets h)")
-        self.chunk_len = H
-        self.actor_len = getattr(critic_cfg, "partial_len", 0) or H
+        self.chunk_len = critic_cfg.chunk_len
+        self.actor_len = critic_cfg.partial_len or critic_cfg.chunk_len
         """Actions the actor outputs: ``h``, or DQC's ``l = critic.partial_len``."""
         if cfg.execute_len > self.actor_len:
             raise ValueError(f"agent.execute_len={cfg.execute_len} exceeds the actor's chunk of {self.actor_len} "
                              "actions (critic.partial_len with DQC, else critic.chunk_len)")
-        self.critic_group = env.critic_group
-        D, A, N = env.observation_dims["policy"], env.action_dim, env.num_envs
-        self.low = env.action_low.to(self.device).float()
-        self.high = env.action_high.to(self.device).float()
-        if not torch.isfinite(self.low).all() or not torch.isfinite(self.high).all() or (self.high <= self.low).any():
-            raise ValueError(f"chunked_td3 needs finite action bounds with low < high, got {self.low} .. {self.high}")
-        groups = {g: env.observation_dims[g] for g in {"policy", self.critic_group}}
-        self.normalizers = nn.ModuleDict(
-            {g: EmpiricalNormalizer(d) if cfg.normalize_obs else nn.Identity() for g, d in groups.items()}
-        ).to(self.device)
-        spec = CriticSpec(obs_dim=groups[self.critic_group], action_dim=A, chunk_len=H)
-        self.critic = make_critic(critic_cfg, spec).to(self.device)
-        self.critic.target_critic()
-        self.actor = ChunkedActor(D, A, self.actor_len, list(cfg.actor_hidden_dims), cfg.activation).to(self.device)
+        if cfg.demos:
+            dims = demo_groups(cfg.demos, env.observation_dims, "chunked_td3")
+            env = dataclasses.replace(env, observation_dims=dims)
+        super().__init__(cfg, critic_cfg, env, device)
+        N, A = env.num_envs, env.action_dim
+        self.actor_optimizer = self._optimizer(self.actor.parameters(), cfg.actor_lr)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        opt = torch.optim.AdamW if cfg.weight_decay > 0 else torch.optim.Adam
-        extra = {"weight_decay": cfg.weight_decay} if cfg.weight_decay > 0 else {}
-        self.critic_optimizer = opt(self.critic.parameters(), lr=cfg.critic_lr, **extra)
-        self.actor_optimizer = opt(self.actor.parameters(), lr=cfg.actor_lr, **extra)
-        self.buffer = ReplayBuffer(max(1, math.ceil(cfg.buffer_size / N)), N, groups, A, self.device)
         self.executor = ChunkExecutor(N, self.actor_len, A, cfg.execution, cfg.execute_len or None, cfg.ensemble_decay,
                                       self.device)
-        self.env_steps, self.updates, self.update_credit = 0, 0, 0.0
         # AC3's success-only actor: per buffer row, the episode it belongs to and whether that episode succeeded.
         self.episode_id = torch.zeros(self.buffer.capacity, N, dtype=torch.long, device=self.device)
         self.succeeded = torch.zeros(self.buffer.capacity, N, dtype=torch.bool, device=self.device)
         self.current_episode = torch.zeros(N, dtype=torch.long, device=self.device)
+        self.demo_source: DemoSource | None = None
         self.demos: ReplayBuffer | None = None
         """The read-only demo partition (one env, episodes back to back), or None."""
         self.bc_prior: ChunkedActor | None = None
@@ -250,11 +220,12 @@ class ChunkedTD3(Agent):
             if cfg.bc_anchor == "clone":
                 self.bc_prior = copy.deepcopy(self.actor).requires_grad_(False).eval()
         if cfg.demos:
-            self.demos = demo_replay(cfg.demos, groups, A, self.device, cfg.only_success_demos)
-            self.demos.action[:] = self.from_env_action(self.demos.action)
-            for g, norm in self.normalizers.items():
-                if isinstance(norm, EmpiricalNormalizer) and not cfg.bc_checkpoint:
-                    norm.update(self.demos.obs[g][:, 0])
+            groups = {g: self.buffer.obs[g].shape[-1] for g in self.buffer.obs}
+            self.demo_source = DemoSource(cfg.demos, groups, A, self.from_env_action, cfg.demo_fraction,
+                                          cfg.only_success_demos, self.device)
+            self.demos = self.demo_source.buffer
+            if not cfg.bc_checkpoint:
+                self.demo_source.prime(self.normalizers)
 
     def _load_bc(self, path: str) -> None:
         """Copy a BC checkpoint's actor (into the actor and its target) and normaliser (then frozen)."""
@@ -273,66 +244,41 @@ class ChunkedTD3(Agent):
             )
         self.actor.net.load_state_dict(bc.actor.net.state_dict())  # DeterministicActor = ChunkedActor with h = 1
         self.actor_target.load_state_dict(self.actor.state_dict())
-        for norm in self.normalizers.values():
-            if isinstance(norm, EmpiricalNormalizer) and norm.mean.shape == bc.normalizer.mean.shape:
-                norm.load_state_dict(bc.normalizer.state_dict())
-                norm.until = int(norm.count)  # frozen: the clone only knows these statistics
+        start_from_clone(self.normalizers, bc.normalizer)
 
-    @staticmethod
-    def _demo_view(root: str, env: EnvSpec) -> EnvSpec:
-        """``env`` without its ``critic`` group when the demos did not record ``observation.critic``."""
-        if "critic" not in env.observation_dims or "observation.critic" in demo_features(root):
-            return env
-        print(f"chunked_td3: {root} has no observation.critic; the critic reads the policy observation",
-              file=sys.stderr)
-        return dataclasses.replace(env, observation_dims={"policy": env.observation_dims["policy"]})
+    # --- the template's hooks: critic, actor, acting ---------------------------------------------
 
-    # --- acting --------------------------------------------------------------------------------
+    def critic_spec(self, obs_dim: int, action_dim: int) -> CriticSpec:
+        """The chunked critic scores ``h`` actions."""
+        return CriticSpec(obs_dim=obs_dim, action_dim=action_dim, chunk_len=self.chunk_len)
 
-    def to_env_action(self, y: torch.Tensor) -> torch.Tensor:
-        """Normalised ``[-1, 1]`` actions -> env units ``[N, A]``."""
-        return self.low + (y + 1.0) * 0.5 * (self.high - self.low)
+    def build_actor(self, obs_dim: int, action_dim: int) -> nn.Module:
+        """A :class:`ChunkedActor` of ``l`` actions."""
+        return ChunkedActor(obs_dim, action_dim, self.actor_len, list(self.cfg.actor_hidden_dims),
+                            self.cfg.activation).to(self.device)
 
-    def from_env_action(self, action: torch.Tensor) -> torch.Tensor:
-        """Env-unit actions -> normalised ``[-1, 1]`` ``[N, A]``."""
-        return ((action - self.low) / (self.high - self.low) * 2.0 - 1.0).clamp(-1.0, 1.0)
-
-    def normalize(self, obs: Obs) -> Obs:
-        """Normalise the stored groups of ``obs`` with the current statistics."""
-        return {g: norm(obs[g]) for g, norm in self.normalizers.items()}
-
-    def _explore(self, obs: torch.Tensor) -> torch.Tensor:
+    def explore(self, obs: torch.Tensor) -> torch.Tensor:
+        """Noisy actor chunks ``[n, l, A]`` for normalised policy obs ``[n, D]``."""
         chunk = self.actor(obs)
         return (chunk + torch.randn_like(chunk) * self.cfg.exploration_noise).clamp(-1.0, 1.0)
 
-    def _random(self, obs: torch.Tensor) -> torch.Tensor:
+    def random_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """Uniform warm-up chunks ``[n, l, A]``."""
         return torch.rand(obs.shape[0], self.actor_len, self.env.action_dim, device=self.device) * 2 - 1
 
-    @torch.no_grad()
-    def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
-        """Env actions ``[N, A]``: the chunk's first action when deterministic, else the executor's next
-        action of random (warm-up) or noisy actor chunks."""
-        x = self.normalizers["policy"](obs["policy"])
-        if deterministic:
-            return self.to_env_action(self.actor(x)[:, 0])
-        source = self._random if self.env_steps < self.cfg.learning_starts else self._explore
-        return self.to_env_action(self.executor.act(x, source))
+    def execute(self, obs: torch.Tensor, source: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """The executor's next action ``[N, A]``, querying ``source`` for the envs that need a new chunk."""
+        return self.executor.act(obs, source)
 
-    @torch.no_grad()
-    def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
-        """Store the step with its true next observation; done envs drop their plans."""
-        done = step.terminated | step.truncated
-        next_obs = ReplayBuffer.true_next_obs(step.obs, step.info["final_obs"], done)
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The first action ``[B, A]`` of the actor's chunk."""
+        return self.actor(obs)[:, 0]
+
+    def on_step(self, obs: Obs, step: Any, done: torch.Tensor) -> None:
+        """Done envs drop their plans; with ``success_only_actor`` the row about to be stored is labelled."""
         if self.cfg.success_only_actor:
             self._track_success(done, step.info)
-        self.buffer.add(obs, self.from_env_action(action), step.reward, next_obs, step.terminated, step.truncated)
-        for g, norm in self.normalizers.items():
-            if isinstance(norm, EmpiricalNormalizer):
-                norm.update(obs[g])
         self.executor.reset(done)
-        self.env_steps += self.env.num_envs
-        if self.env_steps >= self.cfg.learning_starts:
-            self.update_credit += self.env.num_envs * self.cfg.utd_ratio
 
     def _track_success(self, done: torch.Tensor, info: dict) -> None:
         """Label the row about to be written with its episode; mark every stored row of episodes that end in
@@ -349,28 +295,19 @@ class ChunkedTD3(Agent):
             self.succeeded[:, cols] |= self.episode_id[:, cols] == self.current_episode[cols]
         self.current_episode += done.long()
 
-    def ready(self) -> bool:
-        """True past warm-up with at least one update owed."""
-        return self.env_steps >= self.cfg.learning_starts and self.update_credit >= 1.0 and len(self.buffer) > 0
-
     # --- learning ------------------------------------------------------------------------------
 
-    def update(self) -> Metrics:
-        """Run the updates owed by the UTD ratio on sampled chunks; metrics averaged over them (tensors stay on
-        the device, :func:`~robot_rl.agents.off_policy.add_metrics`)."""
-        count = int(self.update_credit)
-        self.update_credit -= count
-        sums: Metrics = {}
-        on_truncation = getattr(self.critic_cfg, "on_truncation", "bootstrap")
-        for _ in range(count):
-            batch, n_demo = sample_mixed_chunks(self.buffer, self.demos, self.cfg.batch_size, self.chunk_len,
-                                                self.cfg.gamma, on_truncation, self.cfg.demo_fraction)
-            batch.obs, batch.next_obs = self.normalize(batch.obs), self.normalize(batch.next_obs)
-            add_metrics(sums, self.learn(batch, n_demo))
-            self.updates += 1
-        metrics = mean_metrics(sums, count)
-        metrics["train/updates"] = float(self.updates)
-        return metrics
+    def demo_rows(self, batch_size: int) -> int:
+        """How many of ``batch_size`` rows of a sampled batch are demo chunks (they come first)."""
+        return self.demo_source.rows(batch_size) if self.demo_source is not None else 0
+
+    def sample_batch(self) -> ChunkBatch:
+        """``batch_size`` chunks (:func:`sample_mixed_chunks`: demo chunks first), observations normalised."""
+        cfg = self.cfg
+        batch, _ = sample_mixed_chunks(self.buffer, self.demos, cfg.batch_size, self.chunk_len, cfg.gamma,
+                                       self.critic_cfg.on_truncation, cfg.demo_fraction)
+        batch.obs, batch.next_obs = self.normalize(batch.obs), self.normalize(batch.next_obs)
+        return batch
 
     def policy_value(self, obs: Obs, target: bool = False) -> torch.Tensor:
         """``[B, G]`` value of the actor's chunk at normalised ``obs`` (groups ``[B, dim]``): the long critic's
@@ -388,7 +325,7 @@ class ChunkedTD3(Agent):
             values = critic.partial_estimates(obs[self.critic_group], chunk)
         else:
             values = critic.estimates(obs[self.critic_group], chunk)
-        return reduce_members(values, reduce, getattr(self.critic, "subset", 2))
+        return reduce_members(values, reduce, self.critic.subset)
 
     @torch.no_grad()
     def critic_target(self, batch: ChunkBatch, n_demo: int = 0) -> torch.Tensor:
@@ -403,7 +340,7 @@ class ChunkedTD3(Agent):
                                                                                                     slice(0, B))]
         step_next = self.normalize({g: torch.cat([buf.next_obs[g][batch.rows[i], batch.env[i, None]].flatten(0, 1)
                                                   for buf, i in parts]) for g in self.buffer.next_obs})
-        boot = self.policy_value(step_next, target=True).reshape(B, h, -1)  # [B, h, G]
+        boot = self.policy_value(step_next, target=True).float().reshape(B, h, -1)  # [B, h, G]
         G = boot.shape[-1]
         targets, executed = intra_chunk_returns(
             batch.rewards.repeat_interleave(G, 0), batch.terminated.repeat_interleave(G, 0),
@@ -411,10 +348,12 @@ class ChunkedTD3(Agent):
         weight = executed.float()
         return ((targets * weight).sum(1) / weight.sum(1)).reshape(B, G)
 
-    def learn(self, batch: ChunkBatch, n_demo: int = 0) -> Metrics:
+    def learn(self, batch: ChunkBatch, n_demo: int | None = None) -> Metrics:
         """Critic regression on valid chunks; every ``policy_delay`` updates the actor and targets.
-        The first ``n_demo`` rows of ``batch`` are demo chunks (:func:`sample_mixed_chunks`)."""
+        The first ``n_demo`` rows of ``batch`` are demo chunks (None: :meth:`demo_rows` of the batch, as
+        :meth:`sample_batch` draws them)."""
         cfg, valid = self.cfg, batch.target.valid
+        n_demo = self.demo_rows(batch.rewards.shape[0]) if n_demo is None else n_demo
         target = self.critic_target(batch, n_demo)
         critic_obs = batch.obs[self.critic_group]
         metrics: Metrics = {"train/valid_chunks": valid.float().mean()}
@@ -425,32 +364,37 @@ class ChunkedTD3(Agent):
             self.critic_optimizer.step()
             metrics.update({f"loss/{k}": v for k, v in critic_metrics.items()})
         if self.updates % cfg.policy_delay == 0 and self.updates >= cfg.critic_warmup_updates:
-            states = batch.obs
-            if cfg.success_only_actor:
-                online = self.succeeded[batch.rows[n_demo:, 0], batch.env[n_demo:]]
-                keep = torch.cat([torch.ones(n_demo, dtype=torch.bool, device=self.device), online])
-                metrics["train/success_states"] = keep.float().mean()
-                states = {g: v[keep] for g, v in batch.obs.items()}
-            if states["policy"].shape[0] > 0:
-                self.critic.requires_grad_(False)
-                actor_loss = -self.policy_value(states).mean()
-                bc = None
-                if cfg.bc_weight > 0 and self.bc_prior is not None:
-                    bc = self.clone_loss(states["policy"])
-                elif cfg.bc_weight > 0 and n_demo:
-                    bc = self.bc_loss(batch, n_demo)
-                if bc is not None:
-                    metrics["loss/bc"] = bc.detach()
-                    actor_loss = actor_loss + cfg.bc_weight * bc
-                self.actor_optimizer.zero_grad(set_to_none=True)
-                actor_loss.backward()
-                self.actor_optimizer.step()
-                self.critic.requires_grad_(True)
-                metrics["loss/actor"] = actor_loss.detach()
+            metrics.update(self._actor_step(batch, n_demo))
         if self.updates % cfg.policy_delay == 0:
             self.critic.update_target(cfg.tau)
-            with torch.no_grad():
-                torch._foreach_lerp_(list(self.actor_target.parameters()), list(self.actor.parameters()), cfg.tau)
+            self.polyak(self.actor_target, self.actor, cfg.tau)
+        return metrics
+
+    def _actor_step(self, batch: ChunkBatch, n_demo: int) -> Metrics:
+        """One actor step: maximise the critic (AC3: on states of successful episodes) plus the BC term."""
+        cfg, metrics, states = self.cfg, {}, batch.obs
+        if cfg.success_only_actor:
+            online = self.succeeded[batch.rows[n_demo:, 0], batch.env[n_demo:]]
+            keep = torch.cat([torch.ones(n_demo, dtype=torch.bool, device=self.device), online])
+            metrics["train/success_states"] = keep.float().mean()
+            states = {g: v[keep] for g, v in batch.obs.items()}
+        if states["policy"].shape[0] == 0:
+            return metrics
+        self.critic.requires_grad_(False)
+        actor_loss = -self.policy_value(states).mean()
+        bc = None
+        if cfg.bc_weight > 0 and self.bc_prior is not None:
+            bc = self.clone_loss(states["policy"])
+        elif cfg.bc_weight > 0 and n_demo:
+            bc = self.bc_loss(batch, n_demo)
+        if bc is not None:
+            metrics["loss/bc"] = bc.detach()
+            actor_loss = actor_loss + cfg.bc_weight * bc
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_optimizer.step()
+        self.critic.requires_grad_(True)
+        metrics["loss/actor"] = actor_loss.detach()
         return metrics
 
     def bc_loss(self, batch: ChunkBatch, n_demo: int) -> torch.Tensor:
@@ -473,48 +417,38 @@ class ChunkedTD3(Agent):
 
     # --- persistence and export ----------------------------------------------------------------
 
-    def _modules(self) -> dict[str, Any]:
-        return {"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,
-                "normalizers": self.normalizers, "critic_optimizer": self.critic_optimizer,
-                "actor_optimizer": self.actor_optimizer}
+    def networks(self) -> dict[str, nn.Module]:
+        """The template's networks plus the target actor."""
+        return {**super().networks(), "actor_target": self.actor_target}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Critic and actor optimisers."""
+        return {**super().optimizers(), "actor_optimizer": self.actor_optimizer}
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, critic target, optimisers, counters and (optionally) the replay buffer."""
-        state: dict[str, Any] = {k: m.state_dict() for k, m in self._modules().items()}
-        state["critic_target"] = self.critic.target_state_dict()
-        state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
-        if self.demos is not None:
-            state["demos"] = {"path": str(self.cfg.demos), "transitions": len(self.demos)}
+        """The template's state plus the demo partition's path and size and AC3's episode labels (with the buffer)."""
+        state = super().state_dict()
+        if self.demo_source is not None:
+            state["demos"] = self.demo_source.state()
         if self.cfg.checkpoint_buffer:
-            state["buffer"] = self.buffer.state_dict()
             state["episodes"] = {"id": self.episode_id, "succeeded": self.succeeded, "current": self.current_episode}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (the buffer too, when it was saved); plans in flight are dropped.
-        With demos, the demo partition must hold as many transitions as when the checkpoint was written."""
-        saved = state.get("demos")
-        if self.demos is not None and saved is not None and int(saved["transitions"]) != len(self.demos):
-            raise ValueError(f"the checkpoint trained with {saved['transitions']} demo transitions from "
-                             f"{saved['path']}, agent.demos={self.cfg.demos} now holds {len(self.demos)}; point "
-                             "agent.demos at the same dataset")
-        for k, m in self._modules().items():
-            m.load_state_dict(state[k])
-        self.critic.load_target_state_dict(state["critic_target"])
-        c = state["counters"]
-        self.env_steps, self.updates, self.update_credit = int(c["env_steps"]), int(c["updates"]), float(c["credit"])
-        if "buffer" in state:
-            self.buffer.load_state_dict(state["buffer"])
+        """Restore :meth:`state_dict`; plans in flight are dropped. With demos, the demo partition must hold as
+        many transitions as when the checkpoint was written."""
+        if self.demo_source is not None:
+            self.demo_source.check_resume(state.get("demos"))
+        super().load_state_dict(state)
+        if "episodes" in state:
             self.episode_id.copy_(state["episodes"]["id"])
             self.succeeded.copy_(state["episodes"]["succeeded"])
             self.current_episode.copy_(state["episodes"]["current"])
         self.executor.reset(torch.ones(self.env.num_envs, dtype=torch.bool, device=self.device))
 
-    def policy(self) -> nn.Module:
-        """A detached copy: raw policy obs ``[B, D]`` -> the actor's chunk in env units ``[B, l*A]`` (step-major),
-        played by :meth:`policy_chunking`'s execution."""
-        return ExportedPolicy(copy.deepcopy(self.normalizers["policy"]), FlatChunk(copy.deepcopy(self.actor)),
-                              self.low.repeat(self.actor_len), self.high.repeat(self.actor_len)).eval()
+    def export_actor(self) -> nn.Module:
+        """The actor's chunk flattened ``[B, l*A]`` (step-major), played by :meth:`policy_chunking`'s execution."""
+        return FlatChunk(copy.deepcopy(self.actor))
 
     def policy_chunking(self) -> tuple[int, ChunkExecution]:
         """``(l, execution)``: :meth:`policy` outputs ``l`` actions per query, played as collection plays them."""

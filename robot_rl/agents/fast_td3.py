@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.agents.base import EnvSpec, register_agent
+from robot_rl.agents.base import EnvSpec, Obs, register_agent
 from robot_rl.agents.td3 import TD3, TD3Config
 from robot_rl.critics.distributional import C51Critic
 from robot_rl.data.replay_buffer import ReplayBatch
@@ -81,7 +81,7 @@ class FastTD3(TD3):
             raise ValueError(f"FastTD3 draws noise per env: got {num} observations for {self.noise_std.shape[0]} envs")
         return self.noise_std
 
-    def on_step(self, done: torch.Tensor) -> None:
+    def on_step(self, obs: Obs, step: Any, done: torch.Tensor) -> None:
         """Redraw the exploration std of envs whose episode ended."""
         if bool(done.any()):
             self.noise_std[done] = self._draw_std(int(done.sum()))

@@ -1,10 +1,25 @@
 """What every off-policy agent shares: replay, warm-up, update-to-data ratio, actors, persistence.
 
-SAC, TD3 (and DDPG), TQC and the FastTD3-style agent subclass :class:`OffPolicyAgent` and implement
-only their own learning step (:meth:`OffPolicyAgent.learn`) and exploration
-(:meth:`OffPolicyAgent.explore`). Actors work in the normalised action box ``[-1, 1]^A``; env
-actions are mapped affinely onto ``[action_low, action_high]``, and the replay buffer stores the
-normalised actions.
+SAC, TD3 (and DDPG), TQC, the FastTD3-style agent, RLPD, chunked TD3 and TD-MPC subclass
+:class:`OffPolicyAgent`. The template owns the action bounds and their scaling, observation
+normalisation, the warm-up, ``observe`` / ``ready``, the update-to-data loop under ``agent.amp``, fused
+optimisers, the counters, ``state_dict`` / ``load_state_dict`` and the exported policy. A subclass
+implements what differs:
+
+- :meth:`~OffPolicyAgent.build_actor` (required): the actor network;
+- :meth:`~OffPolicyAgent.explore` (required): exploratory actions;
+- :meth:`~OffPolicyAgent.learn` (required): one gradient update on a sampled batch;
+- :meth:`~OffPolicyAgent.critic_spec` / :meth:`~OffPolicyAgent.check_critic`: the critic's shapes and which
+  critics it trains;
+- :meth:`~OffPolicyAgent.sample_batch`: what a batch is (chunks, windows, demo mixes);
+- :meth:`~OffPolicyAgent.execute`, :meth:`~OffPolicyAgent.random_action`,
+  :meth:`~OffPolicyAgent.deterministic_action`: how actions reach the env (an executor playing chunks);
+- :meth:`~OffPolicyAgent.on_step`: per-env state kept while collecting;
+- :meth:`~OffPolicyAgent.networks`, :meth:`~OffPolicyAgent.optimizers`, :meth:`~OffPolicyAgent.export_actor`:
+  what is saved and what is deployed.
+
+Actors work in the normalised action box ``[-1, 1]^A``; env actions are mapped affinely onto
+``[action_low, action_high]``, and the replay buffer stores the normalised actions.
 
 Shapes: ``N`` envs, ``B`` batch, ``D`` policy obs, ``Dc`` critic obs, ``A`` actions.
 """
@@ -15,6 +30,7 @@ import abc
 import contextlib
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -26,8 +42,8 @@ from robot_rl.config.checks import check, fail
 from robot_rl.config.registry import key_of
 from robot_rl.critics import Critic, CriticSpec, make_critic
 from robot_rl.critics.registry import key_of_class
-from robot_rl.data.replay_buffer import ReplayBatch, ReplayBuffer
-from robot_rl.models.mlp import ACTIVATIONS, mlp
+from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.models.mlp import ACTIVATIONS, fp32_head, mlp
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
 REDUCES = ("min", "mean", "random_min")
@@ -121,21 +137,6 @@ def mean_metrics(sums: Metrics, count: int) -> Metrics:
     return sums if count == 1 else {k: v / max(count, 1) for k, v in sums.items()}
 
 
-def fp32_head(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """Run ``net`` ``[B, in] -> [B, out]`` with its last layer in float32, even under a bf16 autocast.
-
-    The hidden layers follow the ambient autocast; the output layer (action mean, log-std, value)
-    is tiny and precision-sensitive, so it never runs in bfloat16.
-    """
-    *body, head = net
-    for layer in body:
-        x = layer(x)
-    if torch.is_autocast_enabled(x.device.type):
-        with torch.autocast(x.device.type, enabled=False):
-            return head(x.float())
-    return head(x)
-
-
 class DeterministicActor(nn.Module):
     """``a = tanh(mlp(obs))``: normalised obs ``[B, D]`` -> action ``[B, A]`` in ``[-1, 1]``."""
 
@@ -189,7 +190,8 @@ class ExportedPolicy(nn.Module):
 
 
 class OffPolicyAgent(Agent, abc.ABC):
-    """Replay-based agent; subclasses build ``self.actor`` and implement :meth:`learn`, :meth:`explore`."""
+    """Replay-based agent; subclasses build ``self.actor`` and implement :meth:`learn`, :meth:`explore` (and the
+    optional hooks of the module docstring)."""
 
     runner: ClassVar[str] = "off_policy"
     """The loop that drives it: ``robot_rl.train.off_policy_runner.OffPolicyRunner``."""
@@ -213,16 +215,9 @@ class OffPolicyAgent(Agent, abc.ABC):
             {g: EmpiricalNormalizer(env.observation_dims[g]) if cfg.normalize_obs else nn.Identity()
              for g in {"policy", self.critic_group}}
         ).to(self.device)
-        self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=Dc, action_dim=A)).to(self.device)
+        self.critic = make_critic(critic_cfg, self.critic_spec(Dc, A)).to(self.device)
         self.check_critic()
         self.critic.target_critic()
-        members = self.critic.estimates(torch.zeros(1, Dc, device=self.device), torch.zeros(1, A, device=self.device))
-        if cfg.target_reduce != "mean" and members.shape[0] < 2:
-            raise ValueError(
-                f"agent.target_reduce={cfg.target_reduce} needs a critic ensemble (clipped double Q), but the "
-                f"critic has {members.shape[0]} member; use critic=ensemble (or leave critic= out for the "
-                "agent's default), or agent.target_reduce=mean for a single critic (DDPG)"
-            )
         self.critic_optimizer = self._optimizer(self.critic.parameters(), cfg.critic_lr)
         groups = {g: env.observation_dims[g] for g in {"policy", self.critic_group}}
         capacity = max(1, math.ceil(cfg.buffer_size / env.num_envs))
@@ -246,14 +241,39 @@ class OffPolicyAgent(Agent, abc.ABC):
         """Exploratory normalised actions ``[N, A]`` for normalised policy obs ``[N, D]``."""
 
     @abc.abstractmethod
-    def learn(self, batch: ReplayBatch) -> dict[str, float | torch.Tensor]:
-        """One gradient update on a normalised batch (obs already normalised); returns metrics (floats or
-        detached 0-d tensors: no ``float()`` on a device tensor here, that would sync every update)."""
+    def learn(self, batch: Any) -> Metrics:
+        """One gradient update on a batch of :meth:`sample_batch` (obs already normalised); returns metrics (floats
+        or detached 0-d tensors: no ``float()`` on a device tensor here, that would sync every update)."""
+
+    # --- hooks with a default ----------------------------------------------------------------
+
+    def critic_spec(self, obs_dim: int, action_dim: int) -> CriticSpec:
+        """The critic's shapes for critic obs ``[B, obs_dim]`` and actions ``[B, action_dim]`` (one step)."""
+        return CriticSpec(obs_dim=obs_dim, action_dim=action_dim)
+
+    def random_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """Warm-up actions, uniform in ``[-1, 1]``, for normalised policy obs ``[n, D]``: ``[n, A]``."""
+        return torch.rand(obs.shape[0], self.env.action_dim, device=self.device) * 2 - 1
+
+    def execute(self, obs: torch.Tensor, source: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """The normalised actions ``[N, A]`` the envs take this step, given ``source`` (:meth:`random_action` or
+        :meth:`explore`) on normalised policy obs ``[N, D]``. Default: ``source(obs)``; an agent acting in chunks
+        plays them through its executor here."""
+        return source(obs)
+
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The evaluation action ``[B, A]`` in ``[-1, 1]`` for normalised policy obs ``[B, D]``: the actor's."""
+        return self.actor(obs)
+
+    def on_step(self, obs: Obs, step: Any, done: torch.Tensor) -> None:
+        """Called by :meth:`observe` for every step before it is stored (``done`` ``[N]``): per-env exploration or
+        execution state."""
 
     # --- shared helpers ----------------------------------------------------------------------
 
     def check_critic(self) -> None:
-        """Refuse a critic this agent cannot train, naming the fix (the agent's default critic)."""
+        """Refuse a critic this agent cannot train, naming the fix (the agent's default critic); refuse a
+        single-member critic when ``target_reduce`` needs an ensemble."""
         need = self.critic_family
         if need is not None:
             ok, what = isinstance(self.critic, need), f"critic={key_of_class(need)} ({need.__name__})"
@@ -266,6 +286,16 @@ class OffPolicyAgent(Agent, abc.ABC):
                 f"agent={agent} cannot train critic={critic} ({type(self.critic).__name__}): it needs {what}. "
                 f"Leave critic= out to get agent={agent}'s default (the `override /critic` line of "
                 f"configs/agent/{agent}.yaml)"
+            )
+        spec = self.critic.spec
+        action = torch.zeros(1, *((spec.action_dim,) if spec.chunk_len == 1 else (spec.chunk_len, spec.action_dim)),
+                             device=self.device)
+        members = self.critic.estimates(torch.zeros(1, spec.obs_dim, device=self.device), action)
+        if self.cfg.target_reduce != "mean" and members.shape[0] < 2:
+            raise ValueError(
+                f"agent.target_reduce={self.cfg.target_reduce} needs a critic ensemble (clipped double Q), but the "
+                f"critic has {members.shape[0]} member; use critic=ensemble (or leave critic= out for the "
+                "agent's default), or agent.target_reduce=mean for a single critic (DDPG)"
             )
 
     def _optimizer(self, params: Any, lr: float) -> torch.optim.Optimizer:
@@ -304,20 +334,20 @@ class OffPolicyAgent(Agent, abc.ABC):
 
     @torch.no_grad()
     def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
-        """Env actions ``[N, A]``: uniform random during warm-up, then the actor (plus exploration)."""
+        """Env actions ``[N, A]``: :meth:`deterministic_action`, else :meth:`execute` of uniform random actions
+        during warm-up, then of :meth:`explore`."""
+        x = self.normalizers["policy"](obs["policy"])
         if deterministic:
-            return self.to_env_action(self.actor(self.normalizers["policy"](obs["policy"])))
-        if self.env_steps < self.cfg.learning_starts:
-            y = torch.rand(obs["policy"].shape[0], self.env.action_dim, device=self.device) * 2 - 1
-        else:
-            y = self.explore(self.normalizers["policy"](obs["policy"]))
-        return self.to_env_action(y)
+            return self.to_env_action(self.deterministic_action(x))
+        source = self.random_action if self.env_steps < self.cfg.learning_starts else self.explore
+        return self.to_env_action(self.execute(x, source))
 
     @torch.no_grad()
     def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
-        """Store the transition with its true next observation (``final_obs`` where done)."""
+        """Store the transition of the stored groups with its true next observation (``final_obs`` where done)."""
         done = step.terminated | step.truncated
-        next_obs = ReplayBuffer.true_next_obs(step.obs, step.info["final_obs"], done)
+        next_obs = ReplayBuffer.true_next_obs({g: step.obs[g] for g in self.buffer.obs}, step.info["final_obs"], done)
+        self.on_step(obs, step, done)
         self.buffer.add(obs, self.from_env_action(action), step.reward, next_obs, step.terminated, step.truncated)
         for g, norm in self.normalizers.items():
             if isinstance(norm, EmpiricalNormalizer):
@@ -325,20 +355,16 @@ class OffPolicyAgent(Agent, abc.ABC):
         self.env_steps += self.env.num_envs
         if self.env_steps >= self.cfg.learning_starts:
             self.update_credit += self.env.num_envs * self.cfg.utd_ratio
-        self.on_step(done)
-
-    def on_step(self, done: torch.Tensor) -> None:
-        """Called after every observed step with ``done`` ``[N]`` (per-env exploration state)."""
 
     def ready(self) -> bool:
         """True past warm-up with at least one update owed."""
         return self.env_steps >= self.cfg.learning_starts and self.update_credit >= 1.0 and len(self.buffer) > 0
 
-    def sample_batch(self) -> ReplayBatch:
+    def sample_batch(self) -> Any:
         """One training batch (``batch_size`` transitions, n-step returns, observations normalised).
 
-        :meth:`update` calls it once per gradient update; agents that mix other data into their
-        batches (demonstrations, RLPD) override it.
+        :meth:`update` calls it once per gradient update; agents that sample other shapes (chunks, windows)
+        override it.
         """
         cfg = self.cfg
         batch = self.buffer.sample(cfg.batch_size, n_step=cfg.n_step, gamma=cfg.gamma)
@@ -394,8 +420,14 @@ class OffPolicyAgent(Agent, abc.ABC):
         if "buffer" in state:
             self.buffer.load_state_dict(state["buffer"])
 
+    def export_actor(self) -> nn.Module:
+        """A detached copy of the deployed network: normalised policy obs ``[B, D]`` -> ``[B, H*A]`` in ``[-1, 1]``
+        (``H`` of :meth:`policy_chunking`). Default: the actor."""
+        return copy.deepcopy(self.actor)
+
     def policy(self) -> nn.Module:
-        """A detached copy: raw policy obs ``[B, D]`` -> env action ``[B, A]`` (deterministic)."""
-        return ExportedPolicy(
-            copy.deepcopy(self.normalizers["policy"]), copy.deepcopy(self.actor), self.low, self.high
-        ).eval()
+        """A detached copy: raw policy obs ``[B, D]`` -> env actions ``[B, H*A]`` (deterministic; ``H = 1``
+        unless :meth:`policy_chunking` says otherwise)."""
+        H = self.policy_chunking()[0]
+        return ExportedPolicy(copy.deepcopy(self.normalizers["policy"]), self.export_actor(),
+                              self.low.repeat(H), self.high.repeat(H)).eval()

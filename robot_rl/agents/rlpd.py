@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,12 +27,11 @@ from torch import nn
 
 from robot_rl.agents.base import EnvSpec, register_agent
 from robot_rl.agents.sac import SAC, SACConfig
-from robot_rl.data.demo_buffer import DemoMixReplay, demo_features, demo_replay
+from robot_rl.data.demo_buffer import DemoMixReplay
+from robot_rl.data.demo_source import DemoSource, check_demo_settings, demo_groups, start_from_clone
 from robot_rl.data.replay_buffer import ReplayBatch
-from robot_rl.models.normalizer import EmpiricalNormalizer
 
 CRITIC_OBS = ("auto", "policy", "critic")
-BC_ANCHORS = ("demos", "clone")
 
 
 @dataclass
@@ -74,19 +71,11 @@ class RLPDConfig(SACConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 <= self.demo_fraction <= 1.0:
-            raise ValueError(f"agent.demo_fraction must be in [0, 1], got {self.demo_fraction}")
+        check_demo_settings(self)
         if self.critic_obs not in CRITIC_OBS:
             raise ValueError(f"agent.critic_obs must be one of {CRITIC_OBS}, got {self.critic_obs!r}")
-        if self.bc_weight < 0:
-            raise ValueError(f"agent.bc_weight must be >= 0, got {self.bc_weight}")
-        if self.bc_anchor not in BC_ANCHORS:
-            raise ValueError(f"agent.bc_anchor must be one of {BC_ANCHORS}, got {self.bc_anchor!r}")
-        if self.bc_anchor == "clone" and not self.bc_checkpoint:
-            raise ValueError("agent.bc_anchor=clone needs agent.bc_checkpoint=<robot-rl bc out dir> (the clone)")
-        for name in ("critic_warmup_updates", "bc_decay_updates"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"agent.{name} must be >= 0 (0 = off), got {getattr(self, name)}")
+        if self.bc_decay_updates < 0:
+            raise ValueError(f"agent.bc_decay_updates must be >= 0 (0 = off), got {self.bc_decay_updates}")
 
 
 @register_agent("rlpd", RLPDConfig)
@@ -100,17 +89,14 @@ class RLPD(SAC):
         if not cfg.demos:
             raise ValueError("agent=rlpd needs demonstrations: agent.demos=<dataset dir> "
                              "(record one with `robot-rl record --task <task> --out <dir>`)")
-        if not (Path(cfg.demos) / "meta" / "info.json").is_file():
-            raise FileNotFoundError(f"agent.demos={cfg.demos} is not a LeRobot dataset (no meta/info.json)")
-        super().__init__(cfg, critic_cfg, self._critic_view(cfg, env), device)
+        dims = demo_groups(cfg.demos, env.observation_dims, "rlpd", cfg.critic_obs)
+        super().__init__(cfg, critic_cfg, dataclasses.replace(env, observation_dims=dims), device)
         self.env = env
         groups = {g: self.buffer.obs[g].shape[-1] for g in self.buffer.obs}
-        demos = demo_replay(cfg.demos, groups, env.action_dim, self.device, cfg.only_success_demos)
-        demos.action[:] = self.from_env_action(demos.action)  # env units -> the agent's [-1, 1] box
-        self.buffer = DemoMixReplay(self.buffer.capacity, env.num_envs, groups, env.action_dim, demos,
-                                    cfg.demo_fraction, self.device)
-        self.demo_transitions = len(demos)
-        """Transitions in the demo partition (checked again on resume)."""
+        self.demo_source = DemoSource(cfg.demos, groups, env.action_dim, self.from_env_action, cfg.demo_fraction,
+                                      cfg.only_success_demos, self.device)
+        self.buffer = DemoMixReplay(self.buffer.capacity, env.num_envs, groups, env.action_dim,
+                                    self.demo_source.buffer, cfg.demo_fraction, self.device)
         self._anchor: torch.Tensor | None = None  # [n, A] actions the first n rows of the batch are pulled to
         self._bc_weight = cfg.bc_weight  # bc_weight of the update being learned (bc_weight_now)
         self._bc_mse: torch.Tensor | None = None  # mean squared (sampled - anchor) action per dim, for the metrics
@@ -121,22 +107,12 @@ class RLPD(SAC):
             if cfg.bc_anchor == "clone":
                 self.bc_prior = copy.deepcopy(self.actor).requires_grad_(False).eval()
         else:
-            for g, norm in self.normalizers.items():
-                if isinstance(norm, EmpiricalNormalizer):
-                    norm.update(demos.obs[g][:, 0])
+            self.demo_source.prime(self.normalizers)
 
-    @staticmethod
-    def _critic_view(cfg: RLPDConfig, env: EnvSpec) -> EnvSpec:
-        """``env`` without its ``critic`` group when the critic must read ``policy``."""
-        if "critic" not in env.observation_dims or cfg.critic_obs == "critic":
-            return env
-        if cfg.critic_obs == "auto" and "observation.critic" in demo_features(str(cfg.demos)):
-            return env
-        if cfg.critic_obs == "auto":
-            print(f"rlpd: {cfg.demos} has no observation.critic; the critic reads the policy observation",
-                  file=sys.stderr)
-        dims = {"policy": env.observation_dims["policy"]}
-        return dataclasses.replace(env, observation_dims=dims)
+    @property
+    def demo_transitions(self) -> int:
+        """Transitions in the demo partition (checked again on resume)."""
+        return len(self.demo_source)
 
     def _load_bc(self, path: str) -> None:
         """Copy a BC checkpoint's actor and normaliser into this agent."""
@@ -155,10 +131,7 @@ class RLPD(SAC):
             raise ValueError(f"agent.bc_checkpoint={path} was trained on normalised observations; "
                              "set agent.normalize_obs=true")
         self.actor.load_state_dict(bc.actor.state_dict())
-        for norm in self.normalizers.values():
-            if norm.mean.shape == bc.normalizer.mean.shape:
-                norm.load_state_dict(bc.normalizer.state_dict())
-                norm.until = int(norm.count)  # frozen: the cloned actor only knows these statistics
+        start_from_clone(self.normalizers, bc.normalizer)
 
     def bc_weight_now(self) -> float:
         """``bc_weight`` at the current update: constant, or decayed linearly after the critic warm-up."""
@@ -206,14 +179,9 @@ class RLPD(SAC):
 
     def state_dict(self) -> dict[str, Any]:
         """SAC's state (online partition only) plus the demo partition's path and size."""
-        return {**super().state_dict(), "demos": {"path": str(self.cfg.demos), "transitions": self.demo_transitions}}
+        return {**super().state_dict(), "demos": self.demo_source.state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; the demo partition must still hold the same number of transitions."""
-        saved = state.get("demos", {})
-        if int(saved.get("transitions", self.demo_transitions)) != self.demo_transitions:
-            raise ValueError(
-                f"the checkpoint trained with {saved['transitions']} demo transitions from {saved.get('path')}, "
-                f"agent.demos={self.cfg.demos} now holds {self.demo_transitions}; point agent.demos at the same dataset"
-            )
+        self.demo_source.check_resume(state.get("demos"))
         super().load_state_dict(state)

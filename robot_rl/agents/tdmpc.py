@@ -32,24 +32,16 @@ Shapes: ``N`` envs, ``B`` batch, ``T`` horizon, ``D`` policy obs, ``Z`` latent, 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
-from robot_rl.agents.off_policy import (
-    ExportedPolicy,
-    Metrics,
-    OffPolicyConfig,
-    SquashedGaussianActor,
-    add_metrics,
-    mean_metrics,
-)
-from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.agents.base import EnvSpec, Obs, register_agent
+from robot_rl.agents.off_policy import Metrics, OffPolicyAgent, OffPolicyConfig, SquashedGaussianActor
 from robot_rl.critics.world_model import WorldModelCritic, first_action, shift_plan
-from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.math.chunk_targets import WindowBatch, sample_windows
 
 ACT_WITH = ("plan", "policy")
@@ -65,6 +57,8 @@ class TDMPCConfig(OffPolicyConfig):
         entropy_coef: weight of the prior's entropy bonus (TD-MPC2: 1e-4).
         scale_tau: rate of the running Q-scale estimate.
         max_grad_norm: gradient-norm clip of the world model (TD-MPC2: 20).
+
+    ``normalize_obs`` stays false: the world model normalises inside its encoder (``critic.normalize_obs``).
     """
 
     tau: float = 0.01
@@ -82,9 +76,9 @@ class TDMPCConfig(OffPolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.amp != "none":
-            raise ValueError(f"agent.amp={self.amp!r} is not supported by tdmpc (its update runs in float32); "
-                             "leave agent.amp at none")
+        if self.normalize_obs:
+            raise ValueError("agent.normalize_obs=true is not for tdmpc: its world model normalises the observation "
+                             "inside its encoder; set critic.normalize_obs=true instead")
         if self.horizon < 1:
             raise ValueError(f"agent.horizon must be >= 1, got {self.horizon}")
         if self.act_with not in ACT_WITH:
@@ -124,51 +118,39 @@ class PlanningPolicy(nn.Module):
 
 
 @register_agent("tdmpc", TDMPCConfig)
-class TDMPC(Agent):
-    """World model (the critic) + latent policy prior; acts by MPPI planning or with the prior."""
+class TDMPC(OffPolicyAgent):
+    """World model (the critic) + latent policy prior on the off-policy template; acts by MPPI planning or with the
+    prior."""
 
-    runner: ClassVar[str] = "off_policy"
     cfg: TDMPCConfig
     critic: WorldModelCritic
+    critic_family = WorldModelCritic
 
     def __init__(self, cfg: TDMPCConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
-        super().__init__(cfg, critic_cfg, env, device)
-        D, A, N = env.observation_dims["policy"], env.action_dim, env.num_envs
-        self.low = env.action_low.to(self.device).float()
-        self.high = env.action_high.to(self.device).float()
-        if not torch.isfinite(self.low).all() or not torch.isfinite(self.high).all() or (self.high <= self.low).any():
-            raise ValueError(f"tdmpc needs finite action bounds with low < high, got {self.low} .. {self.high}")
-        self.critic_group = "policy"
-        """The observation group the world model encodes (the planner and prior act from it at deployment)."""
-        critic = make_critic(critic_cfg, CriticSpec(obs_dim=D, action_dim=A)).to(self.device)
-        if not isinstance(critic, WorldModelCritic):
-            raise ValueError(f"agent=tdmpc needs the world-model critic (critic=world_model), got "
-                             f"{type(critic).__name__}; its encoder, dynamics and reward head are the model it plans "
-                             "with")
-        self.critic = critic
-        self.critic.target_critic()
-        Z = critic.cfg.latent_dim
-        self.actor = SquashedGaussianActor(Z, A, list(cfg.actor_hidden_dims), cfg.activation).to(self.device)
-        opt = torch.optim.AdamW if cfg.weight_decay > 0 else torch.optim.Adam
-        extra = {"weight_decay": cfg.weight_decay} if cfg.weight_decay > 0 else {}
-        self.critic_optimizer = opt(self.critic.parameters(), lr=cfg.critic_lr, **extra)
-        self.actor_optimizer = opt(self.actor.parameters(), lr=cfg.actor_lr, **extra)
-        self.buffer = ReplayBuffer(max(1, -(-cfg.buffer_size // N)), N, {"policy": D}, A, self.device)
+        # The world model encodes the policy group (the planner and prior act from it at deployment): the critic
+        # reads and replay stores only that group.
+        policy_only = dataclasses.replace(env, observation_dims={"policy": env.observation_dims["policy"]})
+        super().__init__(cfg, critic_cfg, policy_only, device)
+        self.actor_optimizer = self._optimizer(self.actor.parameters(), cfg.actor_lr)
         self.q_scale = torch.ones((), device=self.device)
-        self.plan_mean = torch.zeros(N, critic.cfg.plan_horizon, A, device=self.device)
+        self.plan_mean = torch.zeros(env.num_envs, self.critic.cfg.plan_horizon, env.action_dim, device=self.device)
         """``[N, H, A]`` each training env's last MPPI mean: shifted by one it warm-starts the next plan
-        (TD-MPC2); zero for an env whose episode just ended (:meth:`observe`)."""
-        self.env_steps, self.updates, self.update_credit = 0, 0, 0.0
+        (TD-MPC2); zero for an env whose episode just ended (:meth:`on_step`)."""
+
+    def check_critic(self) -> None:
+        """Refuse any critic but the world model (Q kind) it plans with."""
+        if not isinstance(self.critic, WorldModelCritic):
+            raise ValueError(f"agent=tdmpc needs the world-model critic (critic=world_model), got "
+                             f"{type(self.critic).__name__}; its encoder, dynamics and reward head are the model it "
+                             "plans with")
+
+    def build_actor(self, obs_dim: int, action_dim: int) -> nn.Module:
+        """The policy prior: a squashed Gaussian on latents ``[B, Z]``."""
+        Z = self.critic.cfg.latent_dim
+        return SquashedGaussianActor(Z, action_dim, list(self.cfg.actor_hidden_dims), self.cfg.activation).to(
+            self.device)
 
     # --- acting --------------------------------------------------------------------------------
-
-    def to_env_action(self, y: torch.Tensor) -> torch.Tensor:
-        """Normalised ``[-1, 1]`` actions -> env units ``[N, A]``."""
-        return self.low + (y + 1.0) * 0.5 * (self.high - self.low)
-
-    def from_env_action(self, action: torch.Tensor) -> torch.Tensor:
-        """Env-unit actions -> normalised ``[-1, 1]`` ``[N, A]``."""
-        return ((action - self.low) / (self.high - self.low) * 2.0 - 1.0).clamp(-1.0, 1.0)
 
     def _prior_sample(self, z: torch.Tensor) -> torch.Tensor:
         return self.actor.sample(z)[0]
@@ -191,52 +173,29 @@ class TDMPC(Agent):
         self.plan_mean = mean
         return first_action(mean, std, explore=True)
 
-    @torch.no_grad()
-    def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
-        """Env actions ``[N, A]``: uniform random in warm-up, then MPPI or the prior (sampled unless deterministic).
-
-        Collecting (``deterministic=False``) with MPPI warm-starts each env's plan from its previous one;
-        deterministic planning (evaluation) starts from scratch and leaves that memory alone."""
-        x = obs["policy"]
-        if not deterministic and self.env_steps < self.cfg.learning_starts:
-            return self.to_env_action(torch.rand(x.shape[0], self.env.action_dim, device=self.device) * 2 - 1)
+    def explore(self, obs: torch.Tensor) -> torch.Tensor:
+        """Collecting past warm-up, for raw policy obs ``[N, D]``: MPPI warm-started per env, or a prior sample."""
         if self.cfg.act_with == "plan":
-            return self.to_env_action(self.plan(x, explore=False) if deterministic else self.plan_warm(x))
-        z = self.critic.encode(x)
-        return self.to_env_action(self.actor(z) if deterministic else self._prior_sample(z))
+            return self.plan_warm(obs)
+        return self._prior_sample(self.critic.encode(obs))
 
-    @torch.no_grad()
-    def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
-        """Store the transition with its true next observation (``final_obs`` where done); a done env's
-        MPPI plan is reset (its next episode plans from scratch)."""
-        done = step.terminated | step.truncated
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """Evaluation: MPPI from scratch (leaving the warm starts alone), or the prior's mean action."""
+        if self.cfg.act_with == "plan":
+            return self.plan(obs, explore=False)
+        return self.actor(self.critic.encode(obs))
+
+    def on_step(self, obs: Obs, step: Any, done: torch.Tensor) -> None:
+        """A done env's MPPI plan is reset (its next episode plans from scratch); the encoder's statistics take
+        the observation."""
         self.plan_mean[done] = 0.0
-        next_obs = ReplayBuffer.true_next_obs({"policy": step.obs["policy"]}, step.info["final_obs"], done)
-        self.buffer.add({"policy": obs["policy"]}, self.from_env_action(action), step.reward, next_obs,
-                        step.terminated, step.truncated)
         self.critic.update_normalizer(obs["policy"])
-        self.env_steps += self.env.num_envs
-        if self.env_steps >= self.cfg.learning_starts:
-            self.update_credit += self.env.num_envs * self.cfg.utd_ratio
-
-    def ready(self) -> bool:
-        """True past warm-up with at least one update owed."""
-        return self.env_steps >= self.cfg.learning_starts and self.update_credit >= 1.0 and len(self.buffer) > 0
 
     # --- learning ------------------------------------------------------------------------------
 
-    def update(self) -> Metrics:
-        """Run the updates owed by the UTD ratio on sampled windows; metrics averaged over them (tensors stay on
-        the device)."""
-        count = int(self.update_credit)
-        self.update_credit -= count
-        sums: Metrics = {}
-        for _ in range(count):
-            add_metrics(sums, self.learn(sample_windows(self.buffer, self.cfg.batch_size, self.cfg.horizon)))
-            self.updates += 1
-        metrics = mean_metrics(sums, count)
-        metrics["train/updates"] = float(self.updates)
-        return metrics
+    def sample_batch(self) -> WindowBatch:
+        """Windows of ``horizon + 1`` raw observations (the world model normalises inside its encoder)."""
+        return sample_windows(self.buffer, self.cfg.batch_size, self.cfg.horizon)
 
     def learn(self, batch: WindowBatch) -> Metrics:
         """One joint world-model step over the latent rollout, one policy-prior step, one target step."""
@@ -267,7 +226,7 @@ class TDMPC(Agent):
             z = critic.encode(obs.flatten(0, 1))
         action, log_prob = self.actor.sample(z)
         critic.requires_grad_(False)
-        q = critic.head_estimates(z, action, critic.random_heads()).mean(0).squeeze(-1)  # [TB]
+        q = critic.head_estimates(z, action, critic.random_heads()).mean(0).squeeze(-1).float()  # [TB]
         critic.requires_grad_(True)
         with torch.no_grad():
             spread = torch.quantile(q, 0.95) - torch.quantile(q, 0.05)
@@ -284,43 +243,32 @@ class TDMPC(Agent):
 
     # --- persistence and export ----------------------------------------------------------------
 
-    def _modules(self) -> dict[str, Any]:
-        return {"actor": self.actor, "critic": self.critic, "critic_optimizer": self.critic_optimizer,
-                "actor_optimizer": self.actor_optimizer}
+    def networks(self) -> dict[str, nn.Module]:
+        """Prior and world model (the agent keeps no observation normaliser of its own)."""
+        return {"actor": self.actor, "critic": self.critic}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """World-model and prior optimisers."""
+        return {**super().optimizers(), "actor_optimizer": self.actor_optimizer}
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, critic target, optimisers, Q scale, MPPI warm start, counters and (optionally) the replay
-        buffer."""
-        state: dict[str, Any] = {k: m.state_dict() for k, m in self._modules().items()}
-        state["critic_target"] = self.critic.target_state_dict()
-        state["q_scale"] = self.q_scale.clone()
-        state["plan_mean"] = self.plan_mean.clone()
-        state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
-        if self.cfg.checkpoint_buffer:
-            state["buffer"] = self.buffer.state_dict()
-        return state
+        """The template's state plus the Q scale and the MPPI warm starts."""
+        return {**super().state_dict(), "q_scale": self.q_scale.clone(), "plan_mean": self.plan_mean.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (the buffer too, when it was saved)."""
-        for k, m in self._modules().items():
-            m.load_state_dict(state[k])
-        self.critic.load_target_state_dict(state["critic_target"])
+        """Restore :meth:`state_dict`."""
+        super().load_state_dict(state)
         self.q_scale.copy_(state["q_scale"])
         if "plan_mean" in state:  # checkpoints from before the MPPI warm start plan from scratch
             self.plan_mean.copy_(state["plan_mean"])
-        c = state["counters"]
-        self.env_steps, self.updates, self.update_credit = int(c["env_steps"]), int(c["updates"]), float(c["credit"])
-        if "buffer" in state:
-            self.buffer.load_state_dict(state["buffer"])
 
-    def policy(self) -> nn.Module:
-        """A detached copy of the policy prior on the encoder: raw obs ``[B, D]`` -> env action ``[B, A]``.
+    def export_actor(self) -> nn.Module:
+        """A detached copy of the policy prior on the encoder: raw obs ``[B, D]`` -> ``[B, A]`` in ``[-1, 1]``.
 
         Holds the critic's observation normaliser and encoder (the prior acts on latents), not its
         dynamics, reward or Q heads."""
-        prior = LatentPolicy(copy.deepcopy(self.critic.normalizer), copy.deepcopy(self.critic.encoder),
-                             copy.deepcopy(self.actor))
-        return ExportedPolicy(nn.Identity(), prior, self.low, self.high).eval()
+        return LatentPolicy(copy.deepcopy(self.critic.normalizer), copy.deepcopy(self.critic.encoder),
+                            copy.deepcopy(self.actor))
 
     def planning_policy(self) -> nn.Module:
         """An evaluation-only policy that plans with MPPI (shares the live networks; not exportable)."""

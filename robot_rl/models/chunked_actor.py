@@ -19,13 +19,14 @@ from torch import nn
 
 from robot_rl.deploy.artifact import ChunkExecution
 from robot_rl.deploy.chunking import CHUNK_MODES, check_execution
-from robot_rl.models.mlp import mlp
+from robot_rl.models.mlp import fp32_head, mlp
 
 MODES = CHUNK_MODES
 
 
 class ChunkedActor(nn.Module):
-    """``a_{t:t+h} = tanh(mlp(obs))``: normalised obs ``[B, D]`` -> chunk ``[B, h, A]`` in ``[-1, 1]``."""
+    """``a_{t:t+h} = tanh(mlp(obs))``: normalised obs ``[B, D]`` -> chunk ``[B, h, A]`` in ``[-1, 1]`` (output layer
+    in float32 under a bf16 autocast)."""
 
     def __init__(self, obs_dim: int, action_dim: int, chunk_len: int, hidden_dims: list[int], act: str = "relu"):
         super().__init__()
@@ -36,7 +37,7 @@ class ChunkedActor(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Chunk ``[B, h, A]``."""
-        return torch.tanh(self.net(obs)).reshape(obs.shape[0], self.chunk_len, self.action_dim)
+        return torch.tanh(fp32_head(self.net, obs)).reshape(obs.shape[0], self.chunk_len, self.action_dim)
 
 
 class FlatChunk(nn.Module):

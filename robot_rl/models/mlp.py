@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
 from torch import nn
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -36,3 +37,18 @@ def mlp(in_dim: int, hidden_dims: Sequence[int], out_dim: int, act: str = "elu")
         last = h
     layers.append(nn.Linear(last, out_dim))
     return nn.Sequential(*layers)
+
+
+def fp32_head(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """Run ``net`` ``[B, in] -> [B, out]`` with its last layer in float32, even under a bf16 autocast.
+
+    The hidden layers follow the ambient autocast; the output layer (action mean, log-std, value)
+    is tiny and precision-sensitive, so it never runs in bfloat16.
+    """
+    *body, head = net
+    for layer in body:
+        x = layer(x)
+    if torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return head(x.float())
+    return head(x)
