@@ -291,16 +291,32 @@ class TaskEnv(VecEnv):
                 "success": success, "log": log}
         return Step(obs, reward, terminated, truncated, info)
 
+    # The raw-action <-> joint-target mapping below is sim's own copy of robot_rl.deploy.actions
+    # (to_targets / to_raw with action_spec(robot.control)): sim never imports robot_rl. Its twin is
+    # pinned equal by tests/test_action_maps.py.
+    def _action_map(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(offset [A], scale [A])`` of ``target = offset + scale * action`` (position control)."""
+        control = self.robot.control
+        if control.action_type == "joint_position":
+            return (self.joint_lower + self.joint_upper) / 2, (self.joint_upper - self.joint_lower) / 2
+        return self.default_joint_pos, torch.full_like(self.default_joint_pos, control.action_scale)
+
     def actuator_command(self, action: torch.Tensor) -> torch.Tensor:
         """MuJoCo ``ctrl`` ``[N, nu]`` for a policy action ``[N, A]`` in ``[-1, 1]`` (joint targets or torques)."""
-        control = self.robot.control
-        if control.action_type == "joint_torque":
+        if self.robot.control.action_type == "joint_torque":
             return action * self.joint_effort
-        if control.action_type == "joint_position":
-            target = self.joint_lower + (action + 1.0) * 0.5 * (self.joint_upper - self.joint_lower)
-        else:
-            target = self.default_joint_pos + control.action_scale * action
-        return torch.clamp(target, self.joint_lower, self.joint_upper)
+        offset, scale = self._action_map()
+        return torch.clamp(offset + scale * action, self.joint_lower, self.joint_upper)
+
+    def action_for_targets(self, target: torch.Tensor) -> torch.Tensor:
+        """``[N, A]`` action in ``[-1, 1]`` whose joint targets are ``target`` ``[N, A]`` (rad; position control).
+
+        The inverse of :meth:`actuator_command`, clipped to the action box (scripted experts, teleop).
+        """
+        if self.robot.control.action_type == "joint_torque":
+            raise ValueError(f"{self.robot.name} is torque-controlled: joint targets have no action")
+        offset, scale = self._action_map()
+        return torch.clamp((target - offset) / scale, self.action_low, self.action_high)
 
     # ----------------------------------------------------------------------------- internals
     def _reset_envs(self, ids: torch.Tensor) -> None:

@@ -41,8 +41,7 @@ def so101_reach_expert(env, max_step: float = 0.015, damping: float = 0.05) -> t
     q_target = state.joint_pos.clone()
     q_target[:, :5] += dls_step(jac, clip_norm(env.target - site, max_step), damping)
     q_target[:, 5] = env.default_joint_pos[5]
-    action = (q_target - env.default_joint_pos) / env.robot.control.action_scale
-    return torch.clamp(action, -1.0, 1.0)
+    return env.action_for_targets(q_target)
 
 
 EXPERTS: dict[str, Expert] = {

@@ -3,7 +3,7 @@
 The env is rebuilt from ``meta/robot_rl.json`` (or ``task=``), put in the episode's recorded
 first state (``sim.qpos``/``sim.qvel``/``sim.target``; without them, the recorded joint positions at
 rest), and stepped with the recorded actions (``action.policy``; without it, the recorded joint
-targets ``action`` mapped back through the robot's action scale). After step ``t`` the replayed
+targets ``action`` mapped back by ``env.action_for_targets``). After step ``t`` the replayed
 joint positions are compared with the recorded ``observation.state[t + 1]``.
 """
 
@@ -91,8 +91,8 @@ def replay(
     if "action.policy" in data:
         actions = data["action.policy"].astype(np.float32)
     else:
-        scale = env.robot.control.action_scale
-        actions = ((data["action"] - env.default_joint_pos.cpu().numpy()) / scale).astype(np.float32)
+        targets = torch.tensor(data["action"], dtype=torch.float32, device=env.device)
+        actions = env.action_for_targets(targets).cpu().numpy()
     steps = len(actions)
     replayed_q = np.zeros((steps, len(joints)))
     replayed_frames, recorded_frames = [], []

@@ -202,19 +202,6 @@ def ee_ik(env, damping: float = 0.05) -> Callable[[np.ndarray], np.ndarray]:
     return ik
 
 
-def target_to_action(env, target: np.ndarray) -> np.ndarray:
-    """``[A]`` policy action in ``[-1, 1]`` whose actuator target is ``target`` (position-controlled robots)."""
-    control = env.robot.control
-    lower, upper = env.joint_lower.cpu().numpy(), env.joint_upper.cpu().numpy()
-    if control.action_type == "joint_position":
-        action = 2.0 * (target - lower) / (upper - lower) - 1.0
-    elif control.action_type == "joint_position_delta_default":
-        action = (target - env.default_joint_pos.cpu().numpy()) / control.action_scale
-    else:
-        raise ValueError(f"teleop sends joint positions; {env.robot.name} uses {control.action_type!r}")
-    return np.clip(action, -1.0, 1.0)
-
-
 def teleop_policy(keys: KeySource, mode: str = "joint", realtime: bool = True,
                   status: Callable[[str], None] | None = None):
     """A recorder ``policy(env, obs) -> action [1, A]`` driven by ``keys``.
@@ -246,7 +233,6 @@ def teleop_policy(keys: KeySource, mode: str = "joint", realtime: bool = True,
             if "end_effector" in env.robot.sites:
                 line += f"  ee {np.array2string(env.state.site('end_effector')[0].cpu().numpy(), precision=3)}"
             status(line)
-        action = target_to_action(env, target)
-        return torch.as_tensor(action[None], dtype=torch.float32, device=env.device)
+        return env.action_for_targets(torch.as_tensor(target[None], dtype=torch.float32, device=env.device))
 
     return policy

@@ -384,5 +384,4 @@ def scripted_expert(env: So101LiftEnv, hover: float = 0.04, z_offset: float = 0.
     q_target = q.clone()
     q_target[:, :env.gripper_index] += dls_step(jac, error, damping=0.05)
     q_target[:, env.gripper_index] = torch.where(lift | close, jaw_closed, jaw_open)
-    action = (q_target - env.default_joint_pos) / env.robot.control.action_scale
-    return torch.clamp(action, -1.0, 1.0)
+    return env.action_for_targets(q_target)
