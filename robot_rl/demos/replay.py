@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from robot_rl.data.lerobot import LeRobotDataset
-from robot_rl.demos.randomized import cfg_from_json, keys_in, restore_randomized
+from robot_rl.demos.randomized import cfg_from_json, keys_in
 from robot_rl.demos.sim_io import CAMERA_KEY, SimCamera, read_sidecar, restore
 
 
@@ -82,11 +82,11 @@ def replay(
     env.reset(seed=0)
     recorded_q = data["observation.state"].astype(np.float64)
     if "sim.qpos" in data:
-        restore(env, data["sim.qpos"][0], data["sim.qvel"][0], data["sim.target"][0] if "sim.target" in data else None)
-        restore_randomized(env, keys_in(data))
+        target = data["sim.target"][0] if "sim.target" in data else None
+        restore(env, data["sim.qpos"][0], data["sim.qvel"][0], target, keys_in(data))
     else:
-        qpos = env.backend.physics_state()[0][0]
-        qpos[env.backend.joint_qpos_adr.cpu().numpy()] = recorded_q[0]
+        qpos = env.capture_state([0]).physics["qpos"][0]
+        qpos[env.joint_qpos_index.cpu().numpy()] = recorded_q[0]
         restore(env, qpos, np.zeros(env.model.nv))
     if "action.policy" in data:
         actions = data["action.policy"].astype(np.float32)

@@ -192,9 +192,8 @@ def ee_ik(env, damping: float = 0.05) -> Callable[[np.ndarray], np.ndarray]:
     body = int(env.model.site(site).bodyid[0])
 
     def ik(dx: np.ndarray) -> np.ndarray:
-        point = env.state.site("end_effector")[:1].cpu().double().numpy()
-        jacp, _ = env.backend.batch.jac(body, point)
-        jac = torch.as_tensor(np.ascontiguousarray(jacp[:1, :, dofs]), dtype=torch.float64)
+        jacp, _ = env.jacobian(body, env.state.site("end_effector")[:1], env_ids=[0])
+        jac = jacp[:, :, dofs].cpu()
         dq = np.zeros(len(names))
         dq[arm] = dls_step(jac, torch.as_tensor(dx[None], dtype=torch.float64), damping)[0].numpy()
         return dq
