@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from robot_rl.deploy.actions import action_spec, to_raw, to_targets
-from robot_rl.deploy.artifact import ActionSpec
+from robot_rl.deploy.artifact import ActionSpec, ArtifactError
 from robot_rl.export import PolicyHead, make_meta
 from robot_rl.math.action_box import from_unit, to_unit
 
@@ -24,7 +24,7 @@ def test_action_spec_hand_values():
     assert box.offset == [0.0, 1.0] and box.scale == [1.0, 1.0] and box.type == "joint_position"
     with pytest.raises(ValueError, match="pass joint_lower and joint_upper"):
         action_spec("joint_position", 0.5, [0.0])
-    with pytest.raises(ValueError, match="joint_torque"):
+    with pytest.raises(ArtifactError, match=r"action\.type = 'joint_torque': must be one of"):
         action_spec("joint_torque", 0.5, [0.0])
 
 

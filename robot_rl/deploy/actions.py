@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from robot_rl.deploy.artifact import ActionSpec
+from robot_rl.deploy.artifact import ACTION_TYPES, ActionSpec, ArtifactError
 
 
 def action_spec(
@@ -30,6 +30,9 @@ def action_spec(
     ``joint_position_delta_default``: offset = ``default_joint_pos``, scale = ``action_scale`` (a
     number or ``[A]``). ``joint_position``: ``[-1, 1]`` onto ``[joint_lower, joint_upper]``, so offset =
     mid-range and scale = half-range (both limits required, ``action_scale`` unused).
+
+    Raises:
+        ArtifactError: any other ``action_type`` (e.g. ``joint_torque``: no joint targets).
     """
     A = len(default_joint_pos)
     if action_type == "joint_position":
@@ -38,9 +41,9 @@ def action_spec(
                              "joint_lower and joint_upper (robot.yaml limits, action order).")
         lo, hi = np.asarray(joint_lower, dtype=np.float64), np.asarray(joint_upper, dtype=np.float64)
         return ActionSpec(type=action_type, scale=((hi - lo) / 2).tolist(), offset=((lo + hi) / 2).tolist())
-    if action_type != "joint_position_delta_default":
-        raise ValueError(f"action_type {action_type!r} has no joint-target mapping; use "
-                         "'joint_position_delta_default' or 'joint_position'")
+    if action_type not in ACTION_TYPES:
+        raise ArtifactError(f"must be one of {ACTION_TYPES}: an artifact outputs joint targets", key="action.type",
+                            value=action_type, fix="export a position-controlled policy")
     scale = [float(action_scale)] * A if np.isscalar(action_scale) else [float(s) for s in action_scale]
     return ActionSpec(type=action_type, scale=scale, offset=[float(x) for x in default_joint_pos])
 
