@@ -21,12 +21,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from robot_rl.deploy.actions import action_spec
 from robot_rl.deploy.artifact import (
     MANIFEST_FILE,
     META_FILE,
     ONNX_FILE,
     TORCHSCRIPT_FILE,
-    ActionSpec,
     ArtifactError,
     ChunkExecution,
     ObservationTerm,
@@ -74,6 +74,7 @@ class PolicyHead(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs [B, D]`` (env policy observation) -> joint targets ``[B, H*A]``."""
         raw = self.net((obs - self.obs_mean) / self.obs_std)
+        # torch twin of robot_rl.deploy.actions.to_targets (it runs in the graph); tests/test_action_maps.py
         return self.offset + self.scale * raw.clamp(self.clip_low, self.clip_high)
 
 
@@ -96,28 +97,17 @@ def make_meta(
     """Build a validated :class:`PolicyMeta` from what an env and its ``robot.yaml`` know.
 
     ``observation_layout`` is ``env.observation_layout["policy"]``: ``(term, size, scale)`` in order.
-    ``joint_position_delta_default`` (sim: ``default + action_scale * a``): offset = default pose.
-    ``joint_position`` (sim: ``lower + (a + 1) / 2 * (upper - lower)``): offset = mid-range, scale =
-    half-range, so ``joint_lower``/``joint_upper`` are required and ``action_scale`` is unused.
+    The action mapping is :func:`robot_rl.deploy.actions.action_spec` of ``action_type``:
+    ``joint_position`` needs ``joint_lower``/``joint_upper`` and ignores ``action_scale``.
     ``chunk_execution`` (None): open loop of the whole chunk of ``chunk_length`` actions.
     """
-    A = len(joint_names)
     default = [float(x) for x in default_joint_pos]
-    if action_type == "joint_position":
-        if joint_lower is None or joint_upper is None:
-            raise ValueError("action_type 'joint_position' maps [-1, 1] onto the joint range: pass "
-                             "joint_lower and joint_upper (robot.yaml limits, action order).")
-        lo, hi = np.asarray(joint_lower, dtype=np.float64), np.asarray(joint_upper, dtype=np.float64)
-        offset, scale = ((lo + hi) / 2).tolist(), ((hi - lo) / 2).tolist()
-    else:
-        scale = [float(action_scale)] * A if np.isscalar(action_scale) else [float(s) for s in action_scale]
-        offset = default
     return PolicyMeta(
         robot=robot,
         joint_names=list(joint_names),
         default_joint_pos=default,
         observation=[ObservationTerm(str(n), int(s), float(c)) for n, s, c in observation_layout],
-        action=ActionSpec(type=action_type, scale=scale, offset=offset),
+        action=action_spec(action_type, action_scale, default, joint_lower, joint_upper),
         control_hz=float(control_hz),
         chunk_length=int(chunk_length),
         chunk_execution=chunk_execution,

@@ -28,7 +28,7 @@ from sim.randomization import DomainRandCfg, DomainRandomizer, actuator_history_
 from sim.robots import RobotConfig, build_model, load_robot, site_name
 from sim.robots.config import ACTION_TYPES
 from sim.robots.model import SpecEdit
-from sim.state import SimState
+from sim.state import SimSnapshot, SimState
 from sim.vecenv import Obs, Step, VecEnv
 
 TermFn = Callable[..., torch.Tensor]
@@ -127,6 +127,13 @@ class TaskEnv(VecEnv):
         seed: seed of all task randomness (targets, noise, domain randomisation).
         nthread: physics threads (0: all CPUs).
     """
+
+    task_buffers: tuple[str, ...] = ()
+    """Attribute names of the task's own per-env tensors ``[N, ...]`` (targets, commands, timers):
+    what :meth:`capture_state` saves beside the physics. A task that adds such a buffer lists it."""
+
+    has_target: bool = False
+    """Whether the task keeps a per-env target position (:meth:`get_target`, :meth:`set_target`)."""
 
     def __init__(self, cfg: TaskCfg, num_envs: int = 1, device: str | torch.device = "cpu",
                  seed: int = 0, nthread: int = 0) -> None:
@@ -291,16 +298,116 @@ class TaskEnv(VecEnv):
                 "success": success, "log": log}
         return Step(obs, reward, terminated, truncated, info)
 
+    # The raw-action <-> joint-target mapping below is sim's own copy of robot_rl.deploy.actions
+    # (to_targets / to_raw with action_spec(robot.control)): sim never imports robot_rl. Its twin is
+    # pinned equal by tests/test_action_maps.py.
+    def _action_map(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(offset [A], scale [A])`` of ``target = offset + scale * action`` (position control)."""
+        control = self.robot.control
+        if control.action_type == "joint_position":
+            return (self.joint_lower + self.joint_upper) / 2, (self.joint_upper - self.joint_lower) / 2
+        return self.default_joint_pos, torch.full_like(self.default_joint_pos, control.action_scale)
+
     def actuator_command(self, action: torch.Tensor) -> torch.Tensor:
         """MuJoCo ``ctrl`` ``[N, nu]`` for a policy action ``[N, A]`` in ``[-1, 1]`` (joint targets or torques)."""
-        control = self.robot.control
-        if control.action_type == "joint_torque":
+        if self.robot.control.action_type == "joint_torque":
             return action * self.joint_effort
-        if control.action_type == "joint_position":
-            target = self.joint_lower + (action + 1.0) * 0.5 * (self.joint_upper - self.joint_lower)
-        else:
-            target = self.default_joint_pos + control.action_scale * action
-        return torch.clamp(target, self.joint_lower, self.joint_upper)
+        offset, scale = self._action_map()
+        return torch.clamp(offset + scale * action, self.joint_lower, self.joint_upper)
+
+    def action_for_targets(self, target: torch.Tensor) -> torch.Tensor:
+        """``[N, A]`` action in ``[-1, 1]`` whose joint targets are ``target`` ``[N, A]`` (rad; position control).
+
+        The inverse of :meth:`actuator_command`, clipped to the action box (scripted experts, teleop).
+        """
+        if self.robot.control.action_type == "joint_torque":
+            raise ValueError(f"{self.robot.name} is torque-controlled: joint targets have no action")
+        offset, scale = self._action_map()
+        return torch.clamp((target - offset) / scale, self.action_low, self.action_high)
+
+    # ----------------------------------------------------------------------------- public state
+    def _env_ids(self, env_ids: Any) -> np.ndarray:
+        """``env_ids`` (None: all; sequence, array or tensor of indices) as an int64 array ``[n]``."""
+        if env_ids is None:
+            return np.arange(self.num_envs)
+        ids = np.asarray(env_ids.cpu() if isinstance(env_ids, torch.Tensor) else env_ids, dtype=np.int64).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
+            raise SimInputError(f"env ids {ids.tolist()} out of range for num_envs={self.num_envs}")
+        return ids
+
+    def _per_env_buffers(self) -> dict[str, torch.Tensor]:
+        """The live per-env tensors ``[N, ...]`` a snapshot holds, by name."""
+        live = {"episode_step": self.episode_step, "action": self.action, "last_action": self.last_action,
+                "episode_return": self._episode_return}
+        live.update({f"episode_sum/{name}": sums for name, sums in self._episode_sums.items()})
+        live.update({name: getattr(self, name) for name in self.task_buffers})
+        return live
+
+    def capture_state(self, env_ids: Any = None) -> SimSnapshot:
+        """Copy of the state of envs ``env_ids`` (None: all): physics, per-env buffers, randomiser draws."""
+        ids = self._env_ids(env_ids)
+        index = torch.as_tensor(ids, device=self.device)
+        return SimSnapshot(
+            physics=self.backend.capture(ids),
+            buffers={name: value[index].clone() for name, value in self._per_env_buffers().items()},
+            randomization=self.randomizer.capture(ids),
+        )
+
+    def restore_state(self, snapshot: SimSnapshot, env_ids: Any = None) -> None:
+        """Put envs ``env_ids`` (None: all; as many as ``snapshot`` holds) back in ``snapshot``'s state.
+
+        ``env.state`` is reread; the next :meth:`step` continues from the restored envs.
+        """
+        ids = self._env_ids(env_ids)
+        if snapshot.num_envs != len(ids):
+            raise SimInputError(f"the snapshot holds {snapshot.num_envs} envs; restoring it into {len(ids)} env ids")
+        nq, nv = self.model.nq, self.model.nv
+        if snapshot.physics["qpos"].shape[1:] != (nq,) or snapshot.physics["qvel"].shape[1:] != (nv,):
+            raise SimInputError(f"the snapshot's qpos/qvel have sizes {snapshot.physics['qpos'].shape[1:]}, "
+                                f"{snapshot.physics['qvel'].shape[1:]}; this env's model needs ({nq},), ({nv},): "
+                                "it was captured in another task or model")
+        index = torch.as_tensor(ids, device=self.device)
+        self.randomizer.restore(ids, snapshot.randomization)
+        self.backend.restore(ids, snapshot.physics)
+        live = self._per_env_buffers()
+        for name, value in snapshot.buffers.items():
+            live[name][index] = value.to(self.device)
+        self._read_state()
+
+    @property
+    def joint_qpos_index(self) -> torch.Tensor:
+        """``[J]`` addresses of the robot's joints (robot.yaml order) in ``qpos`` (``SimSnapshot.physics``)."""
+        return self.backend.joint_qpos_adr
+
+    def jacobian(self, body: int, point: torch.Tensor, env_ids: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Translational and rotational Jacobians ``([n, 3, nv], [n, 3, nv])`` float64 of world points
+        ``point`` ``[n, 3]`` fixed to body id ``body``, in envs ``env_ids`` (None: all), at the current state."""
+        ids = None if env_ids is None else self._env_ids(env_ids)
+        jacp, jacr = self.backend.jacobian(body, point.detach().cpu().double().numpy(), ids)
+        return torch.from_numpy(jacp).to(self.device), torch.from_numpy(jacr).to(self.device)
+
+    def _require_target(self) -> torch.Tensor:
+        if not self.has_target:
+            raise SimInputError(f"task {type(self).__name__} has no target")
+        return self.target
+
+    def get_target(self, env_ids: Any = None) -> torch.Tensor:
+        """``[n, 3]`` copy of the target of envs ``env_ids`` (None: all), in the task's target frame."""
+        return self._require_target()[torch.as_tensor(self._env_ids(env_ids), device=self.device)].clone()
+
+    def set_target(self, target: torch.Tensor, env_ids: Any = None) -> None:
+        """Give envs ``env_ids`` (None: all) the targets ``target`` ``[n, 3]`` (markers follow)."""
+        index = torch.as_tensor(self._env_ids(env_ids), device=self.device)
+        self._require_target()[index] = torch.as_tensor(target, dtype=torch.float32, device=self.device)
+        self._target_changed(index)
+
+    def target_distribution(self) -> torch.Tensor:
+        """``[M, 3]`` the targets a reset draws from (uniformly), in the task's target frame."""
+        self._require_target()
+        return self.target_table.clone()
+
+    def _target_changed(self, ids: torch.Tensor) -> None:
+        """Hook after the targets of envs ``ids`` changed (move a marker)."""
 
     # ----------------------------------------------------------------------------- internals
     def _reset_envs(self, ids: torch.Tensor) -> None:
@@ -342,8 +449,15 @@ class TaskEnv(VecEnv):
         """RGB frame ``[height, width, 3]`` uint8 of env ``env_index`` (see :mod:`sim.render`)."""
         from sim.render import render_frame
 
-        model, data = self.backend.snapshot(env_index)
+        model, data = self.mujoco_view(env_index)
         return render_frame(model, data, width, height, camera)
+
+    def mujoco_view(self, env_index: int = 0) -> tuple[Any, Any]:
+        """``(MjModel, MjData)`` of env ``env_index`` (its randomised fields, forward-computed), to render.
+
+        The same pair is refilled on every call; copy them to keep one. Writing to them changes nothing.
+        """
+        return self.backend.snapshot(env_index)
 
     def close(self) -> None:
         """Close the renderer, if one was opened."""

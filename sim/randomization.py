@@ -130,6 +130,52 @@ class DomainRandomizer:
         """``[N]`` int64 latency of each env in control steps (``action_delay_steps``); writable per index."""
         return self._delay
 
+    def capture(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """Copies of the per-env draws of envs ``ids`` (only what ``cfg`` randomises), ``[n, ...]`` each:
+
+        ``geom_friction [n, ngeom]``, ``body_mass [n, nbody]``, ``actuator_gain [n, nu]`` (kp),
+        ``actuator_bias [n, 2 nu]`` (-kp, -kd), ``actuator_delay [n, nu]`` (s), float64;
+        ``action_delay [n, 1]`` int64 (control steps) and ``action_history [n, D + 1, nu]`` float32
+        (the delayed actions in flight).
+        """
+        cfg, out = self.cfg, {}
+        if cfg.friction_scale:
+            out["geom_friction"] = np.array(self.backend.expand("geom_friction")[ids, :, 0], dtype=np.float64)
+        if cfg.mass_scale:
+            out["body_mass"] = np.array(self.backend.expand("body_mass")[ids], dtype=np.float64)
+        if cfg.actuator_gain_scale:
+            out["actuator_gain"] = np.array(self.backend.expand("actuator_gainprm")[ids, :, 0], dtype=np.float64)
+            bias = np.array(self.backend.expand("actuator_biasprm")[ids, :, 1:3], dtype=np.float64)
+            out["actuator_bias"] = bias.reshape(len(ids), -1)
+        if cfg.actuator_delay_s:
+            out["actuator_delay"] = np.array(self.backend.expand("actuator_delay")[ids], dtype=np.float64)
+        if cfg.action_delay_steps:
+            index = torch.as_tensor(ids, device=self.device)
+            out["action_delay"] = self._delay[index].cpu().numpy().astype(np.int64).reshape(-1, 1)
+            out["action_history"] = self._history[:, index].transpose(0, 1).cpu().numpy()
+        return out
+
+    def restore(self, ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
+        """Write draws of :meth:`capture` (``[n, ...]`` each, any subset of its keys) into envs ``ids``."""
+        if "geom_friction" in values:
+            self.backend.expand("geom_friction")[ids, :, 0] = values["geom_friction"]
+        if "body_mass" in values:
+            self.backend.expand("body_mass")[ids] = values["body_mass"]
+            self.backend.set_const(ids)
+        if "actuator_gain" in values:
+            self.backend.expand("actuator_gainprm")[ids, :, 0] = values["actuator_gain"]
+            bias = np.asarray(values["actuator_bias"]).reshape(len(ids), -1, 2)
+            self.backend.expand("actuator_biasprm")[ids, :, 1:3] = bias
+        if "actuator_delay" in values:
+            self.backend.expand("actuator_delay")[ids] = values["actuator_delay"]
+        index = torch.as_tensor(ids, device=self.device)
+        if "action_delay" in values:
+            delay = torch.as_tensor(np.asarray(values["action_delay"]).reshape(-1), device=self.device)
+            self._delay[index] = delay.long()
+        if "action_history" in values:
+            history = torch.as_tensor(values["action_history"], dtype=torch.float32, device=self.device)
+            self._history[:, index] = history.transpose(0, 1)
+
     def perturb_action(self, action: torch.Tensor) -> torch.Tensor:
         """The action the actuators receive: delayed by each env's latency, plus noise."""
         if self.cfg.action_noise_std:

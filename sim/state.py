@@ -1,4 +1,4 @@
-"""The backend-neutral view of simulation state that task logic reads.
+"""The backend-neutral view of simulation state that task logic reads, and env snapshots.
 
 A backend (MuJoCo ``Batch`` on CPU today, MuJoCo Warp on GPU later) fills one :class:`SimState`
 per control step; observation, reward, termination and success terms read only this, so tasks
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -48,3 +49,33 @@ class SimState:
         """``([N, 3], [N, 4])`` world position and wxyz orientation of a tracked body."""
         i = self.body_index[name]
         return self.body_pos[:, i], self.body_quat[:, i]
+
+
+@dataclass
+class SimSnapshot:
+    """Everything that decides how ``n`` envs continue: :meth:`sim.env.TaskEnv.capture_state` output.
+
+    Restoring it (:meth:`~sim.env.TaskEnv.restore_state`) and stepping with the same actions gives
+    the same observations bit for bit, as long as the env draws no random numbers on the way (the
+    env's one seeded generator is shared by all envs and is not part of a snapshot: observation
+    noise, action noise and the draws of a reset continue from its current stream).
+
+    Attributes:
+        physics: MuJoCo's integration state per env, float64 ``[n, ...]`` arrays by MjData field
+            (``time [n]``, ``qpos [n, nq]``, ``qvel [n, nv]``, ``act``, ``history``, ``mocap_pos
+            [n, nmocap, 3]``, ``mocap_quat``, ``qacc_warmstart``, ``ctrl [n, nu]``, ``qfrc_applied``,
+            ``xfrc_applied``, ``eq_active``, ``userdata``, ``plugin_state``).
+        buffers: the env's per-env tensors ``[n, ...]`` by name: ``episode_step``, ``action``,
+            ``last_action``, episode sums, and the task's own (``target``, ``command``, timers).
+        randomization: the domain randomiser's per-env draws, ``[n, ...]`` arrays by name (see
+            :meth:`sim.randomization.DomainRandomizer.capture`).
+    """
+
+    physics: dict[str, np.ndarray]
+    buffers: dict[str, torch.Tensor]
+    randomization: dict[str, np.ndarray]
+
+    @property
+    def num_envs(self) -> int:
+        """``n``, the number of envs captured."""
+        return int(self.physics["qpos"].shape[0])

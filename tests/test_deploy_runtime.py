@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
+from robot_rl.deploy.actions import to_raw
 from robot_rl.deploy.artifact import ArtifactError
 from robot_rl.deploy.observation import (
     ObservationBuilder,
     RobotState,
     build_observation,
     projected_gravity,
-    raw_action,
     reorder_index,
 )
 from robot_rl.deploy.runtime import PolicyRuntime
@@ -90,7 +90,7 @@ def test_build_observation_by_hand():
     with pytest.raises(ValueError, match="velocity command"):
         no_command = RobotState(state.joint_pos, state.joint_vel, state.imu_quat_wxyz, state.imu_gyro)
         build_observation(meta, no_command, np.zeros(3))
-    np.testing.assert_allclose(raw_action(meta, np.array([0.35, 0.3, -0.45])), [1.0, 0.0, -1.0])
+    np.testing.assert_allclose(to_raw(meta.action, np.array([0.35, 0.3, -0.45])), [1.0, 0.0, -1.0])
     # the control loop's builder: the same values in one reused buffer
     builder = ObservationBuilder(meta)
     first = builder.build(state, np.array([1.0, -1.0, 0.5]))

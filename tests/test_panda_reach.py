@@ -59,11 +59,9 @@ def test_jacobian_ik_reaches_every_target(env):
     reached = torch.zeros(3, dtype=torch.bool)
     for _ in range(150):
         site = env.state.site("end_effector")
-        jacp, _ = env.backend.batch.jac(body, site.double().numpy())
-        jac = torch.as_tensor(jacp[:, :, dofs], dtype=torch.float32)
-        dq = dls_step(jac, clip_norm(env.target - site, 0.05), damping=0.05)
-        action = (env.state.joint_pos + dq - env.default_joint_pos) / env.robot.control.action_scale
-        step = env.step(action.clamp(-1, 1))
+        jacp, _ = env.jacobian(body, site)
+        dq = dls_step(jacp[:, :, dofs].float(), clip_norm(env.target - site, 0.05), damping=0.05)
+        step = env.step(env.action_for_targets(env.state.joint_pos + dq))
         reached |= step.info["success"]
         if reached.all():
             break

@@ -41,6 +41,7 @@ from robot_rl.agents.off_policy import DeterministicActor, SquashedGaussianActor
 from robot_rl.data.lerobot import LeRobotDataset, meta
 from robot_rl.data.lerobot.windows import window
 from robot_rl.errors import InputError
+from robot_rl.math.action_box import from_unit
 from robot_rl.models.chunked_actor import ChunkedActor
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
@@ -376,7 +377,7 @@ class _ArtifactNet(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         y = predict_chunk(self.actor, obs)
-        return (self.low + (y + 1.0) * 0.5 * (self.high - self.low)).flatten(1)
+        return from_unit(y, self.low, self.high).flatten(1)
 
 
 def export_bc(bc: LoadedBC, out_dir: str | Path, task: str | None = None,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import torch
 
 from sim.tasks.so101_lift import clip_norm, dls_step, scripted_expert
@@ -21,11 +20,11 @@ def so101_reach_expert(env, max_step: float = 0.015, damping: float = 0.05) -> t
     """Move the SO-101 gripper site straight at the target by damped-least-squares IK.
 
     Each control step asks for a Cartesian move of at most ``max_step`` metres towards
-    ``env.target`` and maps it to the five arm joints with the MuJoCo Jacobian of the gripper
+    ``env.get_target()`` and maps it to the five arm joints with the MuJoCo Jacobian of the gripper
     body at the site; the gripper joint holds its default.
 
     Args:
-        env: an ``so101_reach`` env (reads ``env.state`` and ``env.target`` ``[N, 3]``).
+        env: an ``so101_reach`` env (reads ``env.state`` and ``env.get_target()`` ``[N, 3]``).
         max_step: largest Cartesian move per step (m).
         damping: DLS damping (m).
 
@@ -36,13 +35,12 @@ def so101_reach_expert(env, max_step: float = 0.015, damping: float = 0.05) -> t
     site = state.site("end_effector")
     arm = env.robot.joint_names[:5]
     dofs = [int(env.model.joint(name).dofadr[0]) for name in arm]
-    jacp, _ = env.backend.batch.jac(env.model.body(GRIPPER_BODY).id, site.cpu().double().numpy())
-    jac = torch.as_tensor(np.ascontiguousarray(jacp[:, :, dofs]), dtype=torch.float32, device=env.device)
+    jacp, _ = env.jacobian(env.model.body(GRIPPER_BODY).id, site)
+    jac = jacp[:, :, dofs].float()
     q_target = state.joint_pos.clone()
-    q_target[:, :5] += dls_step(jac, clip_norm(env.target - site, max_step), damping)
+    q_target[:, :5] += dls_step(jac, clip_norm(env.get_target() - site, max_step), damping)
     q_target[:, 5] = env.default_joint_pos[5]
-    action = (q_target - env.default_joint_pos) / env.robot.control.action_scale
-    return torch.clamp(action, -1.0, 1.0)
+    return env.action_for_targets(q_target)
 
 
 EXPERTS: dict[str, Expert] = {

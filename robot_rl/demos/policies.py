@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from robot_rl.deploy.actions import to_raw
 from robot_rl.deploy.runtime import PolicyRuntime
 
 
@@ -14,7 +15,7 @@ def artifact_policy(artifact_dir: str | Path, env):
     """``policy(env, obs) -> action [N, A]`` running the artifact on each env's policy observation.
 
     The artifact outputs robot-unit joint targets ``[H, A]``; the first row is mapped back to the
-    raw action ``(target - offset) / scale`` that the env expects (the artifact's own ActionSpec).
+    raw action the env expects (:func:`robot_rl.deploy.actions.to_raw` of the artifact's ActionSpec).
     Refuses (ArtifactError) an artifact whose joints or observation size differ from ``env``'s.
     """
     runtime = PolicyRuntime(artifact_dir, robot_joint_names=env.robot.joint_names)
@@ -23,11 +24,9 @@ def artifact_policy(artifact_dir: str | Path, env):
             f"{artifact_dir} takes observations of size {runtime.meta.observation_dim}; the env's "
             f"policy observation has {env.observation_dims['policy']}: record its training task"
         )
-    scale = np.asarray(runtime.meta.action.scale, dtype=np.float64)
-    offset = np.asarray(runtime.meta.action.offset, dtype=np.float64)
 
     def policy(env, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        rows = [(runtime.infer(o)[0] - offset) / scale for o in obs["policy"].cpu().numpy()]
+        rows = [to_raw(runtime.meta.action, runtime.infer(o)[0]) for o in obs["policy"].cpu().numpy()]
         return torch.as_tensor(np.stack(rows), dtype=torch.float32, device=env.device)
 
     return policy

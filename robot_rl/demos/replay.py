@@ -3,7 +3,7 @@
 The env is rebuilt from ``meta/robot_rl.json`` (or ``task=``), put in the episode's recorded
 first state (``sim.qpos``/``sim.qvel``/``sim.target``; without them, the recorded joint positions at
 rest), and stepped with the recorded actions (``action.policy``; without it, the recorded joint
-targets ``action`` mapped back through the robot's action scale). After step ``t`` the replayed
+targets ``action`` mapped back by ``env.action_for_targets``). After step ``t`` the replayed
 joint positions are compared with the recorded ``observation.state[t + 1]``.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from robot_rl.data.lerobot import LeRobotDataset
-from robot_rl.demos.randomized import cfg_from_json, keys_in, restore_randomized
+from robot_rl.demos.randomized import cfg_from_json, keys_in
 from robot_rl.demos.sim_io import CAMERA_KEY, SimCamera, read_sidecar, restore
 
 
@@ -82,17 +82,17 @@ def replay(
     env.reset(seed=0)
     recorded_q = data["observation.state"].astype(np.float64)
     if "sim.qpos" in data:
-        restore(env, data["sim.qpos"][0], data["sim.qvel"][0], data["sim.target"][0] if "sim.target" in data else None)
-        restore_randomized(env, keys_in(data))
+        target = data["sim.target"][0] if "sim.target" in data else None
+        restore(env, data["sim.qpos"][0], data["sim.qvel"][0], target, keys_in(data))
     else:
-        qpos = env.backend.physics_state()[0][0]
-        qpos[env.backend.joint_qpos_adr.cpu().numpy()] = recorded_q[0]
+        qpos = env.capture_state([0]).physics["qpos"][0]
+        qpos[env.joint_qpos_index.cpu().numpy()] = recorded_q[0]
         restore(env, qpos, np.zeros(env.model.nv))
     if "action.policy" in data:
         actions = data["action.policy"].astype(np.float32)
     else:
-        scale = env.robot.control.action_scale
-        actions = ((data["action"] - env.default_joint_pos.cpu().numpy()) / scale).astype(np.float32)
+        targets = torch.tensor(data["action"], dtype=torch.float32, device=env.device)
+        actions = env.action_for_targets(targets).cpu().numpy()
     steps = len(actions)
     replayed_q = np.zeros((steps, len(joints)))
     replayed_frames, recorded_frames = [], []

@@ -18,11 +18,13 @@ Per frame (LeRobot feature names; J joints, D policy-observation size, nq/nv MuJ
 - optionally ``observation.images.front`` video ``[H, W, 3]`` rendered from the sim.
 
 ``meta/robot_rl.json`` (ignored by LeRobot) names the sim task, so replay can rebuild the env.
-Restoring a state uses TaskEnv internals (backend reset, task target buffer, mocap marker).
+State goes in and out through the env's public calls (``capture_state``/``restore_state``, ``get_target``/
+``set_target``; docs/tasks.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ import numpy as np
 import torch
 
 from robot_rl.data.lerobot.meta import write_json_atomic
-from robot_rl.demos.randomized import capture_randomized, cfg_to_json, randomized_features
+from robot_rl.demos.randomized import cfg_to_json, randomized_columns, randomized_features
 from robot_rl.errors import InputError
 
 CAMERA_KEY = "observation.images.front"
@@ -62,7 +64,7 @@ def dataset_features(env, camera: tuple[int, int] | None = None) -> dict[str, di
         "sim.qpos": {"dtype": "float64", "shape": [env.model.nq], "names": None},
         "sim.qvel": {"dtype": "float64", "shape": [env.model.nv], "names": None},
     }
-    if hasattr(env, "target"):
+    if env.has_target:
         features["sim.target"] = {"dtype": "float32", "shape": [3], "names": ["x", "y", "z"]}
     features.update(randomized_features(env))
     if camera is not None:
@@ -80,33 +82,36 @@ def actuator_targets(env, action: torch.Tensor) -> torch.Tensor:
 
 
 def capture(env) -> dict[str, np.ndarray]:
-    """Full sim state of every env: ``sim.qpos [N, nq]``, ``sim.qvel [N, nv]``, ``sim.target [N, 3]``,
-    and the randomised physics (:mod:`robot_rl.demos.randomized`)."""
-    qpos, qvel = env.backend.physics_state()
-    out = {"sim.qpos": qpos, "sim.qvel": qvel}
-    if hasattr(env, "target"):
-        out["sim.target"] = env.target.cpu().numpy().astype(np.float32)
-    out.update(capture_randomized(env))
+    """Full sim state of every env as dataset columns: ``sim.qpos [N, nq]``, ``sim.qvel [N, nv]``,
+    ``sim.target [N, 3]`` and the randomised physics (:mod:`robot_rl.demos.randomized`)."""
+    snapshot = env.capture_state()
+    out = {"sim.qpos": snapshot.physics["qpos"], "sim.qvel": snapshot.physics["qvel"]}
+    if env.has_target:
+        out["sim.target"] = env.get_target().cpu().numpy().astype(np.float32)
+    out.update(randomized_columns(snapshot.randomization))
     return out
 
 
-def restore(env, qpos: np.ndarray, qvel: np.ndarray, target: np.ndarray | None = None) -> None:
-    """Put env 0 of a freshly reset ``env`` in a recorded state (``qpos [nq]``, ``qvel [nv]``, target [3])."""
+def restore(env, qpos: np.ndarray, qvel: np.ndarray, target: np.ndarray | None = None,
+            draws: dict[str, np.ndarray] | None = None) -> None:
+    """Put env 0 of a freshly reset ``env`` in a recorded state: ``qpos [nq]``, ``qvel [nv]``, ``target [3]``
+    and randomiser draws ``{name: [1, ...]}`` (:func:`robot_rl.demos.randomized.keys_in`).
+
+    The rest of the state (controls, actuator history, time) is the fresh reset's, as at recording.
+    """
     if qpos.shape != (env.model.nq,) or qvel.shape != (env.model.nv,):
         raise ValueError(
             f"recorded state has qpos {qpos.shape}, qvel {qvel.shape}; this env's model needs "
             f"({env.model.nq},), ({env.model.nv},): the dataset was recorded in another task or model"
         )
-    ids = np.array([0])
-    zero = torch.zeros(1, env.action_dim, device=env.device)
-    ctrl = actuator_targets(env, zero) if env.robot.control.action_type != "joint_torque" else zero
-    env.backend.reset(ids, torch.tensor(qpos[None]), torch.tensor(qvel[None]), ctrl)
+    if target is not None and not env.has_target:
+        raise ValueError("the dataset records a target but this task has none; pass the recording's --task")
+    snapshot = env.capture_state([0])
+    physics = {**snapshot.physics, "qpos": qpos[None], "qvel": qvel[None]}
+    randomization = {**snapshot.randomization, **(draws or {})}
+    env.restore_state(dataclasses.replace(snapshot, physics=physics, randomization=randomization), [0])
     if target is not None:
-        if not hasattr(env, "target"):
-            raise ValueError("the dataset records a target but this task has none; pass the recording's --task")
-        env.target[0] = torch.tensor(target, device=env.device)
-        env.backend.set_mocap_pos(ids, int(env.model.body("target").mocapid[0]), env.target[:1])
-    env.state = env.backend.read()
+        env.set_target(torch.as_tensor(np.asarray(target)[None]), [0])
 
 
 class SimCamera:
@@ -133,7 +138,7 @@ class SimCamera:
 
     def render_env(self, env, index: int) -> np.ndarray:
         """uint8 ``[H, W, 3]`` image of env ``index``."""
-        return self.render(env.backend.snapshot(index)[1])
+        return self.render(env.mujoco_view(index)[1])
 
     def render_state(self, qpos: np.ndarray, target: np.ndarray | None = None) -> np.ndarray:
         """uint8 ``[H, W, 3]`` image of a recorded ``qpos`` (kinematic playback), target marker moved."""

@@ -192,27 +192,13 @@ def ee_ik(env, damping: float = 0.05) -> Callable[[np.ndarray], np.ndarray]:
     body = int(env.model.site(site).bodyid[0])
 
     def ik(dx: np.ndarray) -> np.ndarray:
-        point = env.state.site("end_effector")[:1].cpu().double().numpy()
-        jacp, _ = env.backend.batch.jac(body, point)
-        jac = torch.as_tensor(np.ascontiguousarray(jacp[:1, :, dofs]), dtype=torch.float64)
+        jacp, _ = env.jacobian(body, env.state.site("end_effector")[:1], env_ids=[0])
+        jac = jacp[:, :, dofs].cpu()
         dq = np.zeros(len(names))
         dq[arm] = dls_step(jac, torch.as_tensor(dx[None], dtype=torch.float64), damping)[0].numpy()
         return dq
 
     return ik
-
-
-def target_to_action(env, target: np.ndarray) -> np.ndarray:
-    """``[A]`` policy action in ``[-1, 1]`` whose actuator target is ``target`` (position-controlled robots)."""
-    control = env.robot.control
-    lower, upper = env.joint_lower.cpu().numpy(), env.joint_upper.cpu().numpy()
-    if control.action_type == "joint_position":
-        action = 2.0 * (target - lower) / (upper - lower) - 1.0
-    elif control.action_type == "joint_position_delta_default":
-        action = (target - env.default_joint_pos.cpu().numpy()) / control.action_scale
-    else:
-        raise ValueError(f"teleop sends joint positions; {env.robot.name} uses {control.action_type!r}")
-    return np.clip(action, -1.0, 1.0)
 
 
 def teleop_policy(keys: KeySource, mode: str = "joint", realtime: bool = True,
@@ -246,7 +232,6 @@ def teleop_policy(keys: KeySource, mode: str = "joint", realtime: bool = True,
             if "end_effector" in env.robot.sites:
                 line += f"  ee {np.array2string(env.state.site('end_effector')[0].cpu().numpy(), precision=3)}"
             status(line)
-        action = target_to_action(env, target)
-        return torch.as_tensor(action[None], dtype=torch.float32, device=env.device)
+        return env.action_for_targets(torch.as_tensor(target[None], dtype=torch.float32, device=env.device))
 
     return policy

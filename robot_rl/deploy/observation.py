@@ -130,8 +130,3 @@ class ObservationBuilder:
             np.multiply(values.reshape(-1), scale, out=view, casting="same_kind")
         return self.buffer
 
-
-def raw_action(meta: PolicyMeta, target: np.ndarray) -> np.ndarray:
-    """``[A]`` raw action recovered from joint targets: ``(target - offset) / scale``."""
-    offset, scale = np.asarray(meta.action.offset), np.asarray(meta.action.scale)
-    return (np.asarray(target, dtype=np.float64) - offset) / scale

@@ -30,6 +30,7 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import SetBool
 
+from robot_rl.deploy.actions import to_raw
 from robot_rl.deploy.artifact import ArtifactError
 from robot_rl.deploy.observation import ObservationBuilder, RobotState, reorder_index
 from robot_rl.deploy.runtime import PolicyRuntime, chunk_executor
@@ -126,8 +127,6 @@ class PolicyNode(Node):
         self.stats = LoopStats(p["stats_capacity"])
         self.observation = ObservationBuilder(self.meta)
         self.command = CommandMessage(self.command_type, self.meta.joint_names, self.period)
-        self._action_offset = np.asarray(self.meta.action.offset, dtype=np.float64)
-        self._action_scale = np.asarray(self.meta.action.scale, dtype=np.float64)
         self._no_chunk = np.zeros((0, self.meta.chunk_length, A))  # a step that plays a chunk already held
 
         self.pub = self.create_publisher(command_class(self.command_type), p["command_topic"], 10)
@@ -253,9 +252,7 @@ class PolicyNode(Node):
         for event in out.events:
             self.stats.count(event)
         if target is not None and np.isfinite(target).all():
-            raw = np.subtract(target, self._action_offset, out=self.last_action)
-            np.divide(raw, self._action_scale, out=raw)
-            np.clip(raw, self.meta.action.clip_low, self.meta.action.clip_high, out=raw)
+            to_raw(self.meta.action, target, out=self.last_action)
         if out.command is not None:
             self.pub.publish(self.command.fill(out.command))
             latency = float("nan") if "stale" in out.events else 1e3 * (time.time() - self.state_stamp)

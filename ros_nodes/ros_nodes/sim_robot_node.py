@@ -176,9 +176,9 @@ class _ReachTask:
             import sim
 
             env = sim.make_env(node.p["task"], num_envs=1, seed=node.p["seed"])
-            if not hasattr(env, "target_table"):
+            if not env.has_target:
                 raise ValueError(f"task {node.p['task']!r} has no target table; use a reach task or target_joint_pos")
-            self.table = env.target_table.cpu().numpy().astype(np.float64)
+            self.table = env.target_distribution().cpu().numpy().astype(np.float64)
             self.success_radius = float(env.cfg.params.get("success_radius", self.success_radius))
             env.close()
 

@@ -15,6 +15,10 @@ import torch
 
 from sim.state import SimState
 
+STATE_FIELDS = ("time", "qpos", "qvel", "act", "history", "mocap_pos", "mocap_quat", "qacc_warmstart", "ctrl",
+                "qfrc_applied", "xfrc_applied", "eq_active", "userdata", "plugin_state")
+"""MjData fields of MuJoCo's integration state (``mjSTATE_INTEGRATION``): what decides the next step."""
+
 _HINGE_OR_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 
@@ -131,9 +135,19 @@ class MujocoBatchBackend:
             self._mocap_pos = self.batch.bind("mocap_pos")
         self._mocap_pos[ids, mocap_index] = pos.detach().to("cpu", torch.float64).numpy()
 
-    def physics_state(self) -> tuple[np.ndarray, np.ndarray]:
-        """Exact float64 copies of every env's ``qpos`` ``[N, nq]`` and ``qvel`` ``[N, nv]`` (save/restore)."""
-        return np.array(self._qpos, dtype=np.float64), np.array(self._qvel, dtype=np.float64)
+    def capture(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """Exact float64 copies of the integration state of envs ``ids``: ``{field: [n, ...]}``, ``STATE_FIELDS``."""
+        return {field: np.array(self.batch.bind(field)[ids], dtype=np.float64) for field in STATE_FIELDS}
+
+    def restore(self, ids: np.ndarray, state: dict[str, np.ndarray]) -> None:
+        """Put envs ``ids`` back in a :meth:`capture`'d state and recompute their kinematics (velocity stage)."""
+        for field in STATE_FIELDS:
+            self.batch.bind(field)[ids] = state[field]
+        self.batch.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
+
+    def jacobian(self, body: int, point: np.ndarray, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Jacobians ``(translational [n, 3, nv], rotational [n, 3, nv])`` of world ``point [n, 3]`` on ``body``."""
+        return self.batch.jac(body, point, ids)
 
     @property
     def joint_qpos_adr(self) -> torch.Tensor:

@@ -115,6 +115,9 @@ def _check_command_params(params: dict) -> None:
 class G1LocomotionEnv(TaskEnv):
     """G1 velocity tracking: keeps commands, foot contacts and air timers as ``[N, ...]`` buffers."""
 
+    task_buffers = ("command", "_command_steps_left", "air_time", "foot_contact", "first_contact",
+                    "touchdown_air_time")
+
     def _init_task(self) -> None:
         p = self.cfg.params
         n = self.num_envs

@@ -93,6 +93,9 @@ def reached(env) -> torch.Tensor:
 class G1ReachWalkEnv(loco.G1LocomotionEnv):
     """G1 velocity tracking plus a base-frame right-hand target redrawn every ``target_resample_s``."""
 
+    task_buffers = (*loco.G1LocomotionEnv.task_buffers, "target", "_target_steps_left")
+    has_target = True
+
     def _init_task(self) -> None:
         super()._init_task()
         p = self.cfg.params

@@ -187,6 +187,8 @@ def lift_reward(env) -> torch.Tensor:
 class So101LiftEnv(TaskEnv):
     """SO-101 cube lifting; the cube is re-spawned at every reset."""
 
+    task_buffers = ("cube_start_z", "lifted_steps")
+
     def __init__(self, cfg: TaskCfg, **kwargs) -> None:
         p = cfg.params
         scene = partial(add_cube_scene, half_size=p["cube_half_size"], mass=p["cube_mass"],
@@ -379,10 +381,9 @@ def scripted_expert(env: So101LiftEnv, hover: float = 0.04, z_offset: float = 0.
     arm = env.robot.joint_names[:env.gripper_index]
     dofs = [int(env.model.joint(name).dofadr[0]) for name in arm]
     body = env.model.body(GRIPPER).id
-    jacp, jacr = env.backend.batch.jac(body, site.cpu().double().numpy())
-    jac = torch.as_tensor(np.concatenate([jacp, jacr], axis=1)[:, :, dofs], dtype=torch.float32, device=env.device)
+    jacp, jacr = env.jacobian(body, site)
+    jac = torch.cat([jacp, jacr], dim=1)[:, :, dofs].float()
     q_target = q.clone()
     q_target[:, :env.gripper_index] += dls_step(jac, error, damping=0.05)
     q_target[:, env.gripper_index] = torch.where(lift | close, jaw_closed, jaw_open)
-    action = (q_target - env.default_joint_pos) / env.robot.control.action_scale
-    return torch.clamp(action, -1.0, 1.0)
+    return env.action_for_targets(q_target)

@@ -85,6 +85,8 @@ class ReachEnv(TaskEnv):
 
     target_joints = slice(None)
     """The joints that move the end-effector site (a gripper's jaw is left at its default)."""
+    task_buffers = ("target",)
+    has_target = True
 
     def _target_candidates(self) -> np.ndarray:
         """``[M, 3]`` candidate targets; subclasses may filter them further."""
@@ -106,6 +108,9 @@ class ReachEnv(TaskEnv):
     def _reset_task(self, ids: torch.Tensor) -> None:
         pick = torch.randint(0, len(self.target_table), (len(ids),), generator=self.generator, device=self.device)
         self.target[ids] = self.target_table[pick]
+        self._target_changed(ids)
+
+    def _target_changed(self, ids: torch.Tensor) -> None:
         self.backend.set_mocap_pos(ids.cpu().numpy(), self._mocap, self.target[ids])
 
 

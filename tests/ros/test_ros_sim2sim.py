@@ -65,3 +65,23 @@ def test_closed_loop_reaches_target_in_sim2sim(tmp_path):
     assert len(results) >= 2
     assert all(success == 1.0 and distance < 0.02 for _, success, distance in results), results
     assert codes == {"sim_robot": 0, "policy_node": 0}, nodes.log("sim_robot") + nodes.log("policy_node")
+
+
+def test_reach_task_draws_from_the_training_tasks_target_table():
+    """Without target_joint_pos the simulated robot draws targets from the task's public target_distribution()."""
+    from types import SimpleNamespace
+
+    from ros_nodes.sim_robot_node import _ReachTask
+
+    import sim
+
+    node = SimpleNamespace(p={"target_topic": "target", "success_radius": 0.5, "task": "so101_reach", "seed": 3},
+                           target_joint_pos=[], names=ROBOT.joint_names,
+                           create_publisher=lambda *args: None)
+    task = _ReachTask(node)
+    env = sim.make_env("so101_reach", num_envs=1, seed=3)
+    np.testing.assert_array_equal(task.table, env.target_distribution().numpy().astype(np.float64))
+    assert task.success_radius == env.cfg.params["success_radius"]
+    env.close()
+    with pytest.raises(ValueError, match="has no target table"):
+        _ReachTask(SimpleNamespace(**{**vars(node), "p": {**node.p, "task": "so101_lift"}}))
