@@ -43,6 +43,7 @@ from robot_rl.config.registry import key_of
 from robot_rl.critics import Critic, CriticSpec, make_critic
 from robot_rl.critics.registry import key_of_class
 from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.math.action_box import from_unit, to_unit
 from robot_rl.models.mlp import ACTIVATIONS, fp32_head, mlp
 from robot_rl.models.normalizer import EmpiricalNormalizer
 
@@ -186,7 +187,7 @@ class ExportedPolicy(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Action in env units ``[B, A]``."""
         y = self.actor(self.normalizer(obs))
-        return self.low + (y + 1.0) * 0.5 * (self.high - self.low)
+        return from_unit(y, self.low, self.high)
 
 
 class OffPolicyAgent(Agent, abc.ABC):
@@ -314,11 +315,11 @@ class OffPolicyAgent(Agent, abc.ABC):
 
     def to_env_action(self, y: torch.Tensor) -> torch.Tensor:
         """Normalised ``[-1, 1]`` actions -> env units ``[B, A]``."""
-        return self.low + (y + 1.0) * 0.5 * (self.high - self.low)
+        return from_unit(y, self.low, self.high)
 
     def from_env_action(self, action: torch.Tensor) -> torch.Tensor:
         """Env-unit actions -> normalised ``[-1, 1]`` ``[B, A]``."""
-        return ((action - self.low) / (self.high - self.low) * 2.0 - 1.0).clamp(-1.0, 1.0)
+        return to_unit(action, self.low, self.high).clamp(-1.0, 1.0)
 
     def normalize(self, obs: Obs) -> Obs:
         """Normalise the stored groups of ``obs`` with the current statistics."""
