@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fuzz_harness import FuzzCase, GoodInputs
+from fuzz_harness import MISSING, FuzzCase, GoodInputs, set_key
 
 NAN, INF = math.nan, math.inf
 
@@ -58,20 +58,8 @@ def reseal(art: Path) -> None:
     (art / "manifest.json").write_text(json.dumps(manifest))
 
 
-def _set(data: dict, dotted: str, value: Any) -> None:
-    """Set or (``value is _MISSING``) delete ``data[a][b]...`` for ``dotted`` (list indices as numbers)."""
-    *parents, last = dotted.split(".")
-    node: Any = data
-    for part in parents:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    key: Any = int(last) if isinstance(node, list) else last
-    if value is _MISSING:
-        del node[key]
-    else:
-        node[key] = value
 
 
-_MISSING = object()
 
 
 def _meta_case(name: str, edit: Callable[[dict], None], expect: tuple[str, ...], command: str = "check",
@@ -91,8 +79,8 @@ def _meta_case(name: str, edit: Callable[[dict], None], expect: tuple[str, ...],
 
 
 def _value_case(dotted: str, value: Any, key: str, command: str = "check") -> FuzzCase:
-    shown = "missing" if value is _MISSING else repr(value)
-    return _meta_case(f"{dotted}={shown}@{command}", lambda d: _set(d, dotted, value), (key,), command)
+    shown = "missing" if value is MISSING else repr(value)
+    return _meta_case(f"{dotted}={shown}@{command}", lambda d: set_key(d, dotted, value), (key,), command)
 
 
 def _file_case(name: str, change: Callable[[Path], None], expect: tuple[str, ...], command: str = "check",
@@ -136,7 +124,7 @@ VALUES = [
     ("control_hz", 0, "control_hz", "eval"),
     ("control_hz", -25.0, "control_hz", "check"),
     ("control_hz", "fast", "control_hz", "check"),
-    ("control_hz", _MISSING, "control_hz", "eval"),
+    ("control_hz", MISSING, "control_hz", "eval"),
     ("default_joint_pos.0", NAN, "default_joint_pos[0]", "check"),
     ("default_joint_pos", [0.0, 0.0], "default_joint_pos", "check"),
     ("action.scale.1", NAN, "action.scale[1]", "check"),
@@ -147,12 +135,12 @@ VALUES = [
     ("action.clip_low", 2.0, "action.clip_high", "eval"),
     ("action.clip_high", "one", "action.clip_high", "check"),
     ("action.type", "joint_torque", "action.type", "check"),
-    ("action", _MISSING, "action", "check"),
+    ("action", MISSING, "action", "check"),
     ("chunk_length", 0, "chunk_length", "check"),
     ("chunk_length", 1.5, "chunk_length", "eval"),
     ("chunk_execution", "open_loop", "chunk_execution", "check"),
     ("chunk_execution.mode", "closed_loop", "chunk_execution.mode", "check"),
-    ("chunk_execution.mode", _MISSING, "chunk_execution.mode", "eval"),
+    ("chunk_execution.mode", MISSING, "chunk_execution.mode", "eval"),
     ("chunk_execution.execute_len", 0, "chunk_execution.execute_len", "check"),
     ("chunk_execution.execute_len", 2, "chunk_execution.execute_len", "eval"),  # > chunk_length 1
     ("chunk_execution.execute_len", True, "chunk_execution.execute_len", "check"),
@@ -164,7 +152,7 @@ VALUES = [
     ("observation.0.scale", NAN, "observation[0].scale", "check"),
     ("observation.0.size", "6", "observation[0].size", "check"),
     ("observation.0.name", "lidar", "observation[0].name", "eval"),
-    ("observation", _MISSING, "observation", "check"),
+    ("observation", MISSING, "observation", "check"),
     ("schema_version", 99, "schema_version", "check"),
     ("files", ["policy.onnx"], "files", "check"),
 ]

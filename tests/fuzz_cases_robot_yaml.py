@@ -15,23 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fuzz_harness import FuzzCase, GoodInputs
+from fuzz_harness import MISSING, FuzzCase, GoodInputs, set_key
 
 NAN, INF = math.nan, math.inf
-_MISSING = object()
 
 
-def _set(data: dict, dotted: str, value: Any) -> None:
-    """Set (or, with ``_MISSING``, delete) ``data[a][b]...`` for ``dotted`` = ``a.b`` (``joints.0.kp``)."""
-    *parents, last = dotted.split(".")
-    node: Any = data
-    for part in parents:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    key: Any = int(last) if isinstance(node, list) else last
-    if value is _MISSING:
-        del node[key]
-    else:
-        node[key] = value
 
 
 def _argv(case_dir: Path, good: GoodInputs, command: str) -> list[str]:
@@ -47,11 +35,11 @@ def _value_case(dotted: str, value: Any, key: str, command: str, label: str | No
     def make(case_dir: Path, good: GoodInputs) -> list[str]:
         data = yaml.safe_load(good.robot_yaml.read_text())
         data = copy.deepcopy(data)
-        _set(data, dotted, value)
+        set_key(data, dotted, value)
         (case_dir / "robot.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
         return _argv(case_dir, good, command)
 
-    shown = label or ("missing" if value is _MISSING else repr(value))
+    shown = label or ("missing" if value is MISSING else repr(value))
     return FuzzCase(f"robot_yaml/{dotted}={shown}", "robot_yaml", make, expect=("robot.yaml", key))
 
 
@@ -91,14 +79,14 @@ VALUES = [
     ("joints.3.effort", -2.0, "joints[3].effort"),
     ("joints.4.velocity", "fast", "joints[4].velocity"),
     ("joints.5.kp", [1.0, 2.0], "joints[5].kp"),
-    ("joints.0.lower", _MISSING, "joints[0].lower"),
+    ("joints.0.lower", MISSING, "joints[0].lower"),
     ("joints.2.upper", -3.0, "joints[2].lower"),  # below lower
     ("joints.0.name", 5, "joints[0].name"),
     ("control.policy_hz", NAN, "control.policy_hz"),
     ("control.policy_hz", 0, "control.policy_hz"),
     ("control.policy_hz", "25Hz", "control.policy_hz"),
     ("control.policy_hz", 1e6, "control.policy_hz"),
-    ("control.policy_hz", _MISSING, "control.policy_hz"),
+    ("control.policy_hz", MISSING, "control.policy_hz"),
     ("control.physics_dt", -0.004, "control.physics_dt"),
     ("control.physics_dt", INF, "control.physics_dt"),
     ("control.physics_dt", 0.003, "control.policy_hz"),  # decimation 13.3: not a whole number
@@ -115,7 +103,7 @@ VALUES = [
     ("safety.estop", "freeze", "safety.estop"),
     ("safety", [1, 2], "safety"),
     ("joints", {"a": 1}, "joints"),
-    ("ros.command", _MISSING, "ros.command"),
+    ("ros.command", MISSING, "ros.command"),
     ("ros.joint_states", "joint_states", "ros.joint_states"),
 ]
 

@@ -107,6 +107,23 @@ class Outcome:
     lost: list[str] = field(default_factory=list)
 
 
+MISSING = object()
+"""``set_key``'s value meaning "delete the key"."""
+
+
+def set_key(data: dict, dotted: str, value: object) -> None:
+    """Set (or, with :data:`MISSING`, delete) ``data[a][b]...`` for ``dotted`` = ``a.b`` (list indices as numbers)."""
+    *parents, last = dotted.split(".")
+    node = data
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    key = int(last) if isinstance(node, list) else last
+    if value is MISSING:
+        del node[key]
+    else:
+        node[key] = value
+
+
 def _digest(path: Path) -> dict[str, str]:
     """sha256 of every file under ``path`` (or of ``path`` itself), keyed by relative path."""
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())

@@ -111,7 +111,7 @@ def restore(env, qpos: np.ndarray, qvel: np.ndarray, target: np.ndarray | None =
     randomization = {**snapshot.randomization, **(draws or {})}
     env.restore_state(dataclasses.replace(snapshot, physics=physics, randomization=randomization), [0])
     if target is not None:
-        env.set_target(torch.as_tensor(np.asarray(target)[None]), [0])
+        env.set_target(torch.tensor(np.array(target)[None]), [0])  # a copy: the recorded row is read-only
 
 
 class SimCamera:

@@ -30,3 +30,28 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if "ros" in expr.replace("not ros", ""):
         raise pytest.UsageError('the ros test layer needs rclpy: pip install -e ".[ros,dev]"')
     return True
+
+
+@pytest.fixture
+def deploy_nodes(tmp_path):
+    """``(probe, start)``: a probe playing the SO-101 driver on a fresh domain, and ``start(policy, **params)``
+    launching deploy.launch.yaml's policy node with that artifact and parameter overrides (stopped after)."""
+    from ros_support import Nodes, Probe, fresh_domain_id
+
+    from sim.robots import load_robot
+
+    joints = load_robot("so101").joint_names
+    domain = fresh_domain_id()
+    probe = Probe(domain, joints)
+    started: list[Nodes] = []
+
+    def start(policy: str, **params) -> Nodes:
+        nodes = Nodes("deploy.launch.yaml", {"policy": policy}, domain, tmp_path,
+                      extra={"policy_node": params})
+        started.append(nodes)
+        return nodes
+
+    yield probe, start
+    for nodes in started:
+        nodes.stop()
+    probe.close()

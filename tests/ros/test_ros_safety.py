@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from diagnostic_msgs.msg import DiagnosticArray
-from ros_support import Nodes, Probe, fresh_domain_id, max_step
+from ros_support import Nodes, Probe, max_step
 from std_msgs.msg import Bool
 
 from robot_rl.export import PolicyHead, export_policy, make_meta
@@ -54,30 +54,12 @@ class SqrtNet(torch.nn.Module):
         return torch.sqrt(x[:, :1]) * torch.ones(1, 6)
 
 
-@pytest.fixture
-def setup(tmp_path):
-    domain = fresh_domain_id()
-    probe = Probe(domain, JOINTS)
-    started: list[Nodes] = []
-
-    def start(policy: str, **params) -> Nodes:
-        nodes = Nodes("deploy.launch.yaml", {"policy": policy}, domain, tmp_path,
-                      extra={"policy_node": params})
-        started.append(nodes)
-        return nodes
-
-    yield probe, start
-    for nodes in started:
-        nodes.stop()
-    probe.close()
-
-
 def wait_started(probe: Probe, nodes: Nodes) -> None:
     assert probe.wait_for(lambda: "commands on" in nodes.log("policy_node"), 90), nodes.log("policy_node")
 
 
-def test_watchdog_holds_within_one_period_and_resumes(setup, tmp_path):
-    probe, start = setup
+def test_watchdog_holds_within_one_period_and_resumes(deploy_nodes, tmp_path):
+    probe, start = deploy_nodes
     stats = tmp_path / "stats.json"
     nodes = start(export(tmp_path, oscillating_net()), soft_start_s=0.3, stats_file=str(stats))
     wait_started(probe, nodes)
@@ -108,8 +90,8 @@ def test_watchdog_holds_within_one_period_and_resumes(setup, tmp_path):
     assert 0.0 <= delay <= 1e3 * PERIOD, delay
 
 
-def test_estop_latches_until_reenabled(setup, tmp_path):
-    probe, start = setup
+def test_estop_latches_until_reenabled(deploy_nodes, tmp_path):
+    probe, start = deploy_nodes
     diagnostics = probe.record(DiagnosticArray, "diagnostics")
     nodes = start(export(tmp_path, oscillating_net()), soft_start_s=0.3)
     wait_started(probe, nodes)
@@ -134,8 +116,8 @@ def test_estop_latches_until_reenabled(setup, tmp_path):
     assert "E-STOP latched" in nodes.log("policy_node")
 
 
-def test_mismatched_artifact_is_refused_and_nothing_published(setup, tmp_path):
-    probe, start = setup
+def test_mismatched_artifact_is_refused_and_nothing_published(deploy_nodes, tmp_path):
+    probe, start = deploy_nodes
     swapped = [JOINTS[0], JOINTS[2], JOINTS[1], *JOINTS[3:]]
     nodes = start(export(tmp_path, oscillating_net(), joints=swapped))
     probe.state_fn = lambda t: DEFAULT
@@ -148,8 +130,8 @@ def test_mismatched_artifact_is_refused_and_nothing_published(setup, tmp_path):
     assert probe.received() == []
 
 
-def test_nan_from_corrupted_policy_is_blocked_at_realtime_priority(setup, tmp_path):
-    probe, start = setup
+def test_nan_from_corrupted_policy_is_blocked_at_realtime_priority(deploy_nodes, tmp_path):
+    probe, start = deploy_nodes
     stats = tmp_path / "stats.json"
     nodes = start(export(tmp_path, SqrtNet()), soft_start_s=0.0, stats_file=str(stats), rt_priority=10)
     wait_started(probe, nodes)

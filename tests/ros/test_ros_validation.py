@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import yaml
 from fuzz_cases_artifact import replace_onnx, reseal
-from ros_support import Nodes, Probe, fresh_domain_id
-from test_ros_safety import DEFAULT, JOINTS, ROBOT, export, oscillating_net, wait_started
+from ros_support import Nodes, Probe
+from test_ros_safety import DEFAULT, ROBOT, export, oscillating_net, wait_started
 
 from robot_rl.cli import main as cli
 
@@ -22,23 +22,6 @@ pytestmark = pytest.mark.ros
 
 LOWER = np.array([j.lower for j in ROBOT.joints])
 UPPER = np.array([j.upper for j in ROBOT.joints])
-
-
-@pytest.fixture
-def setup(tmp_path):
-    domain = fresh_domain_id()
-    probe = Probe(domain, JOINTS)
-    started: list[Nodes] = []
-
-    def start(policy: str, **params) -> Nodes:
-        nodes = Nodes("deploy.launch.yaml", {"policy": policy}, domain, tmp_path, extra={"policy_node": params})
-        started.append(nodes)
-        return nodes
-
-    yield probe, start
-    for nodes in started:
-        nodes.stop()
-    probe.close()
 
 
 def refused(probe: Probe, nodes: Nodes) -> str:
@@ -53,15 +36,15 @@ def refused(probe: Probe, nodes: Nodes) -> str:
     return log
 
 
-def test_nan_stale_timeout_is_refused_at_start(setup, tmp_path):
-    probe, start = setup
+def test_nan_stale_timeout_is_refused_at_start(deploy_nodes, tmp_path):
+    probe, start = deploy_nodes
     probe.state_fn = lambda t: DEFAULT
     log = refused(probe, start(export(tmp_path, oscillating_net()), stale_state_timeout=".nan"))
     assert "policy_node parameters: stale_state_timeout = nan: must be a finite number" in log, log
 
 
-def test_state_outside_the_limits_never_yields_a_command_outside(setup, tmp_path):
-    probe, start = setup
+def test_state_outside_the_limits_never_yields_a_command_outside(deploy_nodes, tmp_path):
+    probe, start = deploy_nodes
     nodes = start(export(tmp_path, oscillating_net()), soft_start_s=0.2)
     wait_started(probe, nodes)
     # the probe must see the first command: wait until it has discovered the node's publisher
@@ -79,8 +62,8 @@ def test_state_outside_the_limits_never_yields_a_command_outside(setup, tmp_path
     assert nodes.stop()["policy_node"] == 0
 
 
-def test_node_refuses_what_deploy_check_refuses_before_its_first_command(setup, tmp_path, capsys):
-    probe, start = setup
+def test_node_refuses_what_deploy_check_refuses_before_its_first_command(deploy_nodes, tmp_path, capsys):
+    probe, start = deploy_nodes
     probe.state_fn = lambda t: DEFAULT
     # 1. an ONNX graph 7 wide for 6 joints (it used to crash at the first inference, after 3 commands)
     wide = export(tmp_path / "wide", oscillating_net())
