@@ -34,7 +34,8 @@ def fail(obj: Any, group: str, name: str, problem: str, want: str) -> InputError
     """An :class:`InputError` for ``<group>.<name>`` of ``obj``; ``want`` describes a valid value."""
     key = f"{group}.{name}" if group else name
     default = _default(obj, name)
-    example = f" (the default is {key}={default})" if default is not None else ""
+    # the dataclass's default: configs/ may set another (`robot-rl train --cfg job` prints what runs)
+    example = f" (e.g. {key}={default}, the schema default)" if default is not None else ""
     return InputError(problem, key=key, value=getattr(obj, name), fix=f"set {key} to {want}{example}")
 
 
