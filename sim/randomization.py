@@ -169,8 +169,8 @@ class DomainRandomizer:
         if "actuator_delay" in values:
             self.backend.expand("actuator_delay")[ids] = values["actuator_delay"]
         index = torch.as_tensor(ids, device=self.device)
-        if "action_delay" in values:
-            delay = torch.as_tensor(np.asarray(values["action_delay"]).reshape(-1), device=self.device)
+        if "action_delay" in values:  # copied: recorded rows may be read-only arrays
+            delay = torch.tensor(np.array(values["action_delay"]).reshape(-1), device=self.device)
             self._delay[index] = delay.long()
         if "action_history" in values:
             history = torch.as_tensor(values["action_history"], dtype=torch.float32, device=self.device)
