@@ -201,7 +201,7 @@ class PPO(Agent):
             advantages, returns = gae(rewards, s.values, next_values, s.terminated, s.done, cfg.gamma, cfg.lam)
             flat_adv = normalize_per_group(advantages.flatten(0, 1), self.group_weights)
             batch = s.flat(returns, flat_adv)
-            if hasattr(self.critic, "aux_loss"):  # critics with an auxiliary loss see each step's successor
+            if self.critic.needs_successors:  # critics with an auxiliary loss see each step's successor
                 batch.update(s.successors())
         sums: dict[str, torch.Tensor] = {}
         n = 0

@@ -71,6 +71,13 @@ class Critic(nn.Module, abc.ABC):
     kinds: ClassVar[frozenset[str]] = frozenset({"V", "Q"})
     """Which of ``V(s)`` and ``Q(s, a)`` this family can be."""
 
+    subset: int = 2
+    """Members the ``random_min`` reduction draws (REDQ's subset); ensemble families set theirs in ``__init__``."""
+
+    needs_successors: ClassVar[bool] = False
+    """True for families whose :meth:`aux_loss` learns from each step's successor (next critic obs, reward,
+    done): on-policy agents then add those to every mini-batch and add the loss to the value loss."""
+
     def __init__(self, spec: CriticSpec) -> None:
         super().__init__()
         kind = "Q" if spec.action_dim > 0 else "V"
@@ -117,6 +124,11 @@ class Critic(nn.Module, abc.ABC):
     def distribution(self, obs: torch.Tensor, action: torch.Tensor | None = None) -> torch.Tensor:
         """Return distribution parameters ``[E, B, G, K]`` (atoms' logits or quantiles)."""
         raise NotImplementedError(f"{type(self).__name__} is not distributional")
+
+    def aux_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Auxiliary loss and 0-d metrics of families with ``needs_successors`` (world models), from a
+        mini-batch holding ``next_critic_obs`` ``[B, Dc]``, ``rewards`` ``[B, G]`` and ``next_valid`` ``[B]``."""
+        raise NotImplementedError(f"{type(self).__name__} has no auxiliary loss (needs_successors is False)")
 
     target_shape: ClassVar[tuple[str, ...]] = ("B", "G")
     """Shape of the target :meth:`loss` expects: ``("B", "G")`` scalar targets by default."""

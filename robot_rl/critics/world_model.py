@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -173,6 +174,8 @@ class WorldModelCriticConfig:
 @register_critic("world_model", WorldModelCriticConfig)
 class WorldModelCritic(Critic):
     """Encoder + latent dynamics + reward + Q ensemble (Q kind) or latent-predictive V (V kind)."""
+
+    needs_successors: ClassVar[bool] = True
 
     def __init__(self, spec: CriticSpec, cfg: WorldModelCriticConfig) -> None:
         super().__init__(spec)
