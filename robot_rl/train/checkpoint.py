@@ -17,7 +17,6 @@ Loading never unpickles.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import shutil
@@ -30,6 +29,7 @@ import yaml
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from robot_rl.deploy.artifact import sha256_file
 from robot_rl.errors import InputError
 
 SCHEMA_VERSION = 2
@@ -106,15 +106,6 @@ def non_finite(skeleton: Any, tensors: dict[str, torch.Tensor], path: str = "") 
     return sorted(bad)
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of the file at ``path``."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _write_synced(path: Path, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)
@@ -159,17 +150,20 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    prune(run_dir, keep)
+    prune(run_dir, keep, written=final)
     return final
 
 
-def prune(run_dir: str | Path, keep: int) -> list[Path]:
-    """Delete all but the newest ``keep`` checkpoints, never the newest intact one; returns the deleted."""
+def prune(run_dir: str | Path, keep: int, written: Path | None = None) -> list[Path]:
+    """Delete all but the newest ``keep`` checkpoints, never the newest intact one; returns the deleted.
+
+    ``written``: a checkpoint just written (so intact); when it is the newest, it is not hashed again.
+    """
     found = list_checkpoints(run_dir)
     old = found[:-keep] if keep > 0 else found
     if not old:
         return []
-    intact = newest_intact(found)
+    intact = written if found[-1] == written else newest_intact(found)
     doomed = [p for p in old if p != intact]
     for p in doomed:
         shutil.rmtree(p, ignore_errors=True)
