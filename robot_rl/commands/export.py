@@ -35,10 +35,6 @@ def main(argv: list[str]) -> int:
     if bad or not formats:
         print(f"robot-rl export: --format {args.format!r} must list some of {','.join(FORMATS)}", file=sys.stderr)
         return 2
-    if not (args.run / "config.yaml").is_file():
-        print(f"robot-rl export: {args.run} is not a run directory (no config.yaml); pass the folder "
-              "`robot-rl train` printed as its run directory", file=sys.stderr)
-        return 2
     from robot_rl.train.export_run import export_agent_policy
     from robot_rl.train.run_loading import open_run
 

@@ -56,17 +56,13 @@ def _train(cfg: DictConfig) -> None:
 
     from robot_rl.config import to_train_config
     from robot_rl.config.io import load_train_config
-    from robot_rl.errors import InputError
     from robot_rl.train.run_loading import runner_for
 
     train_cfg = to_train_config(cfg)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     if train_cfg.resume:
-        saved = Path(train_cfg.resume) / "config.yaml"
-        if not Path(train_cfg.resume).is_dir():
-            raise InputError("is not a directory", key="resume", value=train_cfg.resume,
-                             fix="pass the run directory to continue, outputs/<date>/<time>")
-        train_cfg = load_train_config(saved)
+        # (Hydra has made the run directory, the resumed one, by now: a missing config.yaml is what tells)
+        train_cfg = load_train_config(Path(train_cfg.resume) / "config.yaml")
         train_cfg.resume = str(run_dir)
         print(f"resuming {run_dir} (its saved config.yaml; other overrides are ignored)", file=sys.stderr)
     runner = runner_for(train_cfg)(train_cfg, run_dir, resume=bool(train_cfg.resume))
@@ -99,6 +95,7 @@ def check_overrides(argv: list[str]) -> None:
 
     import sim
     from robot_rl.config import compose
+    from robot_rl.config.io import load_train_config
     from robot_rl.errors import InputError
 
     if any(a in _HYDRA_FLAGS for a in argv):
@@ -111,9 +108,8 @@ def check_overrides(argv: list[str]) -> None:
         first = str(exc).strip().splitlines()
         raise InputError(f"{' '.join(first[:12])}{cause}", file="robot-rl train overrides",
                          fix="`robot-rl train --help` and `--cfg job` list the keys and options") from exc
-    if cfg.resume and not (Path(cfg.resume) / "config.yaml").is_file():
-        raise InputError("no config.yaml there: not a run directory", key="resume", value=cfg.resume,
-                         fix="pass the folder `robot-rl train` printed as its run directory")
+    if cfg.resume:  # before Hydra makes the run directory, which is the resumed one
+        load_train_config(Path(cfg.resume) / "config.yaml")
     name = cfg.task.name
     if not name.startswith("gym:") and name not in sim.list_tasks():
         raise InputError("unknown task", key="task.name", value=name, fix=f"use one of {', '.join(sim.list_tasks())}")
