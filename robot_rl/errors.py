@@ -60,19 +60,20 @@ def user_error_types() -> tuple[type[BaseException], ...]:
 
 
 def check_finite(value: Any, *, file: object, key: str, low: float | None = None, high: float | None = None,
-                 low_inclusive: bool = True, fix: str | None = None) -> float:
-    """``value`` as a float if it is a finite number in the range, else :class:`InputError`.
+                 low_inclusive: bool = True, fix: str | None = None,
+                 error: type[InputError] = InputError) -> float:
+    """``value`` as a float if it is a finite number in the range, else ``error`` (an :class:`InputError`).
 
     ``low``/``high`` bound the range (``None`` = unbounded); ``low_inclusive=False`` demands ``value > low``.
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError("must be a number", file=file, key=key, value=value, fix=fix)
+        raise error("must be a number", file=file, key=key, value=value, fix=fix)
     number = float(value)
     if not math.isfinite(number):
-        raise InputError("must be a finite number", file=file, key=key, value=value, fix=fix)
+        raise error("must be a finite number", file=file, key=key, value=value, fix=fix)
     if low is not None and (number < low or (number == low and not low_inclusive)):
         bound = ">=" if low_inclusive else ">"
-        raise InputError(f"must be {bound} {low:g}", file=file, key=key, value=value, fix=fix)
+        raise error(f"must be {bound} {low:g}", file=file, key=key, value=value, fix=fix)
     if high is not None and number > high:
-        raise InputError(f"must be <= {high:g}", file=file, key=key, value=value, fix=fix)
+        raise error(f"must be <= {high:g}", file=file, key=key, value=value, fix=fix)
     return number

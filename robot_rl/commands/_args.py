@@ -7,8 +7,9 @@ which argparse prints as ``robot-rl <cmd>: error: argument --flag: <why>`` with 
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
+
+from robot_rl.errors import InputError, check_finite
 
 SEED_MAX = 2**32 - 1
 """Largest seed every generator we feed accepts (numpy's legacy RandomState, gymnasium)."""
@@ -47,13 +48,10 @@ def number(low: float | None = None, high: float | None = None, low_inclusive: b
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-        if low is not None and (value < low or (value == low and not low_inclusive)):
-            raise argparse.ArgumentTypeError(f"must be {'>=' if low_inclusive else '>'} {low:g}, got {value:g}")
-        if high is not None and value > high:
-            raise argparse.ArgumentTypeError(f"must be <= {high:g}, got {value:g}")
-        return value
+        try:
+            return check_finite(value, file=None, key="", low=low, high=high, low_inclusive=low_inclusive)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(f"{exc.problem}, got {text}") from None
 
     return parse
 

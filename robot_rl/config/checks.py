@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from robot_rl.errors import InputError
+from robot_rl.errors import InputError, check_finite
 
 
 def _default(obj: Any, name: str) -> Any:
@@ -30,22 +30,25 @@ def _default(obj: Any, name: str) -> Any:
     return None
 
 
-def fail(obj: Any, group: str, name: str, problem: str, want: str) -> InputError:
-    """An :class:`InputError` for ``<group>.<name>`` of ``obj``; ``want`` describes a valid value."""
-    key = f"{group}.{name}" if group else name
-    default = _default(obj, name)
+def _key(group: str, name: str) -> str:
+    return f"{group}.{name}" if group else name
+
+
+def _fix(obj: Any, group: str, name: str, want: str) -> str:
+    """``set <key> to <want>``, with the field's default as an example."""
+    key, default = _key(group, name), _default(obj, name)
     # the dataclass's default: configs/ may set another (`robot-rl train --cfg job` prints what runs)
     example = f" (e.g. {key}={default}, the schema default)" if default is not None else ""
-    return InputError(problem, key=key, value=getattr(obj, name), fix=f"set {key} to {want}{example}")
+    return f"set {key} to {want}{example}"
+
+
+def fail(obj: Any, group: str, name: str, problem: str, want: str) -> InputError:
+    """An :class:`InputError` for ``<group>.<name>`` of ``obj``; ``want`` describes a valid value."""
+    return InputError(problem, key=_key(group, name), value=getattr(obj, name), fix=_fix(obj, group, name, want))
 
 
 def _number(obj: Any, group: str, name: str, want: str) -> float:
-    value = getattr(obj, name)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise fail(obj, group, name, "must be a number", want)
-    if not math.isfinite(value):
-        raise fail(obj, group, name, "must be a finite number", want)
-    return value
+    return check_finite(getattr(obj, name), file=None, key=_key(group, name), fix=_fix(obj, group, name, want))
 
 
 def check(obj: Any, group: str, *, positive: Iterable[str] = (), non_negative: Iterable[str] = (),

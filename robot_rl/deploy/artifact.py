@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from robot_rl.deploy.chunking import CHUNK_MODES
-from robot_rl.errors import InputError
+from robot_rl.errors import InputError, check_finite
 
 SCHEMA_VERSION = 1
 META_FILE = "policy.yaml"
@@ -287,9 +287,7 @@ def _check_keys(source: object, prefix: str, data: dict, kind: type) -> None:
 
 def _finite(source: object, key: str, value: Any) -> float:
     """``value`` as a float if it is a finite number (not a bool, not a string), else ArtifactError."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ArtifactError("must be a finite number", file=source, key=key, value=value, fix=REEXPORT)
-    return float(value)
+    return check_finite(value, file=source, key=key, fix=REEXPORT, error=ArtifactError)
 
 
 def sha256_file(path: str | Path) -> str:
