@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from robot_rl.deploy.safety import robot_yaml_source
 from robot_rl.errors import InputError
 
 COMMAND_TYPES = ("std_msgs/msg/Float64MultiArray", "trajectory_msgs/msg/JointTrajectory")
@@ -46,7 +47,7 @@ def ros_params(robot: dict[str, Any], policy: str | None = None) -> dict[str, An
         policy: artifact directory to bake in; None leaves it to the launch argument.
     """
     joints, ros, safety, control = robot["joints"], robot.get("ros", {}), robot["safety"], robot["control"]
-    source = str(robot.get("path") or f"hardware/{robot['name']}/robot.yaml")
+    source = robot_yaml_source(robot)
     command = ros.get("command")
     if not isinstance(command, dict) or command.get("type") not in COMMAND_TYPES:
         raise InputError("missing, or its type is not a command type the nodes publish", file=source,

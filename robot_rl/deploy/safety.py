@@ -105,8 +105,13 @@ class SafetyConfig:
             stale_state_timeout=safety["stale_state_timeout"],
             soft_start_s=safety["soft_start_s"],
             estop_mode=str(safety.get("estop", "hold")),
-            source=str(robot.get("path") or f"hardware/{robot.get('name', '<robot>')}/robot.yaml"),
+            source=robot_yaml_source(robot),
         )
+
+
+def robot_yaml_source(robot: dict[str, Any]) -> str:
+    """The robot.yaml a robot dict (``RobotConfig.as_dict()``) came from, for messages."""
+    return str(robot.get("path") or f"hardware/{robot.get('name', '<robot>')}/robot.yaml")
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from robot_rl.deploy.artifact import (
     check_joint_order,
     load_meta,
 )
+from robot_rl.deploy.safety import robot_yaml_source
 
 DEFAULT_POSE_ATOL = 1e-6
 """rad: how far the artifact's default pose may be from robot.yaml's (the ``joint_pos`` origin)."""
@@ -74,7 +75,7 @@ class RobotSpec:
     def from_robot(cls, robot: dict[str, Any]) -> RobotSpec:
         """From ``RobotConfig.as_dict()`` (already validated by ``sim.robots.load_robot``)."""
         joints = robot["joints"]
-        return cls(source=str(robot.get("path") or f"hardware/{robot['name']}/robot.yaml"),
+        return cls(source=robot_yaml_source(robot),
                    joint_names=[j["name"] for j in joints],
                    lower=np.array([j["lower"] for j in joints], dtype=np.float64),
                    upper=np.array([j["upper"] for j in joints], dtype=np.float64),
