@@ -3,7 +3,7 @@
 Only rendering needs OpenGL: training, evaluation without video and export never load it. The GL
 backend is chosen at the first render, not at import: ``MUJOCO_GL`` when the user set it (``egl``,
 ``osmesa``, ``glfw``); else the display's (glfw) when ``DISPLAY`` is set; else EGL when ``libegl1`` is
-installed (Mesa renders through it without a GPU, ~2x faster than OSMesa), else OSMesa when
+installed and loads (Mesa renders through it without a GPU, ~2x faster than OSMesa), else OSMesa when
 ``libosmesa6`` is. With none of them, rendering raises an error naming the Debian packages to
 install, and nothing else is affected. A headless backend chosen here is taken to be software GL:
 shadows and multisampling, ~8x the cost of a small frame there, are turned off.
@@ -19,6 +19,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from sim.errors import GLUnavailableError
+
 _RENDERERS: dict[tuple[int, int, int], mujoco.Renderer] = {}
 _HEADLESS_BACKENDS = (("egl", "EGL", "libegl1"), ("osmesa", "OSMesa", "libosmesa6"))
 """Headless GL backends in order of preference: (MUJOCO_GL value, library name, Debian package)."""
@@ -30,7 +32,8 @@ def gl_backend() -> str:
     """The GL backend rendering uses in this process (chosen once; see the module docstring).
 
     Raises:
-        RuntimeError: no display and no headless GL library; names the Debian packages to install.
+        GLUnavailableError: no display and no headless GL library that loads (absent, or present but
+            broken); names the Debian packages to install.
     """
     global _backend, _software
     if _backend is not None:
@@ -39,17 +42,32 @@ def gl_backend() -> str:
     if not chosen and os.environ.get("DISPLAY"):
         chosen = "glfw"
     if not chosen:
-        found = [(name, package) for name, lib, package in _HEADLESS_BACKENDS if ctypes.util.find_library(lib)]
+        found = [name for name, lib, _ in _HEADLESS_BACKENDS if _loads(lib)]
         if not found:
-            packages = " or ".join(f"`apt-get install {package}`" for _, _, package in _HEADLESS_BACKENDS)
-            raise RuntimeError("rendering needs OpenGL, and this machine has no display and no headless GL library. "
-                               f"Fix: {packages} (Debian), or set MUJOCO_GL to a backend you have. "
-                               "Training, evaluation without video and export do not need it")
-        chosen = found[0][0]
+            raise _no_gl("this machine has no display and no headless GL library that loads")
+        chosen = found[0]
         _use_headless(chosen)
         _software = True
     _backend = chosen
     return chosen
+
+
+def _no_gl(why: str) -> GLUnavailableError:
+    packages = " or ".join(f"`apt-get install {package}`" for _, _, package in _HEADLESS_BACKENDS)
+    return GLUnavailableError(f"rendering needs OpenGL, and {why}. Fix: {packages} (Debian), or set MUJOCO_GL to a "
+                              "backend you have. Training, evaluation without video and export do not need it")
+
+
+def _loads(lib: str) -> bool:
+    """Whether the shared library ``lib`` (``EGL``, ``OSMesa``) is installed and loads."""
+    path = ctypes.util.find_library(lib)
+    if path is None:
+        return False
+    try:
+        ctypes.CDLL(path)
+    except OSError:  # listed by the loader's cache but broken (truncated, wrong architecture, masked)
+        return False
+    return True
 
 
 def _use_headless(name: str) -> None:
@@ -59,7 +77,10 @@ def _use_headless(name: str) -> None:
     from mujoco.rendering.classic import gl_context
 
     os.environ.setdefault("PYOPENGL_PLATFORM", name)  # read when PyOpenGL is first imported, just below
-    gl_context.GLContext = importlib.import_module(f"mujoco.{name}").GLContext
+    try:
+        gl_context.GLContext = importlib.import_module(f"mujoco.{name}").GLContext
+    except (ImportError, AttributeError, OSError) as exc:  # PyOpenGL fails several ways on a broken GL
+        raise _no_gl(f"its {name} library does not work ({type(exc).__name__}: {exc})") from exc
 
 
 def _software_gl() -> bool:
@@ -71,7 +92,7 @@ def open_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Rend
     """A new ``mujoco.Renderer`` on the chosen GL backend (the caller closes it); grows the offscreen buffer.
 
     Raises:
-        RuntimeError: no GL backend, or its context cannot be created (names the package to install).
+        GLUnavailableError: no GL backend, or its context cannot be created (names the package to install).
     """
     backend = gl_backend()
     if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
@@ -82,7 +103,7 @@ def open_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Rend
     try:
         return mujoco.Renderer(model, height=height, width=width)
     except Exception as exc:  # GL context creation raises several unrelated types
-        raise RuntimeError(
+        raise GLUnavailableError(
             f"cannot create an OpenGL context (backend {backend!r}): {exc}. "
             "Fix: on a machine without a GPU, `apt-get install libegl1` (or libosmesa6) and leave MUJOCO_GL "
             "unset; with an NVIDIA GPU set MUJOCO_GL=egl") from exc

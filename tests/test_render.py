@@ -33,8 +33,9 @@ def test_render_frames_are_not_blank_and_differ_between_envs(tmp_path):
 
 
 _NO_GL = """
-import ctypes.util, os, sys
-ctypes.util.find_library = lambda name: None        # a machine without libegl1 and libosmesa6
+import ast, ctypes.util, os, sys
+FOUND = ast.literal_eval(sys.argv[1])
+ctypes.util.find_library = lambda name: FOUND      # None: no libegl1/libosmesa6; a path: present, broken
 import torch, sim
 env = sim.make_env("so101_reach", num_envs=4, seed=0)
 env.reset(seed=0)
@@ -51,8 +52,10 @@ sys.exit("rendering without any GL library did not raise")
 """
 
 
-def test_without_any_gl_library_sim_runs_and_only_rendering_fails_naming_the_packages():
+@pytest.mark.parametrize("found", [None, "/dev/null"], ids=["absent", "present-but-broken"])
+def test_without_any_gl_library_sim_runs_and_only_rendering_fails_naming_the_packages(found):
     env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY")}
-    done = subprocess.run([sys.executable, "-c", _NO_GL], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run([sys.executable, "-c", _NO_GL, repr(found)], capture_output=True, text=True, env=env,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "apt-get install libegl1" in done.stdout and "apt-get install libosmesa6" in done.stdout, done.stdout
