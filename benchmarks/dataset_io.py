@@ -99,7 +99,7 @@ def bench_sim(num_envs: int, steps: int) -> tuple[float, float]:
     import torch
 
     import sim
-    from robot_rl.demos.sim_io import SimCamera
+    from sim.render import SimCamera
 
     env = sim.make_env("so101_reach", num_envs)
     env.reset(seed=0)

@@ -39,11 +39,9 @@ Curve = list[tuple[int, float]]  # [(env_steps, success rate)]
 
 def record_demos(task: str, root: Path, episodes: int) -> None:
     """Record ``episodes`` successful scripted-expert episodes of ``task`` to ``root``."""
-    from robot_rl.demos.experts import expert_for
-    from robot_rl.demos.recorder import record
+    from robot_rl.demos.recorder import expert_policy, record
 
-    expert = expert_for(task)
-    summary = record(task, lambda env, obs: expert(env), root, episodes, task.replace("_", " "), num_envs=8,
+    summary = record(task, expert_policy, root, episodes, task.replace("_", " "), num_envs=8,
                      only_success=True, source=f"expert:{task}")
     print(summary, flush=True)
 

@@ -121,9 +121,9 @@ def measure(step: Stepper, num_envs: int, min_seconds: float, warmup: int, pids:
 def make_setup(env: sim.VecEnv, num_envs: int, mode: str, pool: int = 16, seed: int = 0) -> Setup:
     """Controls and actions for ``mode`` ("zero" or "random"), from a freshly reset VecEnv."""
     rng = np.random.default_rng(seed)
-    batch = env.backend.batch
+    first = env.capture_state([0]).physics
     model = env.model
-    init_ctrl = np.array(batch.bind("ctrl")[0])
+    init_ctrl = first["ctrl"][0]
     if mode == "zero":
         controls = np.broadcast_to(init_ctrl, (pool, num_envs, model.nu)).copy()
         actions = torch.zeros(pool, num_envs, env.action_dim)
@@ -133,7 +133,7 @@ def make_setup(env: sim.VecEnv, num_envs: int, mode: str, pool: int = 16, seed: 
         controls = rng.uniform(low, high, (pool, num_envs, model.nu))
         u = torch.as_tensor(rng.uniform(0.0, 1.0, (pool, num_envs, env.action_dim)), dtype=torch.float32)
         actions = env.action_low.cpu() + (env.action_high - env.action_low).cpu() * u
-    return Setup(model, env.backend.decimation, np.array(batch.bind("qpos")[0]), controls, actions,
+    return Setup(model, env.robot.control.decimation, first["qpos"][0], controls, actions,
                  env.max_episode_steps)
 
 

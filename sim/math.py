@@ -1,4 +1,4 @@
-"""Batched rotation helpers (quaternions are wxyz, as in MuJoCo)."""
+"""Batched rotation helpers (quaternions are wxyz, as in MuJoCo) and the damped-least-squares IK step."""
 
 from __future__ import annotations
 
@@ -30,3 +30,25 @@ def projected_gravity(quat: torch.Tensor) -> torch.Tensor:
     down = torch.zeros(quat.shape[0], 3, device=quat.device, dtype=quat.dtype)
     down[:, 2] = -1.0
     return quat_rotate_inverse(quat, down)
+
+
+def dls_step(jac: torch.Tensor, error: torch.Tensor, damping: float) -> torch.Tensor:
+    """Damped least squares: ``dq = J^T (J J^T + damping^2 I)^-1 e``.
+
+    Args:
+        jac: ``[N, k, J]`` task Jacobians.
+        error: ``[N, k]`` task-space errors.
+        damping: damping factor (m or rad), bounds ``|dq|`` near singularities.
+
+    Returns:
+        ``[N, J]`` joint displacement.
+    """
+    eye = torch.eye(jac.shape[1], dtype=jac.dtype, device=jac.device)
+    jjt = jac @ jac.transpose(1, 2) + damping**2 * eye
+    return (jac.transpose(1, 2) @ torch.linalg.solve(jjt, error.unsqueeze(2))).squeeze(2)
+
+
+def clip_norm(vec: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """``[N, k]`` rows of ``vec`` scaled down to norm at most ``max_norm``."""
+    norm = torch.linalg.norm(vec, dim=1, keepdim=True).clamp_min(1e-9)
+    return vec * torch.clamp(max_norm / norm, max=1.0)

@@ -68,6 +68,11 @@ def actuator_history_edit(cfg: DomainRandCfg, physics_dt: float):
     return edit
 
 
+EPISODE_DRAWS = ("geom_friction", "body_mass", "actuator_gain", "actuator_bias", "actuator_delay", "action_delay")
+"""The keys of :meth:`DomainRandomizer.capture` drawn at a reset and fixed for the episode (what a recording
+stores to replay it); ``action_history`` (the delayed actions in flight) is empty at an episode's start."""
+
+
 class DomainRandomizer:
     """Applies a :class:`DomainRandCfg` to a backend exposing ``expand``/``set_const``."""
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from sim.errors import SimInputError
+
 Obs = dict[str, torch.Tensor]
 """Observation groups: ``{"policy": [N, D_policy], "critic": [N, D_critic], ...}``."""
 
@@ -62,6 +64,8 @@ class VecEnv(abc.ABC):
     """Size of each observation group; ``"policy"`` is always present."""
     reward_groups: tuple[str, ...]
     """Names of the columns of ``info["reward_by_group"]``."""
+    has_expert: bool = False
+    """Whether the task declares a scripted expert (:meth:`expert_action`)."""
 
     @abc.abstractmethod
     def reset(self, seed: int | None = None) -> Obs:
@@ -78,6 +82,15 @@ class VecEnv(abc.ABC):
         Args:
             action: ``[num_envs, action_dim]``, clipped to ``[action_low, action_high]``.
         """
+
+    def expert_action(self) -> torch.Tensor:
+        """``[N, action_dim]`` the task's scripted expert's action for the current state of every env.
+
+        Experts read the state (targets, object poses) and change nothing; the action follows from the
+        state alone, so an expert can take over at any step. Tasks with one set :attr:`has_expert`.
+        """
+        raise SimInputError(f"task {type(self).__name__} has no scripted expert; record a trained policy instead "
+                            "(robot-rl record --policy <artifact dir>)")
 
     def close(self) -> None:  # noqa: B027 - optional hook, most envs hold nothing to release
         """Release resources (threads, renderers)."""

@@ -9,9 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
-from robot_rl.demos.experts import expert_for
-from robot_rl.demos.recorder import record
+from robot_rl.demos.recorder import expert_policy, record
 
 TASK_TEXT = {"so101_reach": "reach the target", "so101_lift": "lift the cube"}
 
@@ -26,7 +24,6 @@ def record_expert_demos(
     only_success: bool = False,
 ) -> Path:
     """Record ``episodes`` episodes of ``task``'s scripted expert into ``root``; returns ``root``."""
-    expert = expert_for(task)
-    record(task, lambda env, obs: expert(env), root, episodes, TASK_TEXT[task], num_envs=num_envs, seed=seed,
+    record(task, expert_policy, root, episodes, TASK_TEXT[task], num_envs=num_envs, seed=seed,
            overrides=overrides, only_success=only_success)
     return root

@@ -14,8 +14,7 @@ import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim
 import sim
 from robot_rl.cli import main
 from robot_rl.demos.bc import BCConfig, BCPolicy, BCResult, export_bc, load_bc, load_demo_arrays, save_bc, train_bc
-from robot_rl.demos.experts import expert_for
-from robot_rl.demos.recorder import record
+from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.train.evaluation import evaluate
 
 SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
@@ -36,23 +35,23 @@ def test_bc_reduces_loss_and_reproduces_the_expert(reach_demos: Path) -> None:
     # in the states the expert visits on fresh episodes (another seed), the clone's actions are the expert's
     env = sim.make_env("so101_reach", num_envs=8, seed=77, **SHORT)
     obs = env.reset(seed=77)
-    expert, policy, errors = expert_for("so101_reach"), load_policy(result), []
+    policy, errors = load_policy(result), []
     for _ in range(20):
-        target = expert(env)
+        target = env.expert_action()
         with torch.no_grad():
             errors.append((policy(obs["policy"]) - target).abs().mean().item())
         obs = env.step(target).obs
     assert float(np.mean(errors)) < 0.1, errors
     untrained = train_bc(reach_demos, BCConfig(actor="deterministic", epochs=1, lr=1e-9), progress=False)
     with torch.no_grad():
-        assert (load_policy(untrained)(obs["policy"]) - expert(env)).abs().mean().item() > 3 * float(np.mean(errors))
+        untrained_error = (load_policy(untrained)(obs["policy"]) - env.expert_action()).abs().mean().item()
+    assert untrained_error > 3 * float(np.mean(errors))
 
 
 @pytest.mark.slow
 def test_bc_lifts_some_cubes(tmp_path: Path) -> None:
     """Closed loop on so101_lift: 16 expert episodes cloned lift some cubes (0 without acting; ~50 s)."""
-    expert = expert_for("so101_lift")
-    record("so101_lift", lambda env, obs: expert(env), tmp_path / "lift", 16, "lift", num_envs=4, seed=2,
+    record("so101_lift", expert_policy, tmp_path / "lift", 16, "lift", num_envs=4, seed=2,
            only_success=True)
     result = train_bc(tmp_path / "lift", BCConfig(actor="deterministic"), progress=False)
     env = sim.make_env("so101_lift", num_envs=16, seed=77)

@@ -17,7 +17,7 @@ from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config, sample_mixed_chunks
 from robot_rl.critics.chunked import ChunkedCriticConfig
 from robot_rl.data.replay_buffer import ReplayBuffer
-from robot_rl.demos.transitions import demo_transitions
+from robot_rl.data.transitions import demo_transitions
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")

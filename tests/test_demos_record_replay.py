@@ -9,23 +9,21 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
 from robot_rl.cli import main
 from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.data.lerobot.features import numpy_to_column
-from robot_rl.demos.experts import expert_for
-from robot_rl.demos.recorder import record
+from robot_rl.demos.recorder import expert_policy, observation_policy, record
 from robot_rl.demos.replay import replay
+from sim.errors import SimInputError
 
 SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
 
 
 def record_reach(root: Path, episodes: int = 3, **kwargs) -> LeRobotDataset:
-    expert = expert_for("so101_reach")
     kwargs.setdefault("overrides", SHORT)
     record(
-        "so101_reach", lambda env, obs: expert(env), root, episodes, "reach the target", num_envs=2, seed=3, **kwargs
+        "so101_reach", expert_policy, root, episodes, "reach the target", num_envs=2, seed=3, **kwargs
     )
     return LeRobotDataset(root)
 
@@ -33,12 +31,20 @@ def record_reach(root: Path, episodes: int = 3, **kwargs) -> LeRobotDataset:
 def test_reach_expert_succeeds() -> None:
     env = sim.make_env("so101_reach", num_envs=8, seed=5, **SHORT)
     env.reset(seed=5)
-    expert = expert_for("so101_reach")
+    assert env.has_expert
     for _ in range(env.max_episode_steps - 1):
-        step = env.step(expert(env))
+        step = env.step(env.expert_action())
     assert step.info["success"].float().mean().item() >= 7 / 8
-    with pytest.raises(KeyError, match="no scripted expert for task 'ant'"):
-        expert_for("ant")
+
+
+def test_a_task_without_an_expert_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    ant = sim.make_env("ant", num_envs=1)
+    assert not ant.has_expert
+    with pytest.raises(SimInputError, match="no scripted expert"):
+        ant.expert_action()
+    with pytest.raises(ValueError, match="task 'ant' has no scripted expert"):
+        record("ant", expert_policy, tmp_path / "ant", 1, "walk")
+    assert not (tmp_path / "ant").exists()
 
 
 def test_recorded_frames_are_consistent(tmp_path: Path) -> None:
@@ -59,7 +65,7 @@ def test_recorded_frames_are_consistent(tmp_path: Path) -> None:
 
 
 def test_demos_as_rl_transitions(tmp_path: Path) -> None:
-    from robot_rl.demos.transitions import demo_transitions
+    from robot_rl.data.transitions import demo_transitions
 
     record_reach(tmp_path / "reach", episodes=2)
     tr = demo_transitions(tmp_path / "reach")
@@ -110,7 +116,7 @@ def test_replay_restores_randomised_physics(tmp_path: Path, monkeypatch: pytest.
     for ep in range(2):
         assert replay(root, ep).max_abs.max() < 1e-5
     # Negative control: without restoring the draws, the replay drifts.
-    monkeypatch.setattr(replay_module, "keys_in", lambda data: {})
+    monkeypatch.setattr(replay_module, "recorded_draws", lambda data: {})
     assert max(replay(root, ep).max_abs.max() for ep in range(2)) > 1e-3
 
 
@@ -154,11 +160,11 @@ def test_record_with_an_exported_policy(tmp_path: Path) -> None:
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(env.observation_dims["policy"], 6), torch.nn.Tanh())
     artifact = export_policy(PolicyHead(net, meta), meta, tmp_path / "policy", formats=("onnx",))
-    from robot_rl.demos.policies import artifact_policy
+    from robot_rl.deploy.policies import artifact_policy
 
     record(
         "so101_reach",
-        artifact_policy(artifact, env),
+        observation_policy(artifact_policy(artifact, env.robot.joint_names, env.observation_dims["policy"])),
         tmp_path / "ds",
         1,
         "reach",
@@ -177,8 +183,7 @@ def test_camera_recording_and_side_by_side_video(tmp_path: Path) -> None:
     import av
 
     root = tmp_path / "cam"
-    expert = expert_for("so101_reach")
-    record("so101_reach", lambda env, obs: expert(env), root, 1, "reach", camera=(64, 64), overrides={"episode_s": 0.2})
+    record("so101_reach", expert_policy, root, 1, "reach", camera=(64, 64), overrides={"episode_s": 0.2})
     ds = LeRobotDataset(root)
     frames = ds.episode_frames(0, "observation.images.front")
     assert frames.shape == (5, 64, 64, 3) and 20 < frames.mean() < 235  # a rendered scene, not a blank frame

@@ -10,9 +10,9 @@ import torch
 
 import sim
 from sim.env import TaskCfg, override_control
+from sim.math import clip_norm, dls_step
 from sim.robots import load_robot
 from sim.tasks.panda_reach import panda_reach_cfg
-from sim.tasks.so101_lift import clip_norm, dls_step
 
 
 @pytest.fixture(scope="module")

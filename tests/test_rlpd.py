@@ -18,8 +18,8 @@ from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.layer_norm import LayerNormEnsembleCritic, LayerNormEnsembleCriticConfig
 from robot_rl.data.demo_buffer import DemoMixReplay, demo_replay
 from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.data.transitions import demo_transitions
 from robot_rl.demos.bc import BCConfig, save_bc, train_bc
-from robot_rl.demos.transitions import demo_transitions
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz

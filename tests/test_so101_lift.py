@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import sim
+from sim.math import clip_norm, dls_step
 from sim.tasks import so101_lift
-from sim.tasks.so101_lift import clip_norm, dls_step, scripted_expert, wrap_quarter_turn
+from sim.tasks.so101_lift import scripted_expert, wrap_quarter_turn
 
 
 @pytest.fixture(scope="module")

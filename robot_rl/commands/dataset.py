@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _from_bag(args: argparse.Namespace) -> int:
-    from robot_rl.demos.rosbag import bag_to_dataset
+    from robot_rl.data.rosbag import bag_to_dataset
     from sim.robots import load_robot
 
     try:

@@ -21,7 +21,7 @@ examples:
   robot-rl record --task so101_reach --episodes 2 --camera 96x96 --out outputs/demos/reach_cam
   robot-rl record --task so101_reach --policy outputs/export/so101_reach --episodes 10 --out outputs/demos/ppo
 
-Scripted experts exist for so101_reach, so101_lift and so101_lift_shaped. Each finished episode is
+Scripted experts exist for so101_reach(_deploy), so101_lift and so101_lift_shaped. Each finished episode is
 committed to disk before the next one starts: stopping the recorder keeps every saved episode. After a crash
 or kill, run the same command with --resume: it keeps every complete episode and records the rest.
 Rendering a camera is slow on CPU (OSMesa, ~0.2-0.4 s per frame); keep --num-envs 1 with --camera.
@@ -159,8 +159,7 @@ def main(argv: list[str]) -> int:
         return _teleop(args)
     import torch
 
-    from robot_rl.demos.experts import expert_for
-    from robot_rl.demos.recorder import record
+    from robot_rl.demos.recorder import expert_policy, observation_policy, record
 
     # The envs step a handful of robots: tiny tensors, where torch's intra-op thread pool only
     # costs (a batched 3x3 solve takes 17 ms with 2 threads on a busy machine, 0.06 ms with 1).
@@ -173,14 +172,14 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         if args.policy is None:
-            expert = expert_for(args.task)
-            policy, source = (lambda env, obs: expert(env)), f"expert:{args.task}"
+            policy, source = expert_policy, f"expert:{args.task}"
         else:
             import sim
-            from robot_rl.demos.policies import artifact_policy
+            from robot_rl.deploy.policies import artifact_policy
 
             probe = sim.make_env(args.task, num_envs=1, **overrides)
-            policy, source = artifact_policy(args.policy, probe), f"policy:{args.policy}"
+            run = artifact_policy(args.policy, probe.robot.joint_names, probe.observation_dims["policy"])
+            policy, source = observation_policy(run), f"policy:{args.policy}"
             probe.close()
         text = args.instruction or INSTRUCTIONS.get(args.task, args.task.replace("_", " "))
         summary = record(

@@ -18,7 +18,7 @@ import torch
 
 from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.data.replay_buffer import ReplayBatch, ReplayBuffer
-from robot_rl.demos.transitions import demo_transitions
+from robot_rl.data.transitions import demo_transitions
 
 
 def demo_features(root: str | Path) -> set[str]:

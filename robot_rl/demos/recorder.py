@@ -22,7 +22,6 @@ from robot_rl.data.lerobot.recovery import only_crash_leftovers
 from robot_rl.demos.sim_io import (
     CAMERA_KEY,
     SIDECAR,
-    SimCamera,
     actuator_targets,
     capture,
     dataset_features,
@@ -32,7 +31,18 @@ from robot_rl.demos.sim_io import (
 from robot_rl.errors import InputError
 
 Policy = Callable[[object, dict[str, torch.Tensor]], torch.Tensor]
-"""``policy(env, obs) -> action [num_envs, action_dim]``; experts ignore ``obs``."""
+"""``policy(env, obs) -> action [num_envs, action_dim]``."""
+
+
+def expert_policy(env, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The task's scripted expert (``env.expert_action()``, declared by the task in sim) as a :data:`Policy`."""
+    return env.expert_action()
+
+
+def observation_policy(policy: Callable[[np.ndarray], np.ndarray]) -> Policy:
+    """A :data:`Policy` from ``policy(obs [N, D] float32) -> action [N, A]`` of the policy observation
+    (e.g. :func:`robot_rl.deploy.policies.artifact_policy`)."""
+    return lambda env, obs: torch.as_tensor(policy(obs["policy"].cpu().numpy()), device=env.device)
 
 
 @dataclass
@@ -111,7 +121,7 @@ def record(
 
     Args:
         task: sim task name (``sim.make_env``).
-        policy: ``policy(env, obs) -> action``.
+        policy: ``policy(env, obs) -> action``; :func:`expert_policy` records the task's scripted expert.
         root: dataset folder to create.
         num_episodes: episodes to save.
         task_text: the natural-language task stored with every frame.
@@ -128,6 +138,7 @@ def record(
             the env is seeded ``seed + episodes kept`` so the new episodes differ from the kept ones.
     """
     import sim
+    from sim.render import SimCamera
 
     if num_episodes < 1 or num_envs < 1:
         raise ValueError(f"num_episodes and num_envs must be >= 1, got {num_episodes}, {num_envs}")
@@ -140,6 +151,10 @@ def record(
             return RecordSummary(root, 0, 0, 0, 0, 0.0, kept)
         seed += kept
     env = sim.make_env(task, num_envs=num_envs, seed=seed, **overrides)
+    if policy is expert_policy and not env.has_expert:
+        env.close()
+        raise ValueError(f"task {task!r} has no scripted expert; record a trained policy instead "
+                         "(robot-rl record --policy <artifact dir>)")
     fps = round(1.0 / env.dt)
     if abs(fps * env.dt - 1.0) > 1e-6:
         raise ValueError(f"task {task!r} runs at {1 / env.dt:.4f} Hz; LeRobot datasets need an integer fps")

@@ -16,8 +16,7 @@ import numpy as np
 import torch
 
 from robot_rl.data.lerobot import LeRobotDataset
-from robot_rl.demos.randomized import cfg_from_json, keys_in
-from robot_rl.demos.sim_io import CAMERA_KEY, SimCamera, read_sidecar, restore
+from robot_rl.demos.sim_io import CAMERA_KEY, read_sidecar, recorded_draws, restore
 
 
 @dataclass
@@ -61,7 +60,7 @@ def replay(
 ) -> ReplayReport:
     """Replay ``episode`` of the dataset at ``root``; optionally write a side-by-side mp4 to ``video``."""
     import sim
-    from sim.render import write_mp4
+    from sim.render import SimCamera, write_mp4
 
     ds = LeRobotDataset(root)
     ds.require_finite(*(k for k in ("observation.state", "action", "action.policy", "sim.qpos", "sim.qvel",
@@ -73,7 +72,7 @@ def replay(
         raise ValueError(f"{root} does not name its sim task (no meta/robot_rl.json); pass task=, e.g. so101_reach")
     overrides = dict(sidecar.get("overrides") or {})
     if "randomization" in sidecar:
-        overrides["randomization"] = cfg_from_json(sidecar["randomization"])
+        overrides["randomization"] = sidecar["randomization"]  # make_env builds the DomainRandCfg
     env = sim.make_env(task, num_envs=1, **overrides)
     joints = env.robot.joint_names
     state_names = ds.features["observation.state"].names
@@ -83,7 +82,7 @@ def replay(
     recorded_q = data["observation.state"].astype(np.float64)
     if "sim.qpos" in data:
         target = data["sim.target"][0] if "sim.target" in data else None
-        restore(env, data["sim.qpos"][0], data["sim.qvel"][0], target, keys_in(data))
+        restore(env, data["sim.qpos"][0], data["sim.qvel"][0], target, recorded_draws(data))
     else:
         qpos = env.capture_state([0]).physics["qpos"][0]
         qpos[env.joint_qpos_index.cpu().numpy()] = recorded_q[0]

@@ -14,7 +14,11 @@ Per frame (LeRobot feature names; J joints, D policy-observation size, nq/nv MuJ
   env's automatic reset on the last frame), so frames are complete RL transitions
 - ``sim.qpos`` float64 ``[nq]``, ``sim.qvel`` float64 ``[nv]``, ``sim.target`` float32 ``[3]``
   (tasks with a target): the full sim state, so replay can restore an episode's first frame;
-  ``sim.geom_friction`` etc. for the physics a task randomises (:mod:`robot_rl.demos.randomized`).
+- ``sim.<draw>`` for each draw of the task's domain randomisation fixed for the episode
+  (:data:`sim.randomization.EPISODE_DRAWS`: ``sim.geom_friction`` float64 ``[ngeom]``, ``sim.body_mass``
+  ``[nbody]``, ``sim.actuator_gain`` ``[nu]``, ``sim.actuator_bias`` ``[2 nu]``, ``sim.actuator_delay`` ``[nu]``,
+  ``sim.action_delay`` int64 ``[1]``), so replay runs in the recorded physics. Per-step action noise is
+  random at every step and cannot be stored.
 - optionally ``observation.images.front`` video ``[H, W, 3]`` rendered from the sim.
 
 ``meta/robot_rl.json`` (ignored by LeRobot) names the sim task, so replay can rebuild the env.
@@ -29,13 +33,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import mujoco
 import numpy as np
 import torch
 
 from robot_rl.data.lerobot.meta import write_json_atomic
-from robot_rl.demos.randomized import cfg_to_json, randomized_columns, randomized_features
 from robot_rl.errors import InputError
+from sim.randomization import EPISODE_DRAWS
 
 CAMERA_KEY = "observation.images.front"
 SIDECAR = "meta/robot_rl.json"
@@ -66,7 +69,9 @@ def dataset_features(env, camera: tuple[int, int] | None = None) -> dict[str, di
     }
     if env.has_target:
         features["sim.target"] = {"dtype": "float32", "shape": [3], "names": ["x", "y", "z"]}
-    features.update(randomized_features(env))
+    draws = draw_columns(env.capture_state([0]).randomization)
+    features.update({key: {"dtype": str(value.dtype), "shape": list(value.shape[1:]), "names": None}
+                     for key, value in draws.items()})
     if camera is not None:
         features[CAMERA_KEY] = {
             "dtype": "video",
@@ -81,21 +86,31 @@ def actuator_targets(env, action: torch.Tensor) -> torch.Tensor:
     return env.actuator_command(torch.clamp(action, env.action_low, env.action_high))
 
 
+def draw_columns(draws: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``{sim.<name>: [n, ...]}`` dataset columns of a snapshot's randomiser draws ``{name: [n, ...]}``."""
+    return {f"sim.{name}": value for name, value in draws.items() if name in EPISODE_DRAWS}
+
+
+def recorded_draws(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The draws recorded in an episode's columns, first frame each, as ``{name: [1, ...]}`` (for :func:`restore`)."""
+    return {name: np.asarray(data[f"sim.{name}"][:1]) for name in EPISODE_DRAWS if f"sim.{name}" in data}
+
+
 def capture(env) -> dict[str, np.ndarray]:
     """Full sim state of every env as dataset columns: ``sim.qpos [N, nq]``, ``sim.qvel [N, nv]``,
-    ``sim.target [N, 3]`` and the randomised physics (:mod:`robot_rl.demos.randomized`)."""
+    ``sim.target [N, 3]`` and the randomised physics (:func:`draw_columns`)."""
     snapshot = env.capture_state()
     out = {"sim.qpos": snapshot.physics["qpos"], "sim.qvel": snapshot.physics["qvel"]}
     if env.has_target:
         out["sim.target"] = env.get_target().cpu().numpy().astype(np.float32)
-    out.update(randomized_columns(snapshot.randomization))
+    out.update(draw_columns(snapshot.randomization))
     return out
 
 
 def restore(env, qpos: np.ndarray, qvel: np.ndarray, target: np.ndarray | None = None,
             draws: dict[str, np.ndarray] | None = None) -> None:
     """Put env 0 of a freshly reset ``env`` in a recorded state: ``qpos [nq]``, ``qvel [nv]``, ``target [3]``
-    and randomiser draws ``{name: [1, ...]}`` (:func:`robot_rl.demos.randomized.keys_in`).
+    and randomiser draws ``{name: [1, ...]}`` (:func:`recorded_draws`).
 
     The rest of the state (controls, actuator history, time) is the fresh reset's, as at recording.
     """
@@ -114,46 +129,6 @@ def restore(env, qpos: np.ndarray, qvel: np.ndarray, target: np.ndarray | None =
         env.set_target(torch.tensor(np.array(target)[None]), [0])  # a copy: the recorded row is read-only
 
 
-class SimCamera:
-    """Renders env frames at a fixed size with one cached renderer (shadows and reflections off).
-
-    Software rendering (OSMesa) of the SO-101 takes ~0.6 s a frame with shadows and ~0.2 s
-    without, on one busy CPU core; demos turn them off.
-    """
-
-    def __init__(self, model: mujoco.MjModel, height: int, width: int) -> None:
-        """Open a renderer for ``model``."""
-        from sim.render import default_camera, open_renderer
-
-        self.model = model
-        self.renderer = open_renderer(model, width, height)
-        self.camera = default_camera(model)
-
-    def render(self, data: mujoco.MjData) -> np.ndarray:
-        """uint8 ``[H, W, 3]`` image of ``data``."""
-        self.renderer.update_scene(data, camera=self.camera)
-        self.renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
-        self.renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
-        return self.renderer.render().copy()
-
-    def render_env(self, env, index: int) -> np.ndarray:
-        """uint8 ``[H, W, 3]`` image of env ``index``."""
-        return self.render(env.mujoco_view(index)[1])
-
-    def render_state(self, qpos: np.ndarray, target: np.ndarray | None = None) -> np.ndarray:
-        """uint8 ``[H, W, 3]`` image of a recorded ``qpos`` (kinematic playback), target marker moved."""
-        data = mujoco.MjData(self.model)
-        data.qpos[:] = qpos
-        if target is not None and self.model.nmocap:
-            data.mocap_pos[int(self.model.body("target").mocapid[0])] = target
-        mujoco.mj_forward(self.model, data)
-        return self.render(data)
-
-    def close(self) -> None:
-        """Free the GL context."""
-        self.renderer.close()
-
-
 def write_sidecar(root: Path, env, task: str, source: str, seed: int, overrides: dict[str, Any]) -> None:
     """``meta/robot_rl.json``: the sim task, its config overrides and randomisation, and the demos' source."""
     plain = {k: v for k, v in overrides.items() if k != "randomization"}
@@ -162,7 +137,7 @@ def write_sidecar(root: Path, env, task: str, source: str, seed: int, overrides:
         {
             "sim_task": task,
             "overrides": plain,
-            "randomization": cfg_to_json(env.cfg.randomization),
+            "randomization": dataclasses.asdict(env.cfg.randomization),
             "source": source,
             "seed": seed,
         },

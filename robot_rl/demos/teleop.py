@@ -182,8 +182,8 @@ def ee_ik(env, damping: float = 0.05) -> Callable[[np.ndarray], np.ndarray]:
     """``ik(dx [3]) -> dq [A]`` for env 0 of a sim arm: DLS on the joints other than grippers/fingers."""
     import torch
 
+    from sim.math import dls_step
     from sim.robots import site_name
-    from sim.tasks.so101_lift import dls_step
 
     names = env.robot.joint_names
     arm = [i for i, n in enumerate(names) if "gripper" not in n and "finger" not in n]

@@ -1,6 +1,6 @@
 """Demo recorder: the robot's JointState and position commands, sampled at the dataset fps, into a
 LeRobot v3.0 dataset (``observation.state``, ``observation.velocity``, ``action``; see
-:mod:`robot_rl.demos.ros_frames` for the alignment).
+:mod:`robot_rl.deploy.ros_frames` for the alignment).
 
 Episodes: with ``auto_start`` (default) an episode starts as soon as both a JointState and a command
 are fresh, and ends after ``episode_s`` seconds (0: never), when either stream stops for longer than
@@ -25,9 +25,9 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from robot_rl.data.lerobot import DatasetFormatError, LeRobotWriter, meta
-from robot_rl.demos.ros_frames import ACTION, STATE, VELOCITY, check_fps, ros_features
 from robot_rl.deploy.artifact import ArtifactError
 from robot_rl.deploy.observation import reorder_index
+from robot_rl.deploy.ros_frames import ACTION, STATE, VELOCITY, check_fps, ros_features
 from ros_nodes import spin
 from ros_nodes.messages import command_class, command_positions
 from ros_nodes.params import declare

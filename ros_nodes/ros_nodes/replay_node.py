@@ -2,7 +2,7 @@
 
 Loads episode ``episode`` of the LeRobot dataset ``dataset`` (its ``action`` must be joint positions
 named ``<joint>.pos`` for exactly the robot's joints, any order), then every 1/fps s passes the next
-recorded command through :class:`robot_rl.demos.ros_replay.ReplayPlayer` — the policy node's safety
+recorded command through :class:`robot_rl.deploy.ros_replay.ReplayPlayer` — the policy node's safety
 layer (:mod:`robot_rl.deploy.safety`): nothing before the first valid JointState, a soft start from
 the measured pose to the first recorded command, joint limits, max step per tick, stale-state hold,
 latched e-stop — and publishes Float64MultiArray or JointTrajectory as the robot expects.
@@ -26,10 +26,10 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from std_srvs.srv import SetBool
 
-from robot_rl.data.lerobot import DatasetFormatError
-from robot_rl.demos.ros_replay import ReplayPlayer, load_episode
+from robot_rl.data.lerobot import DatasetFormatError, LeRobotDataset
 from robot_rl.deploy.artifact import ArtifactError
 from robot_rl.deploy.observation import reorder_index
+from robot_rl.deploy.ros_replay import ReplayPlayer, load_episode
 from robot_rl.deploy.safety import SafetyConfig
 from ros_nodes import spin
 from ros_nodes.messages import command_class, make_command
@@ -64,7 +64,7 @@ class ReplayNode(Node):
         self.p, self.stop = p, stop
         self.joint_names: list[str] = p["joint_names"]
         a = len(self.joint_names)
-        actions, recorded, fps = load_episode(p["dataset"], p["episode"], self.joint_names)
+        actions, recorded, fps = load_episode(LeRobotDataset(p["dataset"]), p["episode"], self.joint_names)
         cfg = SafetyConfig(
             lower=np.asarray(p["lower"]), upper=np.asarray(p["upper"]),
             max_step_change=np.broadcast_to(np.asarray(p["max_step_change"]), (a,)).copy(),

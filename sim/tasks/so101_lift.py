@@ -13,7 +13,8 @@ the gripper-to-cube vector. Actions are PD targets around the default pose (robo
 ``action_scale`` of 1.0 rad lets the wrist point down at the floor anywhere in the spawn area).
 
 :func:`scripted_expert` solves the task with damped-least-squares IK on MuJoCo Jacobians: it is
-the demonstrator the demos layer records, and the proof that the task is solvable.
+the task's declared expert (``env.expert_action()``, what ``robot-rl record`` records), and the proof
+that the task is solvable.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 from sim.env import ObsTerm, RewardTerm, TaskCfg, TaskEnv
-from sim.math import quat_rotate, yaw_from_quat
+from sim.math import clip_norm, dls_step, quat_rotate, yaw_from_quat
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
 from sim.tasks import terms
@@ -188,6 +189,7 @@ class So101LiftEnv(TaskEnv):
     """SO-101 cube lifting; the cube is re-spawned at every reset."""
 
     task_buffers = ("cube_start_z", "lifted_steps")
+    has_expert = True
 
     def __init__(self, cfg: TaskCfg, **kwargs) -> None:
         p = cfg.params
@@ -225,6 +227,10 @@ class So101LiftEnv(TaskEnv):
 
     def _pre_step(self) -> None:
         self.lifted_steps = torch.where(lifted(self), self.lifted_steps + 1, torch.zeros_like(self.lifted_steps))
+
+    def expert_action(self) -> torch.Tensor:
+        """``[N, A]`` :func:`scripted_expert`'s action."""
+        return scripted_expert(self)
 
 
 def so101_lift_cfg(shaped: bool = False) -> TaskCfg:
@@ -289,28 +295,6 @@ def make_shaped(num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrid
 def wrap_quarter_turn(angle: torch.Tensor) -> torch.Tensor:
     """``angle`` wrapped into ``[-pi/4, pi/4)``: the smallest turn onto a face of a square. Any shape."""
     return torch.remainder(angle + math.pi / 4, math.pi / 2) - math.pi / 4
-
-
-def dls_step(jac: torch.Tensor, error: torch.Tensor, damping: float) -> torch.Tensor:
-    """Damped least squares: ``dq = J^T (J J^T + damping^2 I)^-1 e``.
-
-    Args:
-        jac: ``[N, k, J]`` task Jacobians.
-        error: ``[N, k]`` task-space errors.
-        damping: damping factor (m or rad), bounds ``|dq|`` near singularities.
-
-    Returns:
-        ``[N, J]`` joint displacement.
-    """
-    eye = torch.eye(jac.shape[1], dtype=jac.dtype, device=jac.device)
-    jjt = jac @ jac.transpose(1, 2) + damping**2 * eye
-    return (jac.transpose(1, 2) @ torch.linalg.solve(jjt, error.unsqueeze(2))).squeeze(2)
-
-
-def clip_norm(vec: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """``[N, k]`` rows of ``vec`` scaled down to norm at most ``max_norm``."""
-    norm = torch.linalg.norm(vec, dim=1, keepdim=True).clamp_min(1e-9)
-    return vec * torch.clamp(max_norm / norm, max=1.0)
 
 
 def scripted_expert(env: So101LiftEnv, hover: float = 0.04, z_offset: float = 0.0, jaw_open: float = 0.6,

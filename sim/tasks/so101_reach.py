@@ -4,7 +4,7 @@ Targets are drawn from a table of gripper positions the arm actually reaches (fo
 of random joint configurations within 90% of the policy's action range around the default pose,
 kept where the site is above the floor and away from the base), so every target is feasible.
 The target is given to the policy in the robot's base frame, as a ROS node would receive it from
-a PoseStamped.
+a PoseStamped. :func:`reach_expert` is the task's scripted expert (``env.expert_action()``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,15 @@ import numpy as np
 import torch
 
 from sim.env import ObsTerm, RewardTerm, TaskCfg, TaskEnv
+from sim.math import clip_norm, dls_step
 from sim.randomization import DomainRandCfg
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
 from sim.tasks import terms
 
 TARGET_BODY = "target"
+GRIPPER_BODY = "gripper"
+"""The SO-101 body carrying the ``end_effector`` site (its Jacobian drives :func:`reach_expert`)."""
 
 
 def add_target_marker(spec: mujoco.MjSpec) -> None:
@@ -118,6 +121,32 @@ class So101ReachEnv(ReachEnv):
     """SO-101 reaching; the gripper jaw (joint 6) does not move the gripper site."""
 
     target_joints = slice(0, 5)
+    has_expert = True
+
+    def expert_action(self) -> torch.Tensor:
+        """``[N, 6]`` :func:`reach_expert`'s action."""
+        return reach_expert(self)
+
+
+def reach_expert(env: So101ReachEnv, max_step: float = 0.015, damping: float = 0.05) -> torch.Tensor:
+    """Move the SO-101 gripper site straight at the target by damped-least-squares IK.
+
+    Each control step asks for a Cartesian move of at most ``max_step`` metres towards the target and
+    maps it to the five arm joints with the MuJoCo Jacobian of the gripper body at the site; the
+    gripper joint holds its default. Reads the state, changes nothing.
+
+    Returns:
+        ``[num_envs, 6]`` actions in ``[-1, 1]``.
+    """
+    state = env.state
+    site = state.site("end_effector")
+    arm = env.robot.joint_names[:5]
+    dofs = [int(env.model.joint(name).dofadr[0]) for name in arm]
+    jacp, _ = env.jacobian(env.model.body(GRIPPER_BODY).id, site)
+    q_target = state.joint_pos.clone()
+    q_target[:, :5] += dls_step(jacp[:, :, dofs].float(), clip_norm(env.target - site, max_step), damping)
+    q_target[:, 5] = env.default_joint_pos[5]
+    return env.action_for_targets(q_target)
 
 
 def reach_observations() -> dict[str, dict[str, ObsTerm]]:

@@ -20,8 +20,8 @@ from std_srvs.srv import SetBool
 
 from robot_rl.commands import replay as replay_cmd
 from robot_rl.data.lerobot import LeRobotWriter
-from robot_rl.demos.ros_frames import ros_features
 from robot_rl.demos.ros_launch import DemoNodes, write_demo_params
+from robot_rl.deploy.ros_frames import ros_features
 from sim.robots import load_robot
 
 pytestmark = pytest.mark.ros

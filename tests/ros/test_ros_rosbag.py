@@ -24,8 +24,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from robot_rl.data.lerobot import LeRobotDataset
+from robot_rl.data.rosbag import bag_to_dataset
 from robot_rl.demos.ros_launch import DemoNodes, write_demo_params
-from robot_rl.demos.rosbag import bag_to_dataset
 from sim.robots import load_robot
 
 pytestmark = pytest.mark.ros

@@ -3,7 +3,7 @@
 Reads the robot's JointState topic and its position-command topic (Float64MultiArray in the
 robot's joint order, or JointTrajectory by joint name; names and types default to
 ``hardware/<robot>/robot.yaml``'s ``ros`` section), aligns both on the fps grid exactly as the
-recorder node does (:mod:`robot_rl.demos.ros_frames`: latest state at ``t_k``, latest command at
+recorder node does (:mod:`robot_rl.deploy.ros_frames`: latest state at ``t_k``, latest command at
 ``t_{k+1}``) and writes one episode per span where neither stream pauses longer than ``gap_s``
 (``split="gap"``) or one per bag (``split="bag"``). Times are the bag's receive (log) timestamps.
 A bag that is missing, truncated or corrupt raises :class:`BagError` naming it and the fix.
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.demos.ros_frames import check_fps, episode_frames, intersect, ros_features, runs
+from robot_rl.deploy.ros_frames import check_fps, episode_frames, intersect, ros_features, runs
 
 JOINT_STATE = "sensor_msgs/msg/JointState"
 COMMAND_TYPES = ("std_msgs/msg/Float64MultiArray", "trajectory_msgs/msg/JointTrajectory")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_rl.data.lerobot import LeRobotWriter
-from robot_rl.demos.ros_frames import episode_frames, intersect, ros_features, runs
-from robot_rl.demos.ros_replay import ReplayPlayer, load_episode
+from robot_rl.data.lerobot import LeRobotDataset, LeRobotWriter
+from robot_rl.deploy.ros_frames import episode_frames, intersect, ros_features, runs
+from robot_rl.deploy.ros_replay import ReplayPlayer, load_episode
 from robot_rl.deploy.safety import SafetyConfig
 
 JOINTS = ["a", "b", "c"]
@@ -94,11 +94,11 @@ def test_load_episode_reorders_and_refuses_other_joints(tmp_path):
             row = np.array([3.0, 1.0, 2.0]) + k
             w.add_frame({"observation.state": row, "action": row + 0.5}, task="t")
         w.save_episode()
-    actions, states, fps = load_episode(root, 0, JOINTS)
+    actions, states, fps = load_episode(LeRobotDataset(root), 0, JOINTS)
     assert fps == 25
     np.testing.assert_allclose(actions[0], [1.5, 2.5, 3.5])
     np.testing.assert_allclose(states[3], [4.0, 5.0, 6.0])
     with pytest.raises(ValueError, match="not the robot's"):
-        load_episode(root, 0, ["a", "b", "x"])
+        load_episode(LeRobotDataset(root), 0, ["a", "b", "x"])
     with pytest.raises(ValueError, match="out of range"):
-        load_episode(root, 1, JOINTS)
+        load_episode(LeRobotDataset(root), 1, JOINTS)

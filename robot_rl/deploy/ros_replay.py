@@ -26,26 +26,27 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from robot_rl.demos.ros_frames import ACTION, STATE, action_joint_names
+from robot_rl.deploy.ros_frames import ACTION, STATE, action_joint_names
 from robot_rl.deploy.safety import SafetyConfig, SafetyState, latch_estop, safety_step, set_enabled
 
 PAUSING = frozenset({"no_state", "estop", "disabled", "stale", "nan", "no_policy"})
 
 
-def load_episode(root: str | Path, episode: int, joint_names: list[str]) -> tuple[np.ndarray, np.ndarray | None, int]:
+def load_episode(ds: Any, episode: int, joint_names: list[str]) -> tuple[np.ndarray, np.ndarray | None, int]:
     """``(actions [T, A], recorded states [T, A] or None, fps)`` of ``episode``, columns in ``joint_names`` order.
+
+    Args:
+        ds: the opened dataset, a :class:`robot_rl.data.lerobot.LeRobotDataset` (the caller opens it:
+            deploy does not import the data package).
 
     Raises:
         ValueError: the dataset's joints are not the robot's (names both lists) or the episode is out of range.
     """
-    from robot_rl.data.lerobot import LeRobotDataset
-
-    ds = LeRobotDataset(root)
+    root = ds.root
     if not 0 <= episode < ds.num_episodes:
         raise ValueError(f"episode {episode} is out of range: {root} has episodes 0..{ds.num_episodes - 1}")
     if ACTION not in ds.features:

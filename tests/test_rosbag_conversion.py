@@ -17,7 +17,7 @@ from rosbags.typesys import Stores, get_typestore
 
 from robot_rl.commands import dataset as dataset_cmd
 from robot_rl.data.lerobot import LeRobotDataset
-from robot_rl.demos.rosbag import BagError, bag_to_dataset
+from robot_rl.data.rosbag import BagError, bag_to_dataset
 from sim.robots import load_robot
 
 ROBOT = load_robot("so101").as_dict()
