@@ -10,7 +10,6 @@ import pytest
 import torch
 from expert_demos import record_expert_demos
 
-import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
 from robot_rl.cli import main
 from robot_rl.demos.bc import BCConfig, BCPolicy, BCResult, export_bc, load_bc, load_demo_arrays, save_bc, train_bc

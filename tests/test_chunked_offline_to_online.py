@@ -10,7 +10,6 @@ import pytest
 import torch
 from expert_demos import record_expert_demos
 
-import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config, sample_mixed_chunks

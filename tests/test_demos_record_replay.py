@@ -15,6 +15,7 @@ from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.data.lerobot.features import numpy_to_column
 from robot_rl.demos.recorder import expert_policy, observation_policy, record
 from robot_rl.demos.replay import replay
+from robot_rl.deploy.artifact import ArtifactError
 from sim.errors import SimInputError
 
 SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
@@ -176,6 +177,8 @@ def test_record_with_an_exported_policy(tmp_path: Path) -> None:
     with torch.no_grad():
         expected = net(torch.tensor(data["observation.policy"])).numpy()
     np.testing.assert_allclose(data["action.policy"], expected, atol=1e-5)
+    with pytest.raises(ArtifactError, match="observations of size"):  # an artifact of another task
+        artifact_policy(artifact, env.robot.joint_names, env.observation_dims["policy"] + 1)
 
 
 @pytest.mark.render

@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 from expert_demos import record_expert_demos
 
-import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 _SPEC = importlib.util.spec_from_file_location(

@@ -10,7 +10,6 @@ import torch
 from agent_loop import drive
 from expert_demos import record_expert_demos
 
-import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim imports mujoco)
 import sim
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.rlpd import RLPD, RLPDConfig
