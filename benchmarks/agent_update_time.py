@@ -12,6 +12,9 @@ same algorithm (SAC, TD3, DDPG), its
 ``--control-steps N`` instead times N whole control steps of SAC (``sac (amp=bf16)`` at batch 256) on
 gymnasium's HalfCheetah-v5, the unit ``benchmarks/sac_vs_sb3.py`` repeats 100k times: ``agent.act`` + env
 step + ``agent.observe`` + one update, after ``--warmup`` random steps (median CPU ms per step).
+
+The rows go to ``--out`` (default ``docs/results/agents/agent_update_time.json``, or
+``agent_control_step.json`` with ``--control-steps``), with the command, commit, load and machine.
 """
 
 
@@ -21,9 +24,11 @@ import argparse
 import os
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
+from _results import RESULTS, write_rows
 
 from robot_rl.agents.base import EnvSpec, make_agent
 from robot_rl.config import compose
@@ -144,6 +149,9 @@ def main() -> None:
     parser.add_argument("--control-steps", type=int, default=0,
                         help="time this many HalfCheetah-v5 control steps of sac (amp=bf16) instead (0 = off)")
     parser.add_argument("--warmup", type=int, default=1000, help="random steps before --control-steps are timed")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON file for the rows (default: docs/results/agents/agent_update_time.json, or "
+                             "agent_control_step.json with --control-steps)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.control_steps:
@@ -151,11 +159,15 @@ def main() -> None:
         print(f"torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f}: "
               f"sac (amp=bf16) HalfCheetah-v5 control step (act + env step + observe + update, batch 256), "
               f"median CPU of {args.control_steps} steps after {args.warmup} random: {ms:.3f} ms")
+        write_rows(args.out or RESULTS / "agents" / "agent_control_step.json",
+                   [{"agent": "sac (amp=bf16)", "steps": args.control_steps, "warmup": args.warmup,
+                     "control_step_cpu_ms": ms}])
         return
     print(f"torch {torch.__version__}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f}, "
           f"obs {OBS_DIM}, action {ACTION_DIM}, median of {args.updates} updates")
     print("CPU ms per update (time.process_time, median)")
     print(f"{'agent':24s} {'batch':>6s} {'ours ms':>9s} {'sb3 ms':>9s} {'ours/sb3':>9s}")
+    rows = []
     for name in args.agents:
         for batch in args.batches:
             ours = time_ours(AGENTS[name], batch, args.updates)
@@ -163,6 +175,9 @@ def main() -> None:
             peer_s = f"{peer:9.2f}" if peer is not None else f"{'-':>9s}"
             ratio = f"{ours / peer:9.2f}" if peer is not None else f"{'-':>9s}"
             print(f"{name:24s} {batch:6d} {ours:9.2f} {peer_s} {ratio}", flush=True)
+            rows.append({"agent": name, "batch": batch, "updates": args.updates, "ours_cpu_ms": ours,
+                         "sb3_cpu_ms": peer})
+    write_rows(args.out or RESULTS / "agents" / "agent_update_time.json", rows)
 
 
 if __name__ == "__main__":

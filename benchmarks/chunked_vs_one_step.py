@@ -16,14 +16,15 @@ each arm's actor and normaliser start from a BC clone of its own type trained on
 same settings (``robot-rl bc``'s ``chunked`` actor of ``h`` actions for the chunked arm, ``deterministic`` for
 the one-step arm), the critic trains alone for ``--critic-warmup`` updates, and ``--bc-anchor clone`` pulls
 the actor towards its frozen clone on every state. The point at 0 env steps is then the clone itself.
-With ``--out``, every run rewrites ``runs/h<h>_seed<s>.json`` after each evaluation (``"done": false``
+Every run rewrites ``<out>/runs/h<h>_seed<s>.json`` after each evaluation (``"done": false``
 until its budget is spent), so a stopped run still leaves its curve (``--merge`` reads these too). Runs go to
 ``--jobs`` parallel processes (one torch thread each), interleaved one-step / chunked per seed. Printed
 per run: the curve, CPU seconds and wall seconds; at the end the load average, the final success per arm,
 and the steps-to-match ratio (env steps at which the chunked arm first reaches the one-step arm's final
-success / the one-step arm's total) per seed and of the seed-mean curves. ``--out`` writes ``curves.json`` and
-``chunked_vs_one_step.png``; ``--merge a/curves.json b/curves.json`` reports and plots earlier runs together
-(e.g. one invocation per seed).
+success / the one-step arm's total) per seed and of the seed-mean curves. ``--out`` (default
+``docs/results/critics/chunked_vs_one_step``) gets ``curves.json`` (the runs as rows, with the command, commit,
+load and machine) and ``chunked_vs_one_step.png``; ``--merge a/curves.json b/curves.json`` reports and plots
+earlier runs together (e.g. one invocation per seed).
 
     robot-rl record --task so101_lift --episodes 30 --num-envs 8 --only-success --out /tmp/demos
     python benchmarks/chunked_vs_one_step.py --demos /tmp/demos --steps 30000 --seeds 0,1 --jobs 2
@@ -44,6 +45,8 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from _results import RESULTS, write_rows
 
 Curve = list[tuple[int, float]]
 
@@ -222,7 +225,8 @@ def main() -> None:
     p.add_argument("--arms", default="one-step,chunked",
                    help="comma-separated arms to train: one-step, chunked (the report needs both, see --merge)")
     p.add_argument("--jobs", type=int, default=1, help="parallel processes (one torch thread each)")
-    p.add_argument("--out", type=Path, default=None, help="folder for curves.json and chunked_vs_one_step.png")
+    p.add_argument("--out", type=Path, default=RESULTS / "critics" / "chunked_vs_one_step",
+                   help="folder for runs/, curves.json and chunked_vs_one_step.png (default: %(default)s)")
     p.add_argument("--merge", type=Path, nargs="+", default=None,
                    help="curves.json files of earlier runs (e.g. one per seed), or the runs/h<h>_seed<s>.json files "
                         "of runs in progress or stopped: report and plot them together instead of training")
@@ -234,7 +238,7 @@ def main() -> None:
         p.error("--bc-anchor clone anchors to the arm's BC clone: add --bc-init")
     if args.merge:
         files = [json.loads(f.read_text()) for f in args.merge]
-        runs = [r for f in files for r in (f["runs"] if "runs" in f else [f])]
+        runs = [r for f in files for r in (f["runs"] if "runs" in f else f["rows"] if "rows" in f else [f])]
         print(f"merged {len(runs)} runs of {[str(f) for f in args.merge]}")
         for f, path in zip(files, args.merge, strict=True):
             args.task, args.steps, args.demos = (f.get("settings", f)[k] for k in ("task", "steps", "demos"))
@@ -257,11 +261,10 @@ def main() -> None:
     if not set(args.arms.split(",")) <= set(lens):
         p.error(f"--arms {args.arms!r}: choose from {sorted(lens)}")
     jobs = [(lens[a], seed) for seed in seeds for a in ("one-step", "chunked") if a in args.arms.split(",")]
-    if args.out:
-        (args.out / "runs").mkdir(parents=True, exist_ok=True)
+    (args.out / "runs").mkdir(parents=True, exist_ok=True)
 
-    def run_file(h: int, seed: int) -> str | None:
-        return str(args.out / "runs" / f"h{h}_seed{seed}.json") if args.out else None
+    def run_file(h: int, seed: int) -> str:
+        return str(args.out / "runs" / f"h{h}_seed{seed}.json")
 
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {job: pool.submit(run, args.task, job[0], args.steps, job[1], args.num_envs, args.eval_every,
@@ -273,11 +276,8 @@ def main() -> None:
         print(f"{wall:.0f} s wall; one arm only: merge its runs/*.json with the other arm's (--merge)")
         return
     print(f"{wall:.0f} s wall with {args.jobs} job(s); load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-        (args.out / "curves.json").write_text(json.dumps(
-            {"settings": settings, "runs": runs, "load_average": [load0[0], load1[0]], "wall_s": wall}, indent=1))
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    write_rows(args.out / "curves.json", runs, settings=settings, load_average=[load0[0], load1[0]], wall_s=wall)
     report(runs, args)
 
 

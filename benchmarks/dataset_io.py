@@ -14,7 +14,8 @@ Measures, on synthetic SO-101-shaped frames (6-D state and action, reward, done)
   rate of ``env.render`` at 64x64 for one env (what recording a camera costs in sim).
 
 Each line prints the best of ``--repeats`` runs (the machine may be shared) and its ratio to the
-simulator's env-frames/s. torch runs on one thread, as in ``robot-rl record``.
+simulator's env-frames/s. torch runs on one thread, as in ``robot-rl record``. The rows go to ``--out``
+(default ``docs/results/demos/dataset_io.json``, with the command, commit, load and machine).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _results import RESULTS, write_rows
 
 from robot_rl.data.lerobot import LeRobotDataset, LeRobotWriter
 
@@ -122,6 +124,16 @@ def bench_sim(num_envs: int, steps: int) -> tuple[float, float]:
     return step_rate, render_rate
 
 
+def best_of(reads: list[dict[str, float]]) -> dict[str, float]:
+    """The best of repeated :func:`bench_read` results, per key: the shortest ``open_s``, the highest rates."""
+    return {k: (min if k == "open_s" else max)(r[k] for r in reads) for k in reads[0]}
+
+
+def summary(rows: list[tuple[str, float]], sim_rate: float) -> list[dict[str, float | str]]:
+    """``(measurement, frames/s)`` rows as dicts with the ratio to the simulator's env-frames/s."""
+    return [{"measurement": name, "frames_per_s": rate, "x_sim_step_rate": rate / sim_rate} for name, rate in rows]
+
+
 def main() -> None:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,6 +143,8 @@ def main() -> None:
     parser.add_argument("--sim-steps", type=int, default=50)
     parser.add_argument("--max-items", type=int, default=1000, help="ds[i] calls timed per dataset")
     parser.add_argument("--repeats", type=int, default=3, help="best of this many runs per measurement")
+    parser.add_argument("--out", type=Path, default=RESULTS / "demos" / "dataset_io.json",
+                        help="JSON file for the rows (default: %(default)s)")
     args = parser.parse_args()
     import torch
 
@@ -158,7 +172,7 @@ def main() -> None:
             ]
             rows.append((f"write {label}, durable=False (frames/s)", max(fast)))
             reads = [bench_read(root, camera, args.max_items) for _ in range(args.repeats)]
-            read = {k: (min if k == "open_s" else max)(r[k] for r in reads) for k in reads[0]}
+            read = best_of(reads)
             rows.append((f"read {label}: ds[i] (frames/s)", read["getitem"]))
             rows.append((f"read {label}: whole episodes (frames/s)", read["episode"]))
             print(
@@ -168,10 +182,12 @@ def main() -> None:
             )
     finally:
         shutil.rmtree(tmp)
-    width = max(len(r[0]) for r in rows)
+    table = summary(rows, sim_rate)
+    width = max(len(r["measurement"]) for r in table)
     print(f"\n{'measurement'.ljust(width)}  {'rate':>12}  {'x sim step rate':>15}")
-    for name, rate in rows:
-        print(f"{name.ljust(width)}  {rate:12.0f}  {rate / sim_rate:15.2f}")
+    for r in table:
+        print(f"{r['measurement'].ljust(width)}  {r['frames_per_s']:12.0f}  {r['x_sim_step_rate']:15.2f}")
+    write_rows(args.out, table)
 
 
 if __name__ == "__main__":

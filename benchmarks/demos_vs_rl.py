@@ -9,12 +9,13 @@ seed, two arms with the same networks, settings and env-step budget:
 - ``rlpd_bc`` (``--arms``): ``rlpd`` whose actor starts from the BC clone and keeps a BC penalty on the
   demo rows (``agent.bc_weight``).
 
-Every ``--eval-every`` env steps the deterministic policy runs ``--episodes`` fresh episodes. Printed:
-the curves, final and best success per arm, env steps to reach 50% / 80%, and the issue's ratio per seed
-(the first env steps at which the demo arm reaches the SAC arm's best success / the SAC arm's own). Curves
-go to ``--out`` (``curves.json``, ``demos_vs_rl.png``); each run also rewrites ``runs/<arm>_seed<s>.json``
-after every evaluation, so a run stopped early leaves its curve (tabulate with ``--seeds "" --merge``).
-Seeds run as parallel processes (``--workers``), one torch thread each.
+Every ``--eval-every`` env steps the deterministic policy runs ``--episodes`` fresh episodes. Printed: the
+curves, final and best success per arm, env steps to reach 50% / 80%, and the issue's ratio per seed (the
+first env steps at which the demo arm reaches the SAC arm's best success / the SAC arm's own). Curves go to
+``--out`` (default ``docs/results/demos/demos_vs_rl``: ``curves.json``, one row per run with the BC
+references, the command, commit, load and machine; ``demos_vs_rl.png``); each run also rewrites
+``runs/<arm>_seed<s>.json`` after every evaluation, so a run stopped early leaves its curve (tabulate with
+``--seeds "" --merge``). Seeds run as parallel processes (``--workers``), one torch thread each.
 
     python benchmarks/demos_vs_rl.py --steps 16000 --seeds 0,1 --workers 2
 """
@@ -31,6 +32,8 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from _results import RESULTS, write_rows
 
 ARMS = ("sac", "rlpd", "rlpd_bc")
 COLORS = {"sac": "tab:blue", "rlpd": "tab:orange", "rlpd_bc": "tab:green"}
@@ -200,8 +203,8 @@ def load_merged(paths: list[Path]) -> tuple[list[dict], list[dict]]:
         saved = json.loads(path.read_text())
         if "arm" in saved:
             results.append(saved)
-        elif "results" in saved:
-            results += saved["results"]
+        elif "rows" in saved or "results" in saved:  # written by write_rows / before it
+            results += saved.get("rows", saved.get("results"))
             bc += saved["bc"]
         else:
             raise SystemExit(f"--merge {path}: neither a curves.json (results, bc) nor a run file (arm, curve)")
@@ -281,7 +284,8 @@ def main() -> None:
                         "plot with this one; an (arm, seed) is taken from this run, else from the first file giving it")
     p.add_argument("--xscale", choices=("linear", "symlog"), default="linear",
                    help="plot's env-step axis (symlog: linear to 2,000, then log; for arms of very different budgets)")
-    p.add_argument("--out", type=Path, default=Path("outputs/benchmarks/demos_vs_rl"))
+    p.add_argument("--out", type=Path, default=RESULTS / "demos" / "demos_vs_rl",
+                   help="folder for runs/, curves.json and demos_vs_rl.png (default: %(default)s)")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else []
@@ -330,8 +334,7 @@ def main() -> None:
     seeds = sorted({r["seed"] for r in results})
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.monotonic() - start
-    write_json(args.out / "curves.json", {"args": {k: str(v) for k, v in vars(args).items()}, "results": results,
-                                          "bc": bc})
+    write_rows(args.out / "curves.json", results, args={k: str(v) for k, v in vars(args).items()}, bc=bc)
     plot(results, bc, args.out / "demos_vs_rl.png", f"{args.task}, demos: {demos.name}, {len(seeds)} seed(s)",
          args.xscale)
     print(f"\n{args.task}, {len(seeds)} seed(s)" + (f", UTD {args.utd}, {args.num_envs} envs, demos {demos}"

@@ -17,6 +17,8 @@ load change on a shared machine hits both alike.
     python benchmarks/deploy_latency.py [--policy ARTIFACT] [--duration 60] [--repeats 1] [--rt-priority 50]
 
 Without ``--policy`` it exports an untrained so101_reach-shaped MLP (256-128-64, as the PPO actor).
+Each run's figures (one row per executor and repeat) and the pooled ones go to ``--json``
+(default ``docs/results/deploy/deploy_latency.json``, with the command, commit, load and machine).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _results import RESULTS, write_rows
 
 from robot_rl.deploy.node_procs import NodeProcesses
 
@@ -159,7 +162,8 @@ def main() -> None:
     parser.add_argument("--domain-id", type=int, default=77)
     parser.add_argument("--rt-priority", type=int, default=0,
                         help="SCHED_FIFO priority for both nodes' threads via chrt (0: normal scheduling)")
-    parser.add_argument("--json", type=Path, help="also write the pooled figures here")
+    parser.add_argument("--json", type=Path, default=RESULTS / "deploy" / "deploy_latency.json",
+                        help="write the per-run and pooled figures here (default: %(default)s)")
     args = parser.parse_args()
     if args.duration <= 0 or args.repeats < 1:
         parser.error(f"--duration {args.duration} must be > 0 and --repeats {args.repeats} >= 1")
@@ -191,9 +195,8 @@ def main() -> None:
         print(f"{ex}: p99 latency {p99:.2f} ms {'meets' if p99 <= TARGET_P99_MS else 'MISSES'} "
               f"<= {TARGET_P99_MS:g} ms; jitter std {jitter:.2f} ms "
               f"{'meets' if jitter <= TARGET_JITTER_STD_MS else 'MISSES'} <= {TARGET_JITTER_STD_MS:g} ms")
-    if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"policy": str(args.policy), "json": str(args.json)},
-                                         "results": results}, indent=1, default=float))
+    rows = [{"executor": ex, "repeat": i, **pooled([r])} for ex, rs in runs.items() for i, r in enumerate(rs)]
+    write_rows(args.json, rows, settings={k: str(v) for k, v in vars(args).items()}, pooled=results)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@ Usage (defaults are sized for a 2-core machine and far below what PPO needs on G
 trains ~1e8-1e9 steps with 4096 GPU envs, e.g. ``--steps 200000000 --num-envs 4096 --device cuda``)::
 
     ROBOT_RL_ASSETS=../shared/robots python benchmarks/multi_vs_unified_critic.py --steps 20000 --seeds 0
+
+The per-run rows go to ``--out`` (default ``docs/results/critics/multi_vs_unified_critic.json``, with the
+command, commit, load and machine); ``--merge`` reports earlier ``--out`` files together.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
+from _results import RESULTS, write_rows
 
 from robot_rl.config import compose
 from robot_rl.train.on_policy_runner import OnPolicyRunner
@@ -90,7 +94,8 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=16, help="evaluation episodes per run")
     p.add_argument("--device", default="cpu")
     p.add_argument("--jobs", type=int, default=1, help="parallel runs (processes of one torch thread each)")
-    p.add_argument("--out", type=Path, default=None, help="JSON file for the per-run rows")
+    p.add_argument("--out", type=Path, default=RESULTS / "critics" / "multi_vs_unified_critic.json",
+                   help="JSON file for the per-run rows (default: %(default)s)")
     p.add_argument("--merge", type=Path, nargs="+", default=None,
                    help="--out files of earlier runs (e.g. other seeds): report them together instead of training")
     args = p.parse_args()
@@ -114,10 +119,8 @@ def main() -> None:
             print(f"seed {out['seed']} {arm:9s} reach {out['reach']:.3f} time-to-target {out['time_to_target']:.1f} "
                   f"closest {out['min_distance']:.3f} m survival {out['survival']:.3f} "
                   f"train return {out['train_return']:.2f} ({out['wall_s']:.0f} s)", flush=True)
-    if args.out and not args.merge:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows},
-                                       indent=1))
+    if not args.merge:
+        write_rows(args.out, rows, settings={k: str(v) for k, v in vars(args).items()})
     print(f"\ng1_reach_walk, PPO, {len(rows['unified'])} seed(s); per run: {args.steps} env steps, "
           f"{args.num_envs} envs, {args.episodes} evaluation episodes")
     print(f"{'metric (seed mean)':19s} {'per-group':>10s} {'unified':>10s} {'ratio':>8s}")

@@ -1,20 +1,31 @@
 """Our PPO vs rsl_rl's PPO (PyPI ``rsl-rl-lib``) on the same VecEnv, side by side in one process.
 
-Both drive ``so101_reach`` with the same number of envs, steps per env, epochs, mini-batches,
-network sizes and PPO hyperparameters, including the noise parameterisation (all read from
-``configs/agent/ppo.yaml`` + overrides and printed). What still differs is printed too: ours
-bootstraps truncated episodes from the value of their final observation (rsl_rl: ``V(s_t)``) and
-reshuffles mini-batches every epoch (rsl_rl: one permutation per update); negligible: the advantage
-std's 1/N vs 1/(N-1) and rsl_rl's one extra update (it runs whole iterations). Apart from these, one
-update of each on the same rollout and weights agrees (tests/test_ppo_rsl_parity.py). The same recorder wraps
-the env for both, so "to X% success" is measured identically: the first finished batch of episodes
-at which the success rate of the last ``num_envs`` finished training episodes reaches the
-threshold, reported as wall seconds, process CPU seconds and env steps. Each policy is then
-evaluated deterministically with ``robot_rl.train.evaluation.evaluate``.
+Both drive ``so101_reach`` with the same number of envs, steps per env, epochs, mini-batches, network
+sizes and PPO hyperparameters, including the noise parameterisation (all read from
+``configs/agent/ppo.yaml`` + overrides and printed). Not equal settings by default: ``ppo.yaml`` turns
+on two options of ours that rsl_rl lacks, ``agent.critic_learning_rate`` (the critic at a fixed 1e-3
+while the adaptive-KL rate moves the actor's only; rsl_rl adapts both) and ``agent.normalize_rewards``
+(reward scaling by the discounted return's std; rsl_rl: none); they are printed as "robot_rl only".
+``agent.critic_learning_rate=null agent.normalize_rewards=false`` as overrides runs rsl_rl's algorithm
+on both sides; the figures of that setting are docs/agents.md's "Earlier results, with rsl_rl's
+algorithm on our side". What else differs is printed too: ours bootstraps truncated episodes from the
+value of their final observation (rsl_rl: ``V(s_t)``) and reshuffles mini-batches every epoch (rsl_rl:
+one permutation per update); negligible: the advantage std's 1/N vs 1/(N-1) and rsl_rl's one extra
+update (it runs whole iterations). Apart from these, with the two options off, one update of each on the
+same rollout and weights agrees (tests/test_ppo_rsl_parity.py). The same recorder wraps the env for
+both, so "to X% success" is measured identically: the first finished batch of episodes at which the
+success rate of the last ``num_envs`` finished training episodes reaches the threshold, reported as wall
+seconds, process CPU seconds and env steps. Each policy is then evaluated deterministically with
+``robot_rl.train.evaluation.evaluate``.
 
     python benchmarks/ppo_vs_rsl_rl.py                      # defaults of `robot-rl train`, seed 0
     python benchmarks/ppo_vs_rsl_rl.py --seeds 0,1,2        # seeds run one after another
     python benchmarks/ppo_vs_rsl_rl.py --steps 300000 --num-envs 64
+    python benchmarks/ppo_vs_rsl_rl.py agent.critic_learning_rate=null agent.normalize_rewards=false
+
+Each run's rows (per seed and side: time/CPU/env steps to the threshold, throughput, final success,
+load) go to ``--out`` (default ``docs/results/agents/ppo_vs_rsl_rl.json``; ``--update-time``:
+``ppo_update_time.json``), with the settings, the command, commit, load and machine.
 
 Sides alternate (even seeds: robot_rl first; odd seeds: rsl_rl first) so a load change on the
 shared machine does not always hit the same side. Targets (issue 3): wall-clock to 90% <= 0.8x
@@ -39,6 +50,8 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _results import RESULTS, write_rows
 
 import sim
 from robot_rl.config import compose
@@ -279,14 +292,39 @@ def print_seed(seed: int, rows: dict[str, dict[str, Any]], threshold: float) -> 
               f"{r['cpu']:6.0f} {r['sps']:8.0f} {r['load']:5.1f} {r['train']:10.0%} "
               f"{e['success_rate']:6.0%} [{lo:.0%}, {hi:.0%}]")
     ours, theirs = rows["robot_rl"], rows["rsl_rl"]
-    if ours["hit"] and theirs["hit"]:
-        w, c, n = (ours["hit"][i] / theirs["hit"][i] for i in range(3))
+    ratio = hit_ratios([rows])
+    if ratio:
+        w, c, n = ratio
         print(f"{'':7s} to {threshold:.0%}, robot_rl / rsl_rl: wall {w:.2f}x (target <= 0.8x), CPU {c:.2f}x, "
               f"env steps {n:.2f}x")
     else:
         print(f"{'':7s} to {threshold:.0%}: n/a (a run never reached it)")
     print(f"{'':7s} throughput robot_rl / rsl_rl {ours['sps'] / theirs['sps']:.2f}x; final eval success "
           f"{ours['eval']['success_rate']:.0%} vs {theirs['eval']['success_rate']:.0%} (target >=)", flush=True)
+
+
+def hit_ratios(seeds: list[dict[str, dict[str, Any]]]) -> tuple[float, float, float] | None:
+    """robot_rl / rsl_rl ``(wall, CPU, env steps)`` to the threshold, each summed over the seeds where both
+    sides reached it (one seed: that seed's ratios); None where no seed has both. ``seeds``: per seed,
+    ``{side: run_side's result}``."""
+    hits = [r for r in seeds if r["robot_rl"]["hit"] and r["rsl_rl"]["hit"]]
+    if not hits:
+        return None
+    return tuple(sum(r["robot_rl"]["hit"][i] for r in hits) / sum(r["rsl_rl"]["hit"][i] for r in hits)
+                 for i in range(3))
+
+
+def result_rows(results: dict[int, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One plain row per (seed, side) of :func:`run_all`'s results, for the results file."""
+    rows = []
+    for seed, sides in results.items():
+        for side, r in sides.items():
+            w, c, n = r["hit"] or (None,) * 3
+            rows.append({"seed": seed, "side": side, "to_threshold_wall_s": w, "to_threshold_cpu_s": c,
+                         "to_threshold_env_steps": n, "wall_s": r["wall"], "cpu_s": r["cpu"],
+                         "steps_per_s": r["sps"], "train_success": r["train"], "load": r["load"],
+                         "eval": r["eval"]})
+    return rows
 
 
 def _fmt(x: Any, unit: str) -> str:
@@ -306,6 +344,9 @@ def main() -> int:
                         "or reports slower wall times for both)")
     p.add_argument("--update-time", action="store_true",
                    help="only report the CPU time of one update at batch 256 and 4096, ours vs rsl_rl")
+    p.add_argument("--out", type=Path, default=None,
+                   help="JSON file for the rows (default: docs/results/agents/ppo_vs_rsl_rl.json, or "
+                        "ppo_update_time.json with --update-time)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides shared by both, e.g. agent.entropy_coef=0")
     args = p.parse_args()
     try:
@@ -322,25 +363,30 @@ def main() -> int:
     print(describe(cfg))
     print(f"rsl-rl-lib {version('rsl-rl-lib')}, torch {torch.__version__}, {args.threads} torch thread(s), "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    settings = {"description": describe(cfg), "rsl_rl_lib": version("rsl-rl-lib"), "threshold": args.threshold}
     if args.update_time:
+        rows = []
         for batch in (256, 4096):
             ours, theirs = update_times(cfg, batch)
             print(f"PPO update, batch {batch}: robot_rl {1000 * ours:.1f} ms, rsl_rl {1000 * theirs:.1f} ms "
                   f"CPU time (ratio {ours / theirs:.2f}x)")
+            rows.append({"batch": batch, "robot_rl_cpu_ms": 1000 * ours, "rsl_rl_cpu_ms": 1000 * theirs})
+        write_rows(args.out or RESULTS / "agents" / "ppo_update_time.json", rows, settings=settings)
         return 0
     results = run_all(over, seeds, args.eval_episodes, args.threshold, args.threads, args.parallel)
     for seed in seeds:
         print_seed(seed, results[seed], args.threshold)
     if len(seeds) > 1:
-        hits = [r for r in results.values() if r["robot_rl"]["hit"] and r["rsl_rl"]["hit"]]
-        if hits:
-            w, c, n = (sum(r["robot_rl"]["hit"][i] for r in hits) / sum(r["rsl_rl"]["hit"][i] for r in hits)
-                       for i in range(3))
-            print(f"\nall seeds where both reached {args.threshold:.0%} ({len(hits)}/{len(seeds)}), summed: "
-                  f"wall {w:.2f}x, CPU {c:.2f}x, env steps {n:.2f}x (robot_rl / rsl_rl)")
+        ratio = hit_ratios(list(results.values()))
+        if ratio:
+            hits = sum(bool(r["robot_rl"]["hit"] and r["rsl_rl"]["hit"]) for r in results.values())
+            print(f"\nall seeds where both reached {args.threshold:.0%} ({hits}/{len(seeds)}), summed: "
+                  f"wall {ratio[0]:.2f}x, CPU {ratio[1]:.2f}x, env steps {ratio[2]:.2f}x (robot_rl / rsl_rl)")
         mean = {k: sum(r[k]["eval"]["success_rate"] for r in results.values()) / len(seeds)
                 for k in ("robot_rl", "rsl_rl")}
         print(f"mean final eval success: robot_rl {mean['robot_rl']:.1%} vs rsl_rl {mean['rsl_rl']:.1%}")
+    write_rows(args.out or RESULTS / "agents" / "ppo_vs_rsl_rl.json", result_rows(results), settings=settings,
+               to_threshold_ratios=hit_ratios(list(results.values())))
     return 0
 
 

@@ -16,8 +16,10 @@ Three layers, one table:
 
 Usage::
 
-    ROBOT_RL_ASSETS=../shared/robots python benchmarks/robustness.py --isolated \\
-        --out docs/results/robustness/robustness.json
+    ROBOT_RL_ASSETS=../shared/robots python benchmarks/robustness.py --isolated
+
+The rows (with the command, commit, load and machine: ``benchmarks/_results.py``) go to ``--out``,
+``docs/results/robustness/robustness.json`` by default, and the table beside them (``.md``).
 
 Targets (issue 14): 0 tracebacks and 0 silent exits over the corpus; 10/10 resumes after kill -9
 with no corrupt or lost-good checkpoint; 10/10 recordings readable, at most the episodes in
@@ -41,6 +43,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from _results import RESULTS, write_rows  # noqa: E402
 from fuzz_harness import TRAIN_TINY, build_good_inputs, corpus, run_case  # noqa: E402
 
 TRAIN_KILL = ["task.num_envs=8", "task.total_steps=16384", "agent.num_steps_per_env=8", "agent.actor_hidden_dims=[16]",
@@ -213,7 +216,8 @@ def main() -> int:
     p.add_argument("--isolated", action="store_true", help="run each fuzz case in its own process (as users do)")
     p.add_argument("--kills", type=int, default=10, help="kill -9 trials per campaign (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the kill times")
-    p.add_argument("--out", type=Path, default=None, help="write the rows (JSON) and the table (.md) here")
+    p.add_argument("--out", type=Path, default=RESULTS / "robustness" / "robustness.json",
+                   help="write the rows (JSON) and the table (.md) here (default: %(default)s)")
     args = p.parse_args()
     layers = {s.strip() for s in args.layers.split(",")}
     rows: list[dict] = []
@@ -228,15 +232,10 @@ def main() -> int:
             rows += kill_record(args.kills, args.seed, root / "kill")
     text = table(rows)
     print(text)
-    if args.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"command": " ".join(sys.argv), "commit": commit.stdout.strip(), "load_avg": os.getloadavg(),
-                "wall_s": round(time.time() - start, 1), "isolated": args.isolated, "train_overrides": TRAIN_KILL,
+    settings = {"wall_s": round(time.time() - start, 1), "isolated": args.isolated, "train_overrides": TRAIN_KILL,
                 "fuzz_good_run_overrides": TRAIN_TINY}
-        args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-        args.out.with_suffix(".md").write_text(text + "\n")
-        print(f"rows: {args.out}")
+    write_rows(args.out, rows, settings=settings)
+    args.out.with_suffix(".md").write_text(text + "\n")
     return 0
 
 

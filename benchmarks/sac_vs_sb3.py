@@ -16,6 +16,9 @@ The issue's target is 100k steps x 3 seeds (the default; hours on CPU). ``--step
 going through the seeds in order (one core each on a 2-core machine), so both see the same machine
 load; the table is printed when both are done. Each library's wall-clock is then that of one core
 while the other core is busy (with the peer, or idle once the faster library has finished).
+
+The rows (one per seed and library: training wall and CPU seconds, final return) and the means go to
+``--out`` (default ``docs/results/agents/sac_vs_sb3.json``, with the command, commit, load and machine).
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
+from _results import RESULTS, write_rows
 
 from robot_rl.agents.base import Agent
 
@@ -186,6 +191,8 @@ def main() -> None:
                         help="also evaluate every this many steps, printing a progress line (0 = only at the end)")
     parser.add_argument("--parallel", action="store_true",
                         help="run the two libraries at the same time, one process each (seeds in order in each)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "agents" / "sac_vs_sb3.json",
+                        help="JSON file for the rows (default: %(default)s)")
     args = parser.parse_args()
     if args.learning_starts >= args.steps:
         parser.error(f"--learning-starts {args.learning_starts} must be < --steps {args.steps}")
@@ -195,7 +202,7 @@ def main() -> None:
     print("wall and CPU seconds of training (evaluation excluded); CPU time is less sensitive to other load")
     header = ["seed", "ours wall", "sb3 wall", "ratio", "ours cpu", "sb3 cpu", "ratio", "ours ret", "sb3 ret"]
     print(" ".join(f"{h:>9s}" for h in header))
-    rows = []
+    results: dict[str, dict[int, tuple[float, float, float]]] = {}
     if args.parallel:
         if args.only != "both":
             parser.error("--parallel runs both libraries; drop --only")
@@ -203,24 +210,33 @@ def main() -> None:
             futures = {name: pool.submit(run_library, name, args.seeds, args) for name in ("ours", "sb3")}
             results = {name: f.result() for name, f in futures.items()}
         for seed in args.seeds:
-            rows.append((results["ours"][seed], results["sb3"][seed]))
-            print(_row(str(seed), *rows[-1]), flush=True)
+            print(_row(str(seed), results["ours"][seed], results["sb3"][seed]), flush=True)
     else:
         order = ["sb3", "ours"] if args.peer_first else ["ours", "sb3"]
         for seed in args.seeds:
-            done = {name: run_library(name, [seed], args)[seed]
-                    for name in (order if args.only == "both" else [args.only])}
+            for name in order if args.only == "both" else [args.only]:
+                results.setdefault(name, {})[seed] = run_library(name, [seed], args)[seed]
             if args.only == "both":
-                rows.append((done["ours"], done["sb3"]))
-                print(_row(str(seed), *rows[-1]), flush=True)
-    if not rows:
+                print(_row(str(seed), results["ours"][seed], results["sb3"][seed]), flush=True)
+    rows = [{"seed": seed, "library": name, "train_wall_s": wall, "train_cpu_s": cpu, "return": ret}
+            for name, done in results.items() for seed, (wall, cpu, ret) in done.items()]
+    means = summary(results) if args.only == "both" else None
+    write_rows(args.out, rows, settings={k: str(v) for k, v in vars(args).items()}, summary=means)
+    if means is None:
         return
-    mean_ours = tuple(statistics.mean(r[0][i] for r in rows) for i in range(3))
-    mean_peer = tuple(statistics.mean(r[1][i] for r in rows) for i in range(3))
-    print(_row("mean", mean_ours, mean_peer))
-    print(f"wall-clock ratio ours/sb3 = {mean_ours[0] / mean_peer[0]:.2f} (target <= 0.5); CPU-time ratio "
-          f"{mean_ours[1] / mean_peer[1]:.2f}; mean return ours - sb3 = {mean_ours[2] - mean_peer[2]:+.1f} "
-          "(target >= 0)")
+    print(_row("mean", means["ours"], means["sb3"]))
+    print(f"wall-clock ratio ours/sb3 = {means['wall_ratio']:.2f} (target <= 0.5); CPU-time ratio "
+          f"{means['cpu_ratio']:.2f}; mean return ours - sb3 = {means['return_diff']:+.1f} (target >= 0)")
+
+
+def summary(results: dict[str, dict[int, tuple[float, float, float]]]) -> dict[str, object]:
+    """Seed means of ``(wall, CPU, return)`` per library (``{"ours": {seed: ...}, "sb3": {seed: ...}}``), the
+    ratios ours/sb3 of the mean wall and CPU seconds, and the difference of the mean returns."""
+    means = {name: tuple(statistics.mean(r[i] for r in done.values()) for i in range(3))
+             for name, done in results.items()}
+    ours, peer = means["ours"], means["sb3"]
+    return {"ours": ours, "sb3": peer, "wall_ratio": ours[0] / peer[0], "cpu_ratio": ours[1] / peer[1],
+            "return_diff": ours[2] - peer[2]}
 
 
 def _row(label: str, ours: tuple[float, float, float], peer: tuple[float, float, float]) -> str:

@@ -14,7 +14,9 @@ Differences the ROS figure includes on purpose: real-time DDS transport, the com
 noise, the safety layer (rate limit, clamping), and episodes that start where the last one ended
 (targets are resampled, the arm is not reset); the first episode (soft start) is not counted. The
 policy node's observation-to-command latency and the load average are printed with each row, since
-a loaded machine delays commands beyond ``--latency-ms``.
+a loaded machine delays commands beyond ``--latency-ms``. The rows (one per policy), the pooled counts and
+the ratio go to ``--json`` (default ``docs/results/deploy/sim2sim_transfer.json``, with the command, commit,
+load and machine).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import math
 import os
 import tempfile
 from pathlib import Path
+
+from _results import RESULTS, write_rows
 
 from robot_rl.commands.deploy import run_episodes
 from robot_rl.deploy.artifact import load_meta
@@ -65,7 +69,8 @@ def main() -> None:
                         help="SCHED_FIFO priority of both nodes after the first episode (0: normal scheduling)")
     parser.add_argument("--rt-nodes", default=None,
                         help="with --rt-priority: only these nodes, comma-separated (e.g. sim_robot)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=Path, default=RESULTS / "deploy" / "sim2sim_transfer.json",
+                        help="write the rows here (default: %(default)s)")
     args = parser.parse_args()
     if args.episodes < 1 or args.sim_episodes < 1:
         parser.error("--episodes and --sim-episodes must be >= 1")
@@ -122,9 +127,7 @@ def main() -> None:
     verdict = "meets" if ratio[0] >= TARGET_RATIO else "MISSES"
     print(f"pooled ROS/training-eval ratio {ratio[0]:.2f} [95% CI {ratio[1]:.2f}-{ratio[2]:.2f}]: {verdict} the "
           f"target >= {TARGET_RATIO:g}")
-    if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows,
-                                         "pooled": pooled, "ratio": ratio}, indent=1))
+    write_rows(args.json, rows, settings={k: str(v) for k, v in vars(args).items()}, pooled=pooled, ratio=ratio)
 
 
 if __name__ == "__main__":

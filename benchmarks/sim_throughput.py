@@ -21,6 +21,9 @@ baseline controls in the actuators' ctrlrange.
     python benchmarks/sim_throughput.py --tasks so101_reach g1_walk --envs 1 16 64 256
     python benchmarks/sim_throughput.py --tasks g1_walk --envs 64 --profile
     python benchmarks/sim_throughput.py --tasks hopper ant --envs 64     # against Hopper-v5, Ant-v5
+
+The rows (one per task, env count and variant) go to ``--out`` (default ``docs/results/sim_throughput.json``,
+beside ``sim_throughput.md``, with the command, commit, load and machine).
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 _SHARED_ROBOTS = Path(__file__).resolve().parents[2] / "shared" / "robots"
 if "ROBOT_RL_ASSETS" not in os.environ and _SHARED_ROBOTS.is_dir():
     os.environ["ROBOT_RL_ASSETS"] = str(_SHARED_ROBOTS)
+
+from _results import RESULTS, write_rows  # noqa: E402
 
 import sim  # noqa: E402 - after the asset path is set
 
@@ -266,6 +271,20 @@ def print_table(title: str, rows: list[tuple[str, int, dict[str, float | None]]]
               f"{_ratio(vec, raw):>10}{_ratio(vec, sync):>10}{_ratio(vec, asyn):>10}")
 
 
+def flat_rows(rows: list[tuple[str, int, dict[str, Rate]]]) -> list[dict[str, object]]:
+    """One plain row per (task, env count, variant) of the measured ``(task, N, {variant: Rate})``, with the
+    VecEnv's ratios to that variant (wall and CPU; None where a rate is missing)."""
+    out = []
+    for task, n, rates in rows:
+        vec = rates.get("vec")
+        for variant, rate in rates.items():
+            out.append({"task": task, "envs": n, "variant": variant, "steps_per_wall_s": rate.wall,
+                        "steps_per_cpu_s": rate.cpu,
+                        "vec_over_this_wall": vec.wall / rate.wall if vec and rate.wall else None,
+                        "vec_over_this_cpu": vec.cpu / rate.cpu if vec and vec.cpu and rate.cpu else None})
+    return out
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -285,6 +304,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="short run: 1/16/64 envs, 0.3 s per measurement")
     parser.add_argument("--profile", action="store_true",
                         help="also cProfile the VecEnv of each task at the largest env count")
+    parser.add_argument("--out", type=Path, default=RESULTS / "sim_throughput.json",
+                        help="JSON file for the rows (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.quick:
         args.envs = [n for n in args.envs if n <= 64] or [1, 16, 64]
@@ -319,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     print_table("env-steps per CPU second (all threads and worker processes counted)",
                 [(t, n, {k: v.cpu for k, v in r.items()}) for t, n, r in rows])
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    write_rows(args.out, flat_rows(rows), ["benchmarks/sim_throughput.py", *(sys.argv[1:] if argv is None else argv)],
+               settings={k: str(v) for k, v in vars(args).items()})
     for task in tasks if args.profile else []:
         n = max(args.envs)
         print(f"\ncProfile of {task} VecEnv.step at {n} envs (own time):")

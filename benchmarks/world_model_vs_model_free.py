@@ -10,8 +10,10 @@ Arms (same env, env steps, envs, warm-up, update-to-data ratio and batch size):
 
 Every ``--eval-every`` env steps the deterministic exported policy is evaluated on fresh episodes.
 Runs are independent processes (one torch thread each, ``--jobs`` at a time); results go to
-``--out`` as one JSON per run, then a table and ``return_vs_steps.png`` are written from them
-(``--report-only`` rebuilds those from existing JSONs).
+``--out`` as one JSON per run, then a table is printed from them and ``world_model_vs_model_free.png`` with
+its rows, ``world_model_vs_model_free.json`` (one row per run, with the command, commit, load and machine),
+written to ``--results`` (default ``docs/results/critics``); ``--report-only`` rebuilds those from existing
+JSONs.
 
 Usage (the budget in docs/results/critics.md: ~17 CPU-minutes, 57 min wall under load 15-24)::
 
@@ -30,6 +32,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
+
+from _results import RESULTS, write_rows
 
 ARMS = ("tdmpc", "sac", "td3")
 
@@ -112,9 +116,21 @@ def label(run: dict) -> str:
     return f"{run['arm']} ({run.get('value_head') or 'scalar'}{online})"
 
 
+def mean_curves(runs: list[dict]) -> tuple[list[float], dict[str, list[float]]]:
+    """The evaluation steps (of the first run) and, per :func:`label`, the seed-mean return at each of them
+    (labels in ``ARMS`` order). Every run must have been evaluated at the same steps."""
+    labels = sorted({label(r) for r in runs}, key=lambda x: (ARMS.index(x.split()[0]), x))
+    steps = [s for s, _ in runs[0]["curve"]]
+    means = {}
+    for name in labels:
+        mine = [r for r in runs if label(r) == name]
+        means[name] = [statistics.fmean(r["curve"][k][1] for r in mine) for k in range(len(steps))]
+    return steps, means
+
+
 def report(args: argparse.Namespace) -> None:
-    """Print the markdown table and write ``return_vs_steps.png`` from the JSONs in ``--out`` (every curve
-    found there: put two runs' JSONs in one folder and use ``--report-only`` to compare them)."""
+    """Print the markdown table, write the plot and the rows to ``--results`` from the JSONs in ``--out`` (every
+    curve found there: put two runs' JSONs in one folder and use ``--report-only`` to compare them)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -123,13 +139,11 @@ def report(args: argparse.Namespace) -> None:
     runs = [json.loads(p.read_text()) for p in sorted(Path(args.out).glob("*_seed*.json"))]
     if not runs:
         raise SystemExit(f"no results in {args.out}: run the benchmark first (without --report-only)")
-    labels = sorted({label(r) for r in runs}, key=lambda x: (ARMS.index(x.split()[0]), x))
-    steps = [s for s, _ in runs[0]["curve"]]
-    mean_curve: dict[str, list[float]] = {}
+    steps, mean_curve = mean_curves(runs)
+    labels = list(mean_curve)
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, name in enumerate(labels):
         mine = [r for r in runs if label(r) == name]
-        mean_curve[name] = [statistics.fmean(r["curve"][k][1] for r in mine) for k in range(len(steps))]
         for r in mine:
             ax.plot(steps, [v for _, v in r["curve"]], alpha=0.3, color=f"C{i}")
         ax.plot(steps, mean_curve[name], label=f"{name} (mean of {len(mine)})", color=f"C{i}", lw=2)
@@ -138,7 +152,10 @@ def report(args: argparse.Namespace) -> None:
     ax.set_title(f"{args.task}: world-model vs model-free critics")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(Path(args.out, "return_vs_steps.png"), dpi=100)
+    Path(args.results).mkdir(parents=True, exist_ok=True)
+    fig.savefig(Path(args.results, "world_model_vs_model_free.png"), dpi=100)
+    write_rows(Path(args.results, "world_model_vs_model_free.json"), [{"label": label(r), **r} for r in runs],
+               settings={k: str(v) for k, v in vars(args).items()}, steps=steps, mean_curves=mean_curve)
     print("| env steps | " + " | ".join(str(int(s)) for s in steps) + " |")
     print("| --- " * (len(steps) + 1) + "|")
     for name in labels:
@@ -179,7 +196,9 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=4000)
     p.add_argument("--episodes", type=int, default=4, help="evaluation episodes (one per eval env)")
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
-    p.add_argument("--out", default="outputs/wm_vs_mf")
+    p.add_argument("--out", default="outputs/wm_vs_mf", help="folder of the per-run JSONs (default: %(default)s)")
+    p.add_argument("--results", default=str(RESULTS / "critics"),
+                   help="folder for the plot and the rows (default: %(default)s)")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args()
     arms = args.arms.split(",")

@@ -6,12 +6,11 @@ the ratio is checked on hand-written curves, since what matters there is the ari
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
+from bench_scripts import load
 
 import sim
 from robot_rl.agents import EnvSpec, make_agent
@@ -21,10 +20,7 @@ from robot_rl.train.evaluation import evaluate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-_SPEC = importlib.util.spec_from_file_location(
-    "chunked_vs_one_step", Path(__file__).resolve().parents[1] / "benchmarks" / "chunked_vs_one_step.py")
-bench = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(bench)
+bench = load("chunked_vs_one_step")
 
 
 def test_open_loop_view_queries_once_per_chunk_and_drops_plans_at_episode_starts() -> None:

@@ -7,19 +7,16 @@ check is the arithmetic of the issue's ratio, not training.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from bench_scripts import load
 from expert_demos import record_expert_demos
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-_SPEC = importlib.util.spec_from_file_location(
-    "demos_vs_rl", Path(__file__).resolve().parents[1] / "benchmarks" / "demos_vs_rl.py")
-bench = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(bench)
+bench = load("demos_vs_rl")
 
 
 def test_run_arm_rewrites_its_run_file_after_every_evaluation(tmp_path: Path, monkeypatch) -> None:
@@ -87,7 +84,7 @@ def test_merge_only_cli_takes_this_order_skips_and_refuses_bad_skip(tmp_path: Pa
     cmd = [sys.executable, str(script), "--seeds", "", "--merge", str(tmp_path / "run.json"),
            str(tmp_path / "curves.json"), "--out", str(tmp_path / "out")]
     done = subprocess.run([*cmd, "--skip", "sac:2"], capture_output=True, text=True, check=True)
-    merged = json.loads((tmp_path / "out" / "curves.json").read_text())["results"]
+    merged = json.loads((tmp_path / "out" / "curves.json").read_text())["rows"]
     assert [(r["arm"], r["seed"], r["curve"][-1][0]) for r in merged] == [("sac", 0, 20), ("rlpd_bc", 0, 10)]
     assert "seed 0: sac's success is 0 at every evaluation up to 20 env steps" in done.stdout
     bad = subprocess.run([*cmd, "--skip", "sac2"], capture_output=True, text=True)

@@ -3,18 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
+from bench_scripts import load
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-_SPEC = importlib.util.spec_from_file_location(
-    "multi_vs_unified_critic", Path(__file__).resolve().parents[1] / "benchmarks" / "multi_vs_unified_critic.py")
-bench = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(bench)
+bench = load("multi_vs_unified_critic")
 
 
 @pytest.mark.robot_assets("unitree_g1")

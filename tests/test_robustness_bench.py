@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from bench_scripts import load
 
-_SPEC = importlib.util.spec_from_file_location(
-    "robustness_bench", Path(__file__).resolve().parents[1] / "benchmarks" / "robustness.py")
-bench = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(bench)
+bench = load("robustness")
 
 
 def _fuzz(kind: str, verdict: str, lost: list[str] | None = None) -> dict:

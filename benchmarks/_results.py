@@ -1,0 +1,71 @@
+"""Raw rows of a benchmark run, written as JSON beside the figure they back (under ``docs/results/``).
+
+Every benchmark calls :func:`write_rows` once its rows are known: the file holds the rows and, beside
+them, what a reader needs to judge them: the command line, the git commit (and whether the work tree
+had uncommitted changes), the load average before and after, the UTC date and the machine (cores,
+torch, Python, platform). Benchmarks import it as ``from _results import write_rows`` (a script's own
+folder is first on ``sys.path``); tests load the scripts with ``tests/bench_scripts.py``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "docs" / "results"
+"""Default home of every benchmark's rows: ``docs/results/<topic>/<benchmark>.json``."""
+
+_LOAD_AT_IMPORT = os.getloadavg()[0]
+
+
+def git_commit(repo: Path = REPO) -> dict[str, Any]:
+    """``{"commit": sha or None, "dirty": bool or None}`` of ``repo`` (None where git or the checkout is absent)."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True,
+                             timeout=10).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                                capture_output=True, text=True, check=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": sha, "dirty": bool(status.strip())}
+
+
+def machine() -> dict[str, Any]:
+    """Cores, torch / Python versions and platform of this machine."""
+    import torch
+
+    return {"cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "cuda": torch.cuda.is_available(), "python": platform.python_version(), "platform": platform.platform()}
+
+
+def run_facts(argv: list[str]) -> dict[str, Any]:
+    """The ``meta`` block of a results file: command, commit, load averages, date, machine."""
+    return {"command": " ".join(["python", *argv]), **git_commit(),
+            "load_average": {"start": round(_LOAD_AT_IMPORT, 2), "end": round(os.getloadavg()[0], 2)},
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "machine": machine()}
+
+
+def write_rows(path: Path | str, rows: list[dict[str, Any]] | dict[str, Any], argv: list[str] | None = None,
+               **extra: Any) -> Path:
+    """Write ``{"meta": run_facts(argv), "rows": rows, **extra}`` to ``path`` atomically; returns the path.
+
+    ``rows`` are the benchmark's measurements as plain data (a list of row dicts, or rows keyed by arm where the
+    benchmark's ``--merge`` reads them so); ``argv`` defaults to ``sys.argv``; ``extra`` holds whatever else the
+    benchmark keeps (settings, summaries). Paths are written as strings and NaN as ``NaN`` (Python's json reads
+    it back). Parent folders are created; a printed line says where the file went.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"meta": run_facts(sys.argv if argv is None else argv), "rows": rows, **extra}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    tmp.replace(path)
+    print(f"rows written to {path}", flush=True)
+    return path

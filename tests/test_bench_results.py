@@ -1,0 +1,40 @@
+"""``benchmarks/_results.py``: every benchmark's results file carries its rows and the facts to judge them."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import torch
+from bench_scripts import load
+
+results = load("_results")
+
+
+def test_write_rows_keeps_rows_and_extras_beside_the_run_facts(tmp_path: Path) -> None:
+    rows = [{"seed": 0, "wall_s": 1.5, "hit": (1.0, 2.0, 3), "never": float("nan")}]
+    path = results.write_rows(tmp_path / "deep" / "bench.json", rows, ["benchmarks/x.py", "--seeds", "0"],
+                              settings={"out": tmp_path / "a"})
+    data = json.loads(path.read_text())
+    assert data["rows"][0]["hit"] == [1.0, 2.0, 3] and math.isnan(data["rows"][0]["never"])  # NaN reads back
+    assert data["settings"] == {"out": str(tmp_path / "a")}  # paths as strings
+    meta = data["meta"]
+    assert meta["command"] == "python benchmarks/x.py --seeds 0"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=results.REPO, capture_output=True, text=True).stdout
+    assert meta["commit"] == head.strip() and isinstance(meta["dirty"], bool)
+    assert meta["machine"]["cpu_count"] == os.cpu_count() and meta["machine"]["torch"] == torch.__version__
+    assert set(meta["load_average"]) == {"start", "end"} and meta["date"].endswith("+00:00")
+    assert not list(tmp_path.glob("deep/*.tmp"))  # written atomically: no temporary file left
+
+
+def test_git_commit_outside_a_checkout_is_none(tmp_path: Path) -> None:
+    assert results.git_commit(tmp_path) == {"commit": None, "dirty": None}
+
+
+def test_every_benchmark_writes_its_rows_through_the_helper() -> None:
+    scripts = sorted(p for p in results.REPO.joinpath("benchmarks").glob("*.py") if not p.name.startswith("_"))
+    assert [p.name for p in scripts if "write_rows(" not in p.read_text()] == []
+    assert [p.name for p in scripts if "RESULTS" not in p.read_text()] == []  # defaults under docs/results/
