@@ -1,4 +1,4 @@
-"""Load a script of ``benchmarks/`` as a module (they are scripts, not a package), as its tests need.
+"""Load a script of ``benchmarks/`` as a module (they are scripts, not a package), and a scripted clock.
 
 ``benchmarks/`` goes on ``sys.path`` first, as it is when the script runs (``python benchmarks/x.py``),
 so the scripts' shared ``_results`` helper imports the same way in both.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -26,3 +26,13 @@ def load(name: str) -> ModuleType:
     sys.modules[key] = module
     spec.loader.exec_module(module)
     return module
+
+
+def scripted_clock(**sequences: list[float]) -> SimpleNamespace:
+    """Stand-in for the ``time`` module in a benchmark's tests: each named function (``monotonic``,
+    ``process_time``, ...) returns the next value of its sequence, whatever its arguments."""
+    def reader(values: list[float]):
+        it = iter(values)
+        return lambda *_: next(it)
+
+    return SimpleNamespace(**{name: reader(values) for name, values in sequences.items()})

@@ -76,3 +76,18 @@ def test_report_gives_the_ratio_of_the_open_loop_curve_too(capsys: pytest.Captur
     assert replanned.startswith("re-planned") and "chunked never reaches 0.400" in replanned
     assert open_loop.startswith("open-loop") and "0.500 (chunked reaches 0.400 at 2000 of 4000" in open_loop
     assert "chunked (h = 5), open loop 0.500" in out  # final success of the open-loop curve
+
+
+def test_merge_reads_the_rows_of_a_results_file(tmp_path, monkeypatch, capsys) -> None:
+    import sys
+
+    runs = [{"chunk_len": h, "seed": 0, "curve": curve, "cpu_s": 1.0, "wall_s": 1.0, "updates": 1}
+            for h, curve in ((1, [[0, 0.2], [4000, 0.4]]), (5, [[0, 0.1], [2000, 0.4], [4000, 0.6]]))]
+    settings = {"task": "so101_lift", "steps": 4000, "demos": None, "jobs": 2}
+    path = bench.write_rows(tmp_path / "curves.json", runs, settings=settings, load_average=[1.0, 2.0], wall_s=9.0)
+    monkeypatch.setattr(sys, "argv", ["bench", "--merge", str(path), "--out", str(tmp_path / "plot")])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "merged 2 runs" in out and "9 s wall with 2 job(s), load average 1.00 at start, 2.00 at end" in out
+    assert "seed 0: 0.500 (chunked reaches 0.400 at 2000 of 4000" in out
+    assert (tmp_path / "plot" / "chunked_vs_one_step.png").is_file()

@@ -1,0 +1,100 @@
+"""The summaries of the measuring benchmarks, on hand-made measurements (nothing is timed or trained).
+
+``sim_throughput`` (one measurement, the best of interleaved rounds, the rows), ``dataset_io`` (best of
+repeats, ratio to the sim rate), ``deploy_latency`` (percentiles, jitter and CPU shares pooled over runs),
+``sim2sim_transfer`` (the ROS/training ratio and its interval) and ``world_model_vs_model_free`` (curve
+labels and seed means). Every expected figure is computed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+import pytest
+from bench_scripts import load, scripted_clock
+
+throughput = load("sim_throughput")
+dataset_io = load("dataset_io")
+latency = load("deploy_latency")
+transfer = load("sim2sim_transfer")
+wm = load("world_model_vs_model_free")
+
+
+def test_throughput_measure_times_after_the_warm_up_until_the_minimum_time(monkeypatch) -> None:
+    ks = []
+    monkeypatch.setattr(throughput, "time", scripted_clock(perf_counter=[0.0, 0.4, 0.8, 1.2]))
+    monkeypatch.setattr(throughput, "cpu_seconds", scripted_clock(cpu=[10.0, 10.5]).cpu)  # 0.5 CPU s timed
+    rate = throughput.measure(lambda k: ks.append(k), num_envs=4, min_seconds=1.0, warmup=2, pids=[])
+    assert ks == [0, 1, 0, 1, 2]  # 2 warm-up steps, then 3 timed ones (1.2 s >= 1 s)
+    assert (rate.wall, rate.cpu) == pytest.approx((3 * 4 / 1.2, 3 * 4 / 0.5))  # env-steps per wall / CPU second
+
+
+def test_throughput_keeps_the_best_wall_and_cpu_rate_of_the_interleaved_rounds(monkeypatch) -> None:
+    Rate = throughput.Rate
+    calls = []
+    rates = iter([Rate(100.0, 50.0), Rate(200.0, None), Rate(150.0, 40.0), Rate(180.0, 90.0)])
+
+    def fake_measure(step, num_envs, seconds, warmup, pids):
+        calls.append((step, warmup))
+        return next(rates)
+
+    monkeypatch.setattr(throughput, "measure", fake_measure)
+    args = argparse.Namespace(repeats=2, seconds=1.0, warmup=5)
+    best = throughput.measure_all({"vec": "v", "batch": "b"}, {}, 64, args)
+    assert calls == [("v", 5), ("b", 5), ("v", 1), ("b", 1)]  # interleaved; full warm-up in the first round only
+    assert best == {"vec": Rate(150.0, 50.0), "batch": Rate(200.0, 90.0)}
+    rows = throughput.flat_rows([("so101_reach", 64, {**best, "sync": Rate(30.0, None)})])
+    assert [(r["variant"], r["vec_over_this_wall"], r["vec_over_this_cpu"]) for r in rows] == [
+        ("vec", 1.0, 1.0), ("batch", 0.75, 50.0 / 90.0), ("sync", 5.0, None)]
+    assert rows[0]["task"] == "so101_reach" and rows[0]["envs"] == 64 and rows[2]["steps_per_cpu_s"] is None
+
+
+def test_dataset_io_takes_the_best_repeat_and_divides_by_the_sim_rate() -> None:
+    best = dataset_io.best_of([{"open_s": 0.5, "getitem": 100.0, "episode": 900.0},
+                               {"open_s": 0.3, "getitem": 80.0, "episode": 1000.0}])
+    assert best == {"open_s": 0.3, "getitem": 100.0, "episode": 1000.0}  # shortest open, highest rates
+    rows = dataset_io.summary([("sim step", 2000.0), ("write state-only (frames/s)", 500.0)], 2000.0)
+    assert [r["x_sim_step_rate"] for r in rows] == [1.0, 0.25]
+    assert rows[1] == {"measurement": "write state-only (frames/s)", "frames_per_s": 500.0, "x_sim_step_rate": 0.25}
+
+
+def _run(latency_ms: list[float], period_ms: list[float], wall: float, cpu: float, load: tuple) -> dict:
+    samples = np.array(latency_ms)
+    return {"latency_ms": samples, "receive_ms": samples / 2, "compute_ms": samples / 4, "inference_ms": samples / 8,
+            "period_ms": np.array(period_ms), "wall_s": wall, "cpu_policy_s": cpu, "cpu_sim_s": 2 * cpu, "load": load}
+
+
+def test_deploy_latency_pools_every_runs_samples() -> None:
+    runs = [_run([1.0, 2.0, 3.0, math.nan], [20.0, 22.0], 10.0, 1.0, (1.0, 3.0)),
+            _run([4.0], [21.0, math.nan], 20.0, 2.0, (4.0, 4.0))]
+    out = latency.pooled(runs)
+    # finite latencies 1, 2, 3, 4: median 2.5, 99th percentile 3 + 0.97 (linear interpolation), max 4
+    assert (out["latency_ms_p50"], out["latency_ms_p99"], out["latency_ms_max"]) == pytest.approx((2.5, 3.97, 4.0))
+    assert out["receive_ms_p50"] == pytest.approx(1.25)
+    # periods 20, 22, 21: mean 21, std sqrt(2/3), worst deviation from the 20 ms period (not the mean): 2
+    assert (out["period_mean"], out["period_std"], out["period_worst"]) == pytest.approx((21.0, math.sqrt(2 / 3), 2.0))
+    assert out["cpu_policy_pct"] == pytest.approx(10.0) and out["cpu_sim_pct"] == pytest.approx(20.0)  # 3 s, 6 s / 30
+    assert out["commands"] == 5 and out["load"] == pytest.approx(3.0)  # mean of each run's (start + end) / 2
+
+
+def test_sim2sim_ratio_and_its_katz_interval() -> None:
+    # (40/50) / (45/50) = 0.889; half width 1.96 * sqrt(1/40 - 1/50 + 1/45 - 1/50) = 0.1666 on the log scale
+    assert transfer.ratio_interval(40, 50, 45, 50) == pytest.approx((0.8889, 0.7525, 1.0500), abs=1e-4)
+    # an empty cell adds 0.5 to every count (1 to n): (0.5/11) / (5.5/11)
+    assert transfer.ratio_interval(0, 10, 5, 10)[0] == pytest.approx(1 / 11)
+    assert transfer.rate(45, 50) == "45/50 = 90.0% [78.6-95.7]"  # Wilson 95% interval
+
+
+def test_world_model_labels_and_seed_mean_curves() -> None:
+    runs = [{"arm": "sac", "seed": 0, "curve": [[0, 1.0], [10, 3.0]]},
+            {"arm": "sac", "seed": 1, "curve": [[0, 3.0], [10, 5.0]]},
+            {"arm": "tdmpc", "seed": 0, "value_head": None, "curve": [[0, 0.0], [10, 10.0]]},
+            {"arm": "tdmpc", "seed": 0, "value_head": "two_hot", "td_encoder": "online",
+             "curve": [[0, 2.0], [10, 4.0]]}]
+    assert [wm.label(r) for r in runs[1:]] == ["sac", "tdmpc (scalar)", "tdmpc (two_hot, online encoder)"]
+    steps, means = wm.mean_curves(runs)
+    assert steps == [0, 10]
+    assert means == {"tdmpc (scalar)": [0.0, 10.0], "tdmpc (two_hot, online encoder)": [2.0, 4.0], "sac": [2.0, 4.0]}
+    assert list(means)[-1] == "sac"  # tdmpc first: ARMS order

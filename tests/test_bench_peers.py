@@ -1,0 +1,152 @@
+"""The measuring logic of the peer benchmarks, on hand-made runs (no training).
+
+- ``benchmarks/ppo_vs_rsl_rl.py``: the recorder's "to X% success" (window of the last ``num_envs`` finished
+  episodes, wall/CPU/env steps at the first finished batch reaching the threshold), the summed ratios over
+  seeds, the rows, the rsl_rl adapter's conversions and what the printout says differs;
+- ``benchmarks/sac_vs_sb3.py``: the training clock that leaves evaluations out, and the seed means/ratios;
+- ``benchmarks/agent_update_time.py``: the median CPU time of the timed calls, warm-up left out.
+
+Clocks are replaced by scripted ones so every figure is a hand value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from bench_scripts import load, scripted_clock
+
+import sim
+
+ppo = load("ppo_vs_rsl_rl")
+sac = load("sac_vs_sb3")
+update_time = load("agent_update_time")
+
+
+class ScriptedEpisodes(sim.VecEnv):
+    """Fake VecEnv (the benchmarks' real envs need training-length runs): two envs whose episode ends and
+    successes follow a script, one ``(terminated, truncated, success)`` triple of ``[2]`` lists per step."""
+
+    def __init__(self, script: list[tuple[list[bool], list[bool], list[bool]]]) -> None:
+        self.num_envs, self.device, self.dt, self.max_episode_steps = 2, torch.device("cpu"), 0.02, 5
+        self.action_dim = 1
+        self.action_low, self.action_high = -torch.ones(1), torch.ones(1)
+        self.observation_dims, self.reward_groups = {"policy": 3, "critic": 4}, ("task",)
+        self.observation_layout, self.robot = {"policy": [("x", 3, 1.0)]}, None
+        self.script, self.actions = list(script), []
+
+    def _obs(self, value: float) -> sim.Obs:
+        return {"policy": torch.full((2, 3), value), "critic": torch.full((2, 4), value)}
+
+    def reset(self, seed: int | None = None) -> sim.Obs:
+        return self._obs(0.0)
+
+    def step(self, action: torch.Tensor) -> sim.Step:
+        self.actions.append(action.clone())
+        terminated, truncated, success = (torch.tensor(x) for x in self.script.pop(0))
+        info = {"success": success, "final_obs": self._obs(0.0), "log": {}}
+        return sim.Step(self._obs(float(len(self.actions))), torch.ones(2), terminated, truncated, info)
+
+
+NO, YES = [False, False], [True, True]
+
+
+def test_recorder_reports_the_first_finished_batch_whose_window_reaches_the_threshold(monkeypatch) -> None:
+    env = ScriptedEpisodes([
+        (NO, NO, NO),                   # nothing finishes: no point
+        ([True, False], NO, NO),        # env 0 fails: window [F] -> 0.0 at 4 env steps
+        (NO, YES, YES),                 # both succeed: window [T, T] -> 1.0 at 6
+        (NO, [False, True], NO),        # env 1 times out unsuccessful: window [T, F] -> 0.5 at 8
+    ])
+    monkeypatch.setattr(ppo, "time", scripted_clock(monotonic=[100.0, 103.0, 107.0, 110.0],
+                                                    process_time=[10.0, 11.0, 12.5, 13.0]))
+    rec = ppo.Recorder(env)
+    for _ in range(4):
+        rec.step(torch.zeros(2, 1))
+    assert rec.curve == [(3.0, 1.0, 4, 0.0), (7.0, 2.5, 6, 1.0), (10.0, 3.0, 8, 0.5)]
+    assert rec.reached(0.9) == (7.0, 2.5, 6)  # wall s, CPU s, env steps since the first step
+    assert rec.reached(0.0) == (3.0, 1.0, 4)
+    assert rec.reached(1.01) is None
+
+
+def _side(hit: tuple[float, float, int] | None) -> dict:
+    return {"hit": hit, "wall": 200.0, "cpu": 150.0, "sps": 1000.0, "train": 0.9, "load": 2.0,
+            "eval": {"success_rate": 0.9, "success_ci95": (0.8, 0.95)}}
+
+
+def test_ratios_are_summed_over_the_seeds_where_both_sides_reached_the_threshold() -> None:
+    results = {0: {"robot_rl": _side((80.0, 70.0, 800)), "rsl_rl": _side((160.0, 140.0, 1600))},
+               1: {"robot_rl": _side((60.0, 60.0, 600)), "rsl_rl": _side(None)},  # left out: rsl_rl never got there
+               2: {"robot_rl": _side((100.0, 90.0, 1000)), "rsl_rl": _side((40.0, 35.0, 400))}}
+    assert ppo.hit_ratios(list(results.values())) == pytest.approx((180 / 200, 160 / 175, 1800 / 2000))
+    assert ppo.hit_ratios([results[0]]) == pytest.approx((0.5, 0.5, 0.5))
+    assert ppo.hit_ratios([results[1]]) is None
+    rows = ppo.result_rows(results)
+    assert [(r["seed"], r["side"], r["to_threshold_env_steps"]) for r in rows] == [
+        (0, "robot_rl", 800), (0, "rsl_rl", 1600), (1, "robot_rl", 600), (1, "rsl_rl", None),
+        (2, "robot_rl", 1000), (2, "rsl_rl", 400)]
+    assert rows[3]["to_threshold_wall_s"] is None and rows[0]["eval"]["success_ci95"] == (0.8, 0.95)
+
+
+def test_rsl_adapter_hands_rsl_rl_tensordicts_clamped_actions_and_time_outs() -> None:
+    pytest.importorskip("rsl_rl")
+    env = ScriptedEpisodes([(NO, NO, NO), ([True, False], [False, True], NO), (NO, NO, NO)])
+    adapter = ppo.make_rsl_env(ppo.Recorder(env))
+    obs = adapter.get_observations()
+    assert obs.batch_size == torch.Size([2]) and obs["policy"].shape == (2, 3) and obs["critic"].shape == (2, 4)
+    assert (adapter.num_envs, adapter.num_actions, adapter.max_episode_length) == (2, 1, 5)
+    td, reward, done, extras = adapter.step(torch.tensor([[3.0], [-0.5]]))
+    assert env.actions[0].tolist() == [[1.0], [-0.5]]  # clamped to the action bounds before the env
+    assert float(td["policy"][0, 0]) == 1.0 and reward.tolist() == [1.0, 1.0]
+    assert done.dtype == torch.long and adapter.episode_length_buf.tolist() == [1, 1]
+    _, _, done, extras = adapter.step(torch.zeros(2, 1))
+    assert done.tolist() == [1, 1] and extras["time_outs"].tolist() == [False, True]  # env 1 truncated
+    assert adapter.episode_length_buf.tolist() == [0, 0]  # both episodes restart
+
+
+def test_rsl_config_carries_our_hyperparameters_and_the_printout_names_the_options_rsl_rl_lacks() -> None:
+    from robot_rl.config import compose
+
+    size = ["task=so101_reach", "agent=ppo", "task.total_steps=2000000", "task.num_envs=128",
+            "agent.num_steps_per_env=24"]
+    cfg = compose(size)
+    rsl = ppo.rsl_train_cfg(cfg)
+    assert rsl["num_steps_per_env"] == 24 and rsl["algorithm"]["learning_rate"] == cfg.agent.learning_rate
+    assert rsl["algorithm"]["desired_kl"] == cfg.agent.desired_kl
+    assert rsl["actor"]["distribution_cfg"]["init_std"] == cfg.agent.init_noise_std
+    assert rsl["critic"]["hidden_dims"] == list(cfg.critic.hidden_dims)
+    text = ppo.describe(cfg)
+    assert "updates robot_rl 651 / rsl_rl 652" in text  # 2M steps: ceil(2e6 / 128) // 24 vs ceil(2e6 / 3072)
+    assert cfg.agent.critic_learning_rate is not None and cfg.agent.normalize_rewards  # ppo.yaml's defaults
+    assert "robot_rl only: critic lr 0.001 fixed" in text and "reward scaling" in text
+    bare = ppo.describe(compose([*size, "agent.critic_learning_rate=null", "agent.normalize_rewards=false"]))
+    assert "robot_rl only" not in bare  # rsl_rl's algorithm on both sides
+
+
+def test_sac_clock_leaves_evaluations_out_of_training_time(monkeypatch) -> None:
+    # start at (0, 0); an evaluation from (10, 8) to (25, 20); read at (30, 26): 15 s wall, 14 s CPU trained
+    monkeypatch.setattr(sac, "time", scripted_clock(perf_counter=[0.0, 10.0, 25.0, 30.0],
+                                                    process_time=[0.0, 8.0, 20.0, 26.0]))
+    clock = sac.Clock()
+    clock.start()
+    assert clock.exclude(lambda: 1234.5) == 1234.5  # the evaluation's result passes through
+    assert clock.read() == (15.0, 14.0)
+
+
+def test_sac_summary_means_seeds_and_compares_the_means() -> None:
+    results = {"ours": {0: (10.0, 8.0, 1000.0), 1: (20.0, 12.0, 3000.0)},
+               "sb3": {0: (30.0, 20.0, 1500.0), 1: (30.0, 20.0, 1500.0)}}
+    out = sac.summary(results)
+    assert out["ours"] == (15.0, 10.0, 2000.0) and out["sb3"] == (30.0, 20.0, 1500.0)
+    assert (out["wall_ratio"], out["cpu_ratio"], out["return_diff"]) == (0.5, 0.5, 500.0)
+    cells = sac._row("mean", out["ours"], out["sb3"]).split()
+    assert cells == ["mean", "15.00", "30.00", "0.50", "10.00", "20.00", "0.50", "2000.00", "1500.00"]
+
+
+def test_update_time_is_the_median_cpu_ms_of_the_timed_calls_after_the_warm_up(monkeypatch) -> None:
+    calls = []
+    # three timed calls take 2, 10 and 4 ms of CPU; the three warm-up calls read no clock
+    monkeypatch.setattr(update_time, "time", scripted_clock(process_time=[0.0, 0.002, 1.0, 1.010, 2.0, 2.004]))
+    ms = update_time._median_ms(lambda: calls.append(1), updates=3)
+    assert len(calls) == 6 and math.isclose(ms, 4.0)
