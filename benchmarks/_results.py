@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,7 @@ def machine() -> dict[str, Any]:
 
 def run_facts(argv: list[str]) -> dict[str, Any]:
     """The ``meta`` block of a results file: command, commit, load averages, date, machine."""
-    return {"command": " ".join(["python", *argv]), **git_commit(),
+    return {"command": shlex.join(["python", *argv]), **git_commit(),
             "load_average": {"start": round(_LOAD_AT_IMPORT, 2), "end": round(os.getloadavg()[0], 2)},
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "machine": machine()}
 

@@ -16,13 +16,13 @@ results = load("_results")
 
 def test_write_rows_keeps_rows_and_extras_beside_the_run_facts(tmp_path: Path) -> None:
     rows = [{"seed": 0, "wall_s": 1.5, "hit": (1.0, 2.0, 3), "never": float("nan")}]
-    path = results.write_rows(tmp_path / "deep" / "bench.json", rows, ["benchmarks/x.py", "--seeds", "0"],
+    path = results.write_rows(tmp_path / "deep" / "bench.json", rows, ["benchmarks/x.py", "--agents", "sac (amp=bf16)"],
                               settings={"out": tmp_path / "a"})
     data = json.loads(path.read_text())
     assert data["rows"][0]["hit"] == [1.0, 2.0, 3] and math.isnan(data["rows"][0]["never"])  # NaN reads back
     assert data["settings"] == {"out": str(tmp_path / "a")}  # paths as strings
     meta = data["meta"]
-    assert meta["command"] == "python benchmarks/x.py --seeds 0"
+    assert meta["command"] == "python benchmarks/x.py --agents 'sac (amp=bf16)'"  # quoted: it can be rerun
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=results.REPO, capture_output=True, text=True).stdout
     assert meta["commit"] == head.strip() and isinstance(meta["dirty"], bool)
     assert meta["machine"]["cpu_count"] == os.cpu_count() and meta["machine"]["torch"] == torch.__version__
