@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
         return 2
     start = time.monotonic()
     result = fit(agent, args.epochs, args.patience, progress=sys.stderr.isatty())
-    _save(agent, cfg, args.out, result, time.monotonic() - start)  # refuses non-finite weights: nothing is written
+    save_run(agent, cfg, args.out, result, time.monotonic() - start)  # refuses non-finite weights: nothing is written
     best = result.best
     print(f"bc ({args.actor}, h={chunk_len}): {len(agent.train_rows)} train / {len(agent.val_rows)} val frames, "
           f"best epoch {result.best_epoch} of {len(result.history)}: train MSE {best['loss/bc_mse']:.5f}, "
@@ -172,7 +172,7 @@ def _build(overrides: list[str], dataset: Path, task: str | None) -> tuple[Any, 
     return make_agent(cfg.agent, cfg.critic, spec, cfg.sim.device), cfg, env
 
 
-def _save(agent: Any, cfg: Any, out: Path, result: Fit, elapsed_s: float) -> None:
+def save_run(agent: Any, cfg: Any, out: Path, result: Fit, elapsed_s: float) -> None:
     """``<out>/config.yaml`` and a checkpoint the runners read back (``robot-rl eval <out>``, ``bc_checkpoint``)."""
     import torch
 
