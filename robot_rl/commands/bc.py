@@ -135,8 +135,7 @@ def main(argv: list[str]) -> int:
     if env is not None and not args.no_export:
         from robot_rl.train.export_run import export_agent_policy
 
-        training = {"bc": {"dataset": cfg.agent.demos, "best_epoch": result.best_epoch,
-                           "epochs_run": len(result.history), "best": best}}
+        training = {"bc": json.loads((args.out / "bc.json").read_text())}
         try:
             print(f"policy artifact: {export_agent_policy(agent, env, args.out / 'policy', cfg, training)}")
         except ValueError as err:  # e.g. a task observation (cube_pos) a real robot cannot provide
@@ -173,7 +172,8 @@ def _build(overrides: list[str], dataset: Path, task: str | None) -> tuple[Any, 
 
 
 def save_run(agent: Any, cfg: Any, out: Path, result: Fit, elapsed_s: float) -> None:
-    """``<out>/config.yaml`` and a checkpoint the runners read back (``robot-rl eval <out>``, ``bc_checkpoint``)."""
+    """``<out>/config.yaml``, a checkpoint the runners read back (``robot-rl eval <out>``, ``bc_checkpoint``) and
+    ``<out>/bc.json`` (the split's sizes and the kept epoch's losses)."""
     import torch
 
     from robot_rl.config.io import save_train_config
@@ -188,6 +188,9 @@ def save_run(agent: Any, cfg: Any, out: Path, result: Fit, elapsed_s: float) -> 
                          file=f"BC of {cfg.agent.demos}", fix="lower --lr, check the dataset's values, and retrain") \
             from None
     save_train_config(cfg, out / "config.yaml")
+    summary = {"dataset": cfg.agent.demos, "train_frames": len(agent.train_rows), "val_frames": len(agent.val_rows),
+               "best_epoch": result.best_epoch, "epochs_run": len(result.history), "best": result.best}
+    (out / "bc.json").write_text(json.dumps(summary, indent=2))
 
 
 def _evaluate(agent: Any, cfg: Any, out: Path, episodes: int) -> dict[str, Any]:
