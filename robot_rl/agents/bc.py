@@ -67,7 +67,8 @@ class BCConfig(OffPolicyConfig):
         demos: a ``robot-rl record`` dataset directory (required to build the agent).
         actor: ``gaussian`` (SAC's actor), ``deterministic`` (TD3's) or ``chunked``.
         chunk_len: actions per prediction (``chunked`` only; ``h``).
-        val_fraction: share of episodes held out for validation (at least one when there are two; 0 = none).
+        val_fraction: share of episodes held out for validation (at least one when there are two, never all;
+            0 = none).
         split_seed: which episodes are held out.
         nll_weight: ``gaussian`` only, weight of the demo actions' negative log-likelihood per dim.
         only_success_demos: clone only the episodes that succeeded.
@@ -76,10 +77,11 @@ class BCConfig(OffPolicyConfig):
     demos: str | None = None
     actor: str = "gaussian"
     chunk_len: int = 1
-    val_fraction: float = 0.1
-    split_seed: int = 0
     nll_weight: float = 0.01
     only_success_demos: bool = False
+    val_fraction: float = 0.1
+    split_seed: int = 0
+    # the template's settings with BC's defaults (offline: no online replay, no warm-up, no critic ensemble)
     actor_lr: float = 1e-3
     weight_decay: float = 1e-4
     normalize_obs: bool = True
@@ -155,9 +157,9 @@ class BC(OffPolicyAgent):
 
     def split(self, val_fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Row indices (train ``[n_t]``, val ``[n_v]``) holding out ``round(val_fraction * E)`` whole episodes (at
-        least one of two or more; none when ``val_fraction`` is 0), chosen by ``seed``."""
+        least one, and at most ``E - 1``, of two or more; none when ``val_fraction`` is 0), chosen by ``seed``."""
         episodes = int(self.episode[-1]) + 1
-        n_val = 0 if val_fraction == 0 or episodes < 2 else max(1, round(val_fraction * episodes))
+        n_val = 0 if val_fraction == 0 or episodes < 2 else min(max(1, round(val_fraction * episodes)), episodes - 1)
         held = torch.as_tensor(np.random.default_rng(seed).permutation(episodes)[:n_val], device=self.device)
         val = torch.isin(self.episode, held)
         return torch.nonzero(~val).squeeze(1), torch.nonzero(val).squeeze(1)
