@@ -17,8 +17,9 @@ Three actor kinds (``agent.actor``), the networks the online agents use, so a cl
   observation; chunk steps past the episode end are left out of the loss, as ACT does. Exported and evaluated
   as its whole chunk played open loop; acting in ``robot-rl train`` it replans every step (the chunk's first action).
 
-One :meth:`BC.update` is one epoch: ``ceil(train frames / batch_size)`` gradient updates on uniformly drawn
-training frames, then the validation MSE (``val/mse``, on the held-out episodes, else the training ones).
+One :meth:`BC.update` is one epoch: a pass over the shuffled training frames in
+``ceil(train frames / batch_size)`` gradient updates, then the validation MSE (``val/mse``, on the held-out
+episodes, else the training ones).
 The template's TD settings (``gamma``, ``tau``, ``n_step``, ``critic_lr``, ``utd_ratio``, ...) are unused: BC
 trains no critic. The template builds one all the same (``critic=single`` in ``configs/agent/bc.yaml``, the
 smallest Q critic); the checkpoint carries it untrained.
@@ -153,7 +154,8 @@ class BC(OffPolicyAgent):
         self.episode = torch.cumsum(done, 0) - done
         """``[n]`` episode of every demo frame (0, 1, ... in buffer order)."""
         self.train_rows, self.val_rows = self.split(cfg.val_fraction, cfg.split_seed)
-        self.updates_per_epoch = max(1, math.ceil(len(self.train_rows) / cfg.batch_size))
+        self.epoch_batches: list[torch.Tensor] = []
+        """Row indices ``[<= B]`` of the current epoch's batches not yet learned from (the next one last)."""
 
     def split(self, val_fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Row indices (train ``[n_t]``, val ``[n_v]``) holding out ``round(val_fraction * E)`` whole episodes (at
@@ -194,9 +196,8 @@ class BC(OffPolicyAgent):
         return BCBatch(self.normalizers["policy"](self.buffer.obs["policy"][rows, 0]), actions, mask)
 
     def sample_batch(self) -> BCBatch:
-        """``batch_size`` training frames drawn uniformly."""
-        pick = torch.randint(len(self.train_rows), (self.cfg.batch_size,), device=self.device)
-        return self.batch(self.train_rows[pick])
+        """The next ``batch_size`` (the epoch's last: fewer) frames of the epoch's shuffled training frames."""
+        return self.batch(self.epoch_batches.pop())
 
     def loss(self, batch: BCBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loss, mse)``: masked action MSE (plus the Gaussian NLL term of the first action) on ``batch``."""
@@ -251,8 +252,11 @@ class BC(OffPolicyAgent):
         return True
 
     def update(self) -> Metrics:
-        """One epoch (``updates_per_epoch`` gradient updates, metrics averaged) and the validation MSE ``val/mse``."""
-        self.update_credit += self.updates_per_epoch
+        """One epoch, a pass over the shuffled training frames (``ceil(train frames / batch_size)`` gradient updates,
+        metrics averaged), and the validation MSE ``val/mse``."""
+        order = self.train_rows[torch.randperm(len(self.train_rows), device=self.device)]
+        self.epoch_batches = list(order.split(self.cfg.batch_size))[::-1]
+        self.update_credit += len(self.epoch_batches)
         metrics = super().update()
         metrics["val/mse"] = self.validation_mse()
         return metrics
