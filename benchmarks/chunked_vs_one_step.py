@@ -61,13 +61,15 @@ def write_json(path: Path, data: dict) -> None:
 def clone(demos: str, chunk_len: int, seed: int, hidden_dims: list[int]) -> tuple[str, float]:
     """``(dir, cpu_s)``: a BC clone of ``demos`` of the arm's actor type (``chunked`` of ``chunk_len`` actions, or
     ``deterministic`` for 1), ``robot-rl bc``'s settings otherwise, saved to a temporary directory."""
-    from robot_rl.demos.bc import BCConfig, save_bc, train_bc
+    from robot_rl.cli import main
 
     cpu0 = time.process_time()
-    kind = {"actor": "chunked", "chunk_len": chunk_len} if chunk_len > 1 else {"actor": "deterministic"}
-    result = train_bc(demos, BCConfig(hidden_dims=hidden_dims, seed=seed, **kind), progress=False)
-    out = save_bc(result, tempfile.mkdtemp(prefix=f"bc_h{chunk_len}_s{seed}_"))
-    return str(out), time.process_time() - cpu0
+    kind = ["--actor", "chunked", "--chunk-len", str(chunk_len)] if chunk_len > 1 else ["--actor", "deterministic"]
+    out = tempfile.mkdtemp(prefix=f"bc_h{chunk_len}_s{seed}_")
+    argv = ["bc", demos, "--out", out, "--hidden-dims", *map(str, hidden_dims), "--seed", str(seed), "--no-export"]
+    if main([*argv, *kind]) != 0:
+        raise SystemExit(f"robot-rl bc {demos} failed")
+    return out, time.process_time() - cpu0
 
 
 class OpenLoopPolicy:

@@ -87,9 +87,7 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
     if arm == "rlpd":
         cfg = RLPDConfig(demos=demos, critic_obs="policy", **common)
     elif arm == "rlpd_bc":  # actor + normaliser from a gaussian BC clone of the demos, kept near them by bc_weight
-        from robot_rl.demos.bc import BCConfig, save_bc, train_bc
-
-        bc_dir = save_bc(train_bc(demos, BCConfig(seed=seed), progress=False), tempfile.mkdtemp(prefix="bc_"))
+        bc_dir = clone(demos, task, seed, tempfile.mkdtemp(prefix="bc_"))
         cfg = RLPDConfig(demos=demos, critic_obs="policy", bc_checkpoint=str(bc_dir), normalize_obs=True,
                          **{**common, **bc_extra})
     else:  # the same critic input as rlpd: the policy observation (demos record no critic group)
@@ -137,20 +135,31 @@ def run_arm(arm: str, task: str, demos: str, steps: int, seed: int, num_envs: in
             "cpu_s": time.process_time() - cpu, "done": True}
 
 
+def clone(demos: str, task: str, seed: int, out: str) -> Path:
+    """``robot-rl bc``'s gaussian clone of ``demos`` (its defaults, ``--seed seed``) written to ``out``."""
+    from robot_rl.cli import main
+
+    if main(["bc", demos, "--out", out, "--task", task, "--seed", str(seed), "--no-export"]) != 0:
+        raise SystemExit(f"robot-rl bc {demos} failed")
+    return Path(out)
+
+
 def bc_reference(demos: str, task: str, episodes: int, seed: int) -> dict:
     """Success of the BC-only gaussian actor cloned from ``demos``."""
     import torch
 
     torch.set_num_threads(1)
     import sim
-    from robot_rl.demos.bc import BCConfig, BCPolicy, train_bc
     from robot_rl.train.evaluation import evaluate
+    from robot_rl.train.run_loading import open_run
 
     start = time.process_time()
-    result = train_bc(demos, BCConfig(seed=seed), progress=False)
+    out = clone(demos, task, seed, tempfile.mkdtemp(prefix="bc_"))
+    agent = open_run(out).agent
     env = sim.make_env(task, num_envs=min(episodes, 16), seed=seed + 1000)
-    summary = evaluate(BCPolicy(result.normalizer, result.actor).eval(), env, episodes, seed=seed + 1000).summary()
-    return {"seed": seed, "success": summary["success_rate"], "val_mse": result.best["val_mse"],
+    summary = evaluate(agent.policy(), env, episodes, seed=seed + 1000).summary()
+    return {"seed": seed, "success": summary["success_rate"],
+            "val_mse": json.loads((out / "bc.json").read_text())["best"]["val/mse"],
             "cpu_s": time.process_time() - start}
 
 

@@ -27,3 +27,11 @@ def record_expert_demos(
     record(task, expert_policy, root, episodes, TASK_TEXT[task], num_envs=num_envs, seed=seed,
            overrides=overrides, only_success=only_success)
     return root
+
+
+def clone_demos(root: Path, out: Path, *flags: str) -> Path:
+    """A ``robot-rl bc`` run of the dataset ``root`` into ``out`` (no export) with ``flags``; returns ``out``."""
+    from robot_rl.cli import main
+
+    assert main(["bc", str(root), "--out", str(out), "--no-export", *flags]) == 0
+    return out

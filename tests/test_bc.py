@@ -1,4 +1,5 @@
-"""Behaviour cloning from recorded demos: loss goes down, the clone acts like the expert, chunks, checkpoints."""
+"""Behaviour cloning (``agent=bc`` driven by ``robot-rl bc``): loss goes down, the clone acts like the expert,
+chunks, checkpoints, export."""
 
 from __future__ import annotations
 
@@ -11,9 +12,14 @@ import torch
 from expert_demos import record_expert_demos
 
 import sim
+from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.bc import BC, load_clone
 from robot_rl.cli import main
-from robot_rl.demos.bc import BCConfig, BCPolicy, BCResult, export_bc, load_bc, load_demo_arrays, save_bc, train_bc
+from robot_rl.commands.bc import Fit, fit
+from robot_rl.config import compose
+from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.demos.recorder import expert_policy, record
+from robot_rl.errors import InputError
 from robot_rl.train.evaluation import evaluate
 
 SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
@@ -25,25 +31,38 @@ def reach_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return record_expert_demos(tmp_path_factory.mktemp("bc") / "reach", "so101_reach", 12, 4, 1, SHORT)
 
 
-def test_bc_reduces_loss_and_reproduces_the_expert(reach_demos: Path) -> None:
+def clone(demos: Path, task: str, *overrides: str, epochs: int = 300, patience: int = 30) -> tuple[BC, Fit]:
+    """agent=bc on ``demos`` for ``task``'s env, fitted as ``robot-rl bc`` fits it."""
+    cfg = compose(["agent=bc", f"agent.demos={demos}", *overrides])
     torch.manual_seed(0)
-    result = train_bc(reach_demos, BCConfig(actor="deterministic", epochs=100, patience=100), progress=False)
+    agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(sim.make_env(task, num_envs=1)))
+    assert isinstance(agent, BC)
+    return agent, fit(agent, epochs, patience)
+
+
+def frame_mean(root: Path) -> np.ndarray:
+    """The mean policy observation of a dataset's frames (what the clone's normaliser holds)."""
+    return LeRobotDataset(root).column("observation.policy").astype(np.float64).mean(0)
+
+
+def test_bc_reduces_loss_and_reproduces_the_expert(reach_demos: Path) -> None:
+    agent, result = clone(reach_demos, "so101_reach", "agent.actor=deterministic", epochs=100, patience=100)
     first, best = result.history[0], result.best
-    assert best["val_mse"] < first["val_mse"] / 5, (first, best)
-    assert result.train_frames + result.val_frames == 300 and result.val_frames == 25  # one held-out episode
+    assert best["val/mse"] < first["val/mse"] / 5, (first, best)
+    assert len(agent.train_rows) + len(agent.val_rows) == 300 and len(agent.val_rows) == 25  # one held-out episode
     # in the states the expert visits on fresh episodes (another seed), the clone's actions are the expert's
     env = sim.make_env("so101_reach", num_envs=8, seed=77, **SHORT)
     obs = env.reset(seed=77)
-    policy, errors = load_policy(result), []
+    policy, errors = agent.policy(), []
     for _ in range(20):
         target = env.expert_action()
         with torch.no_grad():
             errors.append((policy(obs["policy"]) - target).abs().mean().item())
         obs = env.step(target).obs
     assert float(np.mean(errors)) < 0.1, errors
-    untrained = train_bc(reach_demos, BCConfig(actor="deterministic", epochs=1, lr=1e-9), progress=False)
+    untrained, _ = clone(reach_demos, "so101_reach", "agent.actor=deterministic", "agent.actor_lr=1e-9", epochs=1)
     with torch.no_grad():
-        untrained_error = (load_policy(untrained)(obs["policy"]) - env.expert_action()).abs().mean().item()
+        untrained_error = (untrained.policy()(obs["policy"]) - env.expert_action()).abs().mean().item()
     assert untrained_error > 3 * float(np.mean(errors))
 
 
@@ -52,75 +71,82 @@ def test_bc_lifts_some_cubes(tmp_path: Path) -> None:
     """Closed loop on so101_lift: 16 expert episodes cloned lift some cubes (0 without acting; ~50 s)."""
     record("so101_lift", expert_policy, tmp_path / "lift", 16, "lift", num_envs=4, seed=2,
            only_success=True)
-    result = train_bc(tmp_path / "lift", BCConfig(actor="deterministic"), progress=False)
+    agent, _ = clone(tmp_path / "lift", "so101_lift", "agent.actor=deterministic")
     env = sim.make_env("so101_lift", num_envs=16, seed=77)
-    assert evaluate(load_policy(result), env, 32, seed=77).summary()["success_rate"] >= 2 / 32
+    assert evaluate(agent.policy(), env, 32, seed=77).summary()["success_rate"] >= 2 / 32
     idle = evaluate(lambda obs: torch.zeros(obs.shape[0], 6), env, 32, seed=77).summary()["success_rate"]
     assert idle == 0.0
 
 
-def load_policy(result: BCResult) -> BCPolicy:
-    return BCPolicy(result.normalizer, result.actor).eval()
-
-
 def test_chunked_windows_and_shapes(reach_demos: Path) -> None:
-    cfg = BCConfig(actor="chunked", chunk_len=4, epochs=3, patience=3)
-    data = load_demo_arrays(reach_demos, cfg)
-    assert data.obs.shape == (300, 21) and data.actions.shape == (300, 4, 6) and data.mask.shape == (300, 4)
+    agent, _ = clone(reach_demos, "so101_reach", "agent.actor=chunked", "agent.chunk_len=4", epochs=3, patience=3)
+    rows = torch.arange(300)
+    actions, mask = agent.demo_chunks(rows)
+    assert actions.shape == (300, 4, 6) and mask.shape == (300, 4)
     # step k of frame t's window is frame t+k's action, inside the episode
-    inside = np.flatnonzero(data.mask[:, 3])
+    inside = torch.nonzero(mask[:, 3]).squeeze(1)
     for k in range(4):
-        np.testing.assert_array_equal(data.actions[inside, k], data.actions[inside + k, 0])
-    ends = np.flatnonzero(np.diff(data.episode)) + 1  # first frame of every later episode
-    last = np.r_[ends - 1, len(data.episode) - 1]
-    assert data.mask[last].tolist() == [[True, False, False, False]] * 12  # past the end: padded
-    assert data.mask[last - 3].all() and data.mask.sum() == 12 * (25 + 24 + 23 + 22)
-    result = train_bc(reach_demos, cfg, progress=False)
-    obs = torch.as_tensor(data.obs[:5])
-    assert result.actor(result.normalizer(obs)).shape == (5, 4, 6)
-    assert load_policy(result)(obs).shape == (5, 6)
+        torch.testing.assert_close(actions[inside, k], actions[inside + k, 0], rtol=0, atol=0)
+    last = torch.arange(24, 300, 25)  # the last frame of every 25-frame episode
+    assert mask[last].tolist() == [[True, False, False, False]] * 12  # past the end: padded
+    assert mask[last - 3].all() and int(mask.sum()) == 12 * (25 + 24 + 23 + 22)
+    obs = agent.buffer.obs["policy"][:5, 0]
+    assert agent.actor(agent.normalizers["policy"](obs)).shape == (5, 4, 6)
+    assert agent.policy()(obs).shape == (5, 4 * 6) and agent.policy_chunking()[0] == 4  # the whole chunk
 
 
-def test_checkpoint_round_trip_export_and_eval(reach_demos: Path, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture) -> None:
-    result = train_bc(reach_demos, BCConfig(actor="gaussian", epochs=5, patience=5), progress=False)
-    save_bc(result, tmp_path / "bc")
-    loaded = load_bc(tmp_path / "bc")
-    assert loaded.meta["task"] == "so101_reach" and loaded.meta["best_epoch"] == result.best_epoch
-    obs = torch.randn(7, 21)
+def test_cloning_loss_by_hand(reach_demos: Path) -> None:
+    """Masked MSE over the chunk steps inside the episode, plus the gaussian's NLL of the first action."""
+    agent, _ = clone(reach_demos, "so101_reach", "agent.actor=chunked", "agent.chunk_len=3", epochs=1)
+    batch = agent.batch(torch.tensor([0, 24, 23]))  # 24: the episode's last frame (1 step), 23: 2 steps
     with torch.no_grad():
-        np.testing.assert_array_equal(loaded.policy()(obs).numpy(), load_policy(result)(obs).numpy())
-    np.testing.assert_allclose(loaded.normalizer.mean.numpy(), load_demo_arrays(reach_demos, BCConfig()).obs_mean)
-    artifact = export_bc(loaded, tmp_path / "policy", "so101_reach")
-    import onnxruntime as ort
+        err = (agent.actor(batch.obs) - batch.actions).pow(2).sum(-1)  # [3, 3]
+        expected = (err[0].sum() + err[1, 0] + err[2, :2].sum()) / (6 * 6)
+        torch.testing.assert_close(agent.loss(batch)[1], expected)
+    gauss, _ = clone(reach_demos, "so101_reach", "agent.nll_weight=0.5", epochs=1)
+    batch = gauss.batch(torch.tensor([3, 4]))
+    with torch.no_grad():
+        mean, log_std = gauss.actor.net(batch.obs).chunk(2, dim=-1)
+        log_std = log_std.clamp(-5.0, 2.0)
+        u = torch.atanh(batch.actions[:, 0].clamp(-0.999, 0.999))
+        nll = (0.5 * ((u - mean) / log_std.exp()) ** 2 + log_std + 0.5 * np.log(2 * np.pi)).mean()
+        mse = (torch.tanh(mean) - batch.actions[:, 0]).pow(2).mean()
+        torch.testing.assert_close(gauss.loss(batch)[0], mse + 0.5 * nll)
 
-    onnx_out = ort.InferenceSession(str(artifact / "policy.onnx")).run(None, {"obs": obs.numpy()})[0]
-    env = sim.make_env("so101_reach", num_envs=1)
-    with torch.no_grad():  # joint targets = default + scale * action
-        expected = env.default_joint_pos + env.robot.control.action_scale * loaded.policy()(obs)
-    np.testing.assert_allclose(onnx_out, expected.numpy(), atol=1e-5)
-    assert main(["eval", str(artifact), "--episodes", "2", "--num-envs", "2"]) == 0
-    assert json.loads(capsys.readouterr().out)["episodes"] == 2
 
-
-def test_bc_command_and_bad_input(reach_demos: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_bc_command_checkpoint_export_eval_and_bad_input(reach_demos: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "cli"
     assert main(["bc", str(reach_demos), "--out", str(out), "--actor", "chunked", "--chunk-len", "3",
                  "--epochs", "4", "--eval-episodes", "2"]) == 0
     printed = capsys.readouterr().out
     assert "bc (chunked, h=3)" in printed and json.loads(printed[printed.index("{"):])["episodes"] == 2
-    assert load_bc(out).cfg.chunk_len == 3
+    assert json.loads((out / "eval.json").read_text())["episodes"] == 2
     import yaml
 
     assert yaml.safe_load((out / "policy" / "policy.yaml").read_text())["chunk_length"] == 3  # the whole chunk
     assert main(["eval", str(out / "policy"), "--episodes", "2", "--num-envs", "2"]) == 0
+    # the run directory is an ordinary run: the checkpoint reads back into the clone the artifact holds
+    clone_ = load_clone(out, 21, 6)
+    assert clone_.cfg.chunk_len == 3 and clone_.cfg.actor == "chunked"
+    import onnxruntime as ort
+
+    obs = torch.randn(7, 21)
+    onnx_out = ort.InferenceSession(str(out / "policy" / "policy.onnx")).run(None, {"obs": obs.numpy()})[0]
+    env = sim.make_env("so101_reach", num_envs=1)
+    with torch.no_grad():  # joint targets = default + scale * action, every chunk step
+        chunk = clone_.actor(clone_.normalizer(obs))  # [7, 3, 6]
+        expected = env.default_joint_pos + env.robot.control.action_scale * chunk
+    np.testing.assert_allclose(onnx_out, expected.flatten(1).numpy(), atol=1e-5)
+    np.testing.assert_allclose(clone_.normalizer.mean.numpy(), frame_mean(reach_demos), rtol=1e-5, atol=1e-6)
+    assert main(["eval", str(out), "--episodes", "2", "--num-envs", "2"]) == 0  # the run dir itself
     assert main(["bc", str(tmp_path / "nothing"), "--out", str(out)]) == 2
     assert "not a LeRobot dataset" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="actor must be one of"):
-        BCConfig(actor="transformer")
-    with pytest.raises(ValueError, match="chunk_len=4: use chunk_len >= 1 with actor=chunked"):
-        BCConfig(actor="gaussian", chunk_len=4)
-    with pytest.raises(KeyError, match=r"no feature 'observation\.critic'"):
-        load_demo_arrays(reach_demos, BCConfig(obs_key="observation.critic"))
-    with pytest.raises(FileNotFoundError, match="not a BC checkpoint"):
-        load_bc(tmp_path)
+    with pytest.raises(InputError, match=r"agent\.actor"):
+        compose(["agent=bc", "agent.actor=transformer"])
+    with pytest.raises(InputError, match=r"agent\.chunk_len"):
+        compose(["agent=bc", "agent.actor=gaussian", "agent.chunk_len=4"])
+    with pytest.raises(ValueError, match="not a `robot-rl bc` run"):
+        load_clone(tmp_path, 21, 6)
+    with pytest.raises(ValueError, match="other observation or action sizes"):
+        load_clone(out, 20, 6)

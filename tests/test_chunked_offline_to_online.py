@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from expert_demos import record_expert_demos
+from expert_demos import clone_demos, record_expert_demos
 
 import sim
 from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.bc import load_clone
 from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config, sample_mixed_chunks
 from robot_rl.critics.chunked import ChunkedCriticConfig
-from robot_rl.demos.bc import BCConfig, save_bc, train_bc
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -33,9 +33,10 @@ def reach_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def clones(reach_demos: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """BC checkpoints of the demos: ``chunked`` (h = 4) and ``deterministic`` (one-step)."""
     out = tmp_path_factory.mktemp("chunked_o2o_bc")
-    kinds = {"chunked": BCConfig(actor="chunked", chunk_len=4, hidden_dims=HIDDEN, epochs=3),
-             "deterministic": BCConfig(actor="deterministic", hidden_dims=HIDDEN, epochs=3)}
-    return {k: save_bc(train_bc(reach_demos, cfg, progress=False), out / k) for k, cfg in kinds.items()}
+    widths = ["--hidden-dims", *map(str, HIDDEN), "--epochs", "3"]
+    kinds = {"chunked": ["--actor", "chunked", "--chunk-len", "4", *widths],
+             "deterministic": ["--actor", "deterministic", *widths]}
+    return {k: clone_demos(reach_demos, out / k, *flags) for k, flags in kinds.items()}
 
 
 def _agent(demos: Path, H: int, **kw) -> ChunkedTD3:
@@ -60,9 +61,7 @@ def _fill(agent: ChunkedTD3, steps: int = 8) -> None:
 @pytest.mark.parametrize(("H", "kind"), [(4, "chunked"), (1, "deterministic")])
 def test_actor_starts_from_the_clone_of_its_own_type(reach_demos: Path, clones: dict[str, Path], H: int,
                                                      kind: str) -> None:
-    from robot_rl.demos.bc import load_bc
-
-    bc = load_bc(clones[kind])
+    bc = load_clone(clones[kind], 21, 6)
     agent = _agent(reach_demos, H, normalize_obs=True, bc_checkpoint=str(clones[kind]))
     probe = torch.randn(5, 21)
     with torch.no_grad():

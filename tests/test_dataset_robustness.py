@@ -18,11 +18,16 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.bc import load_clone
 from robot_rl.cli import main
+from robot_rl.commands.bc import fit, save_run
+from robot_rl.config import compose
 from robot_rl.data.lerobot import LeRobotDataset, LeRobotWriter
 from robot_rl.data.lerobot.stats import QUANTILE_KEYS, feature_stats, vector_stats
-from robot_rl.demos.bc import BCConfig, load_bc, save_bc, train_bc
+from robot_rl.deploy.artifact import sha256_file
 from robot_rl.errors import InputError
+from robot_rl.train.checkpoint import SUMS_FILE, TENSORS_FILE, TREE_FILE, latest_checkpoint
 
 GRID = {"observation.grid": {"dtype": "float32", "shape": [2, 3], "names": None},
         "observation.policy": {"dtype": "float32", "shape": [4], "names": None},
@@ -101,8 +106,29 @@ def test_per_element_stats_of_older_datasets_are_read_and_resumed_in_lerobot_lay
     np.testing.assert_allclose(resumed.stats["observation.grid"]["mean"], both.mean(0), rtol=1e-5)
 
 
+DEMOS = {**{k: v for k, v in GRID.items() if k != "observation.grid"},
+         "next.observation.policy": GRID["observation.policy"],
+         "next.reward": {"dtype": "float32", "shape": [1], "names": None},
+         "next.done": {"dtype": "bool", "shape": [1], "names": None},
+         "next.terminated": {"dtype": "bool", "shape": [1], "names": None}}
+
+
+def _write_demos(root: Path, episodes: int = 3, frames: int = 10) -> None:
+    """A dataset of seeded transitions with the columns behaviour cloning reads (``robot-rl record``'s), no task."""
+    rng = np.random.default_rng(0)
+    with LeRobotWriter.create(root, fps=10, features=DEMOS, durable=False) as writer:
+        for _ in range(episodes):
+            for t in range(frames):
+                frame = {k: rng.normal(size=v["shape"]).astype(np.float32) for k, v in DEMOS.items()
+                         if v["dtype"] == "float32"}
+                frame["action.policy"] = np.tanh(frame["action.policy"])
+                writer.add_frame({**frame, "next.done": np.array([t == frames - 1]),
+                                  "next.terminated": np.array([False])}, task="t")
+            writer.save_episode()
+
+
 def test_bc_refuses_nan_actions_naming_file_column_row_and_episode(tmp_path: Path, capsys) -> None:
-    _write(tmp_path / "ds")  # the writer refuses NaN: put one into the parquet file as a bad copy would
+    _write_demos(tmp_path / "ds")  # the writer refuses NaN: put one into the parquet file as a bad copy would
     path = tmp_path / "ds/data/chunk-000/file-000.parquet"
     table = pq.read_table(path)
     actions = table["action.policy"].to_pylist()
@@ -119,19 +145,27 @@ def test_bc_refuses_nan_actions_naming_file_column_row_and_episode(tmp_path: Pat
 
 
 def test_bc_never_saves_or_loads_non_finite_weights(tmp_path: Path) -> None:
-    _write(tmp_path / "ds")
-    result = train_bc(tmp_path / "ds", BCConfig(hidden_dims=[8], epochs=2, batch_size=16), progress=False)
-    good = save_bc(result, tmp_path / "good")
+    _write_demos(tmp_path / "ds")
+    cfg = compose(["agent=bc", f"agent.demos={tmp_path / 'ds'}", "agent.actor_hidden_dims=[8]", "agent.batch_size=16",
+                   "task.name=none"])
+    spec = EnvSpec(num_envs=1, observation_dims={"policy": 4}, action_dim=2, action_low=-torch.ones(2),
+                   action_high=torch.ones(2))
+    agent = make_agent(cfg.agent, cfg.critic, spec)
+    result = fit(agent, epochs=2, patience=2)
+    save_run(agent, cfg, tmp_path / "good", result, 0.0)
     with torch.no_grad():
-        next(result.actor.parameters()).view(-1)[0] = float("nan")
-    with pytest.raises(InputError, match=r"actor\.net\.0\.weight: holds NaN or inf"):
-        save_bc(result, tmp_path / "diverged")
-    assert not (tmp_path / "diverged").exists()
-    tensors = load_file(good / "bc.safetensors")
-    tensors["normalizer.mean"][0] = float("inf")
-    save_file(tensors, good / "bc.safetensors")
-    with pytest.raises(InputError, match=r"bc\.safetensors: normalizer\.mean: holds NaN or inf"):
-        load_bc(good)
+        next(agent.actor.parameters()).view(-1)[0] = float("nan")
+    with pytest.raises(InputError, match=r"holds NaN or inf: training diverged; nothing was saved .*actor/net\.0"):
+        save_run(agent, cfg, tmp_path / "diverged", result, 0.0)
+    diverged = tmp_path / "diverged"
+    assert not list(diverged.glob("checkpoints/step_*")) and not (diverged / "config.yaml").exists()
+    ckpt = latest_checkpoint(tmp_path / "good")
+    tensors = load_file(ckpt / TENSORS_FILE)
+    tensors["agent/normalizers/policy.mean"][0] = float("inf")
+    save_file(tensors, ckpt / TENSORS_FILE)  # with matching checksums, as a diverged writer would have left it
+    (ckpt / SUMS_FILE).write_text("".join(f"{sha256_file(ckpt / n)}  {n}\n" for n in (TENSORS_FILE, TREE_FILE)))
+    with pytest.raises(InputError, match=r"step_0+2: holds non-finite values .* agent/normalizers/policy\.mean"):
+        load_clone(tmp_path / "good", 4, 2)
 
 
 def test_record_reuses_a_folder_left_before_the_first_commit(tmp_path: Path) -> None:

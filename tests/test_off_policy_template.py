@@ -38,21 +38,24 @@ AGENTS = {  # agent key -> its tiny critic settings
     "tqc": ["critic.hidden_dims=[16]"],
     "fast_td3": ["critic.hidden_dims=[16]"],
     "rlpd": ["critic.hidden_dims=[16]", "agent.normalize_obs=true"],
+    "bc": ["critic.hidden_dims=[16]", "agent.actor=chunked", "agent.chunk_len=3"],
     "chunked_td3": ["critic.hidden_dims=[16]", "critic.chunk_len=3", "agent.execute_len=2", "agent.normalize_obs=true"],
     "tdmpc": ["critic.hidden_dims=[16]", "critic.latent_dim=8", "critic.plan_samples=16", "critic.plan_elites=4",
               "critic.plan_iterations=1", "critic.plan_policy_samples=4"],
 }
 
+DEMO_AGENTS = ("rlpd", "bc")
+
 
 @pytest.fixture(scope="module")
 def reach_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """2 scripted-expert so101_reach episodes for RLPD's demo partition."""
+    """2 scripted-expert so101_reach episodes for the demo agents (RLPD's partition, BC's replay)."""
     return record_expert_demos(tmp_path_factory.mktemp("template") / "reach", "so101_reach", 2, 2, 4, SHORT)
 
 
 def make_env(key: str, seed: int):
-    """RLPD runs on the task its demos were recorded on; the others on the toy reach."""
-    if key == "rlpd":
+    """The demo agents (RLPD, BC) run on the task their demos were recorded on; the others on the toy reach."""
+    if key in DEMO_AGENTS:
         return sim.make_env("so101_reach", num_envs=2, seed=seed, **SHORT)
     return ToyReach(num_envs=4, seed=seed)
 
@@ -60,7 +63,7 @@ def make_env(key: str, seed: int):
 def build(key: str, env, demos: Path, *extra: str) -> OffPolicyAgent:
     """``agent=key`` from its config file with tiny networks, seeded."""
     overrides = [f"agent={key}", *TINY, *AGENTS[key], *extra]
-    if key == "rlpd":
+    if key in DEMO_AGENTS:
         overrides.append(f"agent.demos={demos}")
     cfg = compose(overrides)
     torch.manual_seed(0)
@@ -119,7 +122,7 @@ def test_every_off_policy_agent_runs_in_bf16_resumes_exactly_and_exports(key: st
     H, execution = writer.policy_chunking()
     env = make_env(key, seed=0)
     D, A = env.observation_dims["policy"], env.action_dim
-    layout = env.observation_layout["policy"] if key == "rlpd" else [("joint_pos", D, 1.0)]  # toy: any D values
+    layout = env.observation_layout["policy"] if key in DEMO_AGENTS else [("joint_pos", D, 1.0)]  # toy: any D values
     meta = make_meta("toy", [f"j{i}" for i in range(A)], [0.0] * A, layout, 1.0, 20, chunk_length=H,
                      chunk_execution=execution)
     out = export_policy(PolicyHead(policy, meta), meta, tmp_path / "policy", formats=["onnx"])

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 import torch
 from agent_loop import drive
-from expert_demos import record_expert_demos
+from expert_demos import clone_demos, record_expert_demos
 
 import sim
 from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.bc import load_clone
 from robot_rl.agents.rlpd import RLPD, RLPDConfig
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.layer_norm import LayerNormEnsembleCritic, LayerNormEnsembleCriticConfig
 from robot_rl.data.demo_buffer import DemoMixReplay, demo_replay
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.data.transitions import demo_transitions
-from robot_rl.demos.bc import BCConfig, save_bc, train_bc
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
@@ -138,8 +138,8 @@ def test_tiny_rlpd_run_and_checkpoint_round_trip(reach_demos: Path, tmp_path: Pa
 
 def test_bc_initialised_actor(reach_demos: Path, tmp_path: Path) -> None:
     env = sim.make_env("so101_reach", num_envs=2, seed=0, **SHORT)
-    result = train_bc(reach_demos, BCConfig(actor="gaussian", hidden_dims=[64, 64], epochs=3), progress=False)
-    save_bc(result, tmp_path / "bc")
+    clone_demos(reach_demos, tmp_path / "bc", "--actor", "gaussian", "--hidden-dims", "64", "64", "--epochs", "3")
+    result = load_clone(tmp_path / "bc", 21, 6)
     agent = make_rlpd(reach_demos, env, normalize_obs=True, actor_hidden_dims=[64, 64],
                       bc_checkpoint=str(tmp_path / "bc"))
     probe = torch.randn(5, 21)
@@ -235,8 +235,8 @@ def test_backup_entropy_off_leaves_log_pi_out_of_the_target(reach_demos: Path) -
 def test_bc_anchor_clone_pulls_every_row_to_the_frozen_clone(reach_demos: Path, tmp_path: Path) -> None:
     torch.manual_seed(0)
     env = sim.make_env("so101_reach", num_envs=2, seed=0, **SHORT)
-    result = train_bc(reach_demos, BCConfig(actor="gaussian", hidden_dims=[64, 64], epochs=3), progress=False)
-    save_bc(result, tmp_path / "bc")
+    clone_demos(reach_demos, tmp_path / "bc", "--actor", "gaussian", "--hidden-dims", "64", "64", "--epochs", "3")
+    result = load_clone(tmp_path / "bc", 21, 6)
     agent = make_rlpd(reach_demos, env, normalize_obs=True, actor_hidden_dims=[64, 64], bc_weight=2.0,
                       bc_anchor="clone", bc_checkpoint=str(tmp_path / "bc"))
     assert agent.bc_prior is not None and not any(p.requires_grad for p in agent.bc_prior.parameters())

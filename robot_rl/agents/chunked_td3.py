@@ -57,6 +57,7 @@ import torch
 from torch import nn
 
 from robot_rl.agents.base import EnvSpec, Obs, register_agent
+from robot_rl.agents.bc import load_clone
 from robot_rl.agents.off_policy import Metrics, OffPolicyAgent, OffPolicyConfig
 from robot_rl.critics import CriticSpec
 from robot_rl.critics.base import reduce_members
@@ -228,17 +229,15 @@ class ChunkedTD3(OffPolicyAgent):
                 self.demo_source.prime(self.normalizers)
 
     def _load_bc(self, path: str) -> None:
-        """Copy a BC checkpoint's actor (into the actor and its target) and normaliser (then frozen)."""
-        from robot_rl.demos.bc import load_bc
-
-        bc, cfg = load_bc(path), self.cfg
+        """Copy a ``robot-rl bc`` run's actor (into the actor and its target) and normaliser (then frozen)."""
+        bc, cfg = load_clone(path, self.env.observation_dims["policy"], self.env.action_dim), self.cfg
         kinds = ("chunked", "deterministic") if self.actor_len == 1 else ("chunked",)
         if bc.cfg.actor not in kinds or bc.cfg.chunk_len != self.actor_len \
-                or list(bc.cfg.hidden_dims) != list(cfg.actor_hidden_dims) or bc.cfg.activation != cfg.activation:
+                or list(bc.cfg.actor_hidden_dims) != list(cfg.actor_hidden_dims) or bc.cfg.activation != cfg.activation:
             want = "--actor chunked --chunk-len" if self.actor_len > 1 else "--actor deterministic, chunk"
             raise ValueError(
                 f"agent.bc_checkpoint={path} holds a {bc.cfg.actor} actor of {bc.cfg.chunk_len} action(s) "
-                f"{bc.cfg.hidden_dims}/{bc.cfg.activation}; this agent's actor plays {self.actor_len} action(s) "
+                f"{bc.cfg.actor_hidden_dims}/{bc.cfg.activation}; this agent's actor plays {self.actor_len} action(s) "
                 f"{list(cfg.actor_hidden_dims)}/{cfg.activation}: `robot-rl bc <dataset> {want} {self.actor_len} "
                 "--hidden-dims ...`"
             )

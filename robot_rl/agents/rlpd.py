@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from robot_rl.agents.base import EnvSpec, register_agent
+from robot_rl.agents.bc import load_clone
 from robot_rl.agents.sac import SAC, SACConfig
 from robot_rl.data.demo_buffer import DemoMixReplay
 from robot_rl.data.demo_source import DemoSource, check_demo_settings, demo_groups, start_from_clone
@@ -115,21 +116,19 @@ class RLPD(SAC):
         return len(self.demo_source)
 
     def _load_bc(self, path: str) -> None:
-        """Copy a BC checkpoint's actor and normaliser into this agent."""
-        from robot_rl.demos.bc import load_bc
-
-        bc = load_bc(path)
+        """Copy a ``robot-rl bc`` run's actor and normaliser into this agent."""
         cfg = self.cfg
-        if bc.cfg.actor != "gaussian" or list(bc.cfg.hidden_dims) != list(cfg.actor_hidden_dims) \
-                or bc.cfg.activation != cfg.activation:
-            raise ValueError(
-                f"agent.bc_checkpoint={path} holds a {bc.cfg.actor} actor {bc.cfg.hidden_dims}/{bc.cfg.activation}; "
-                f"rlpd needs a gaussian one {list(cfg.actor_hidden_dims)}/{cfg.activation}: "
-                "`robot-rl bc <dataset> --actor gaussian --hidden-dims ...`"
-            )
         if not cfg.normalize_obs:
             raise ValueError(f"agent.bc_checkpoint={path} was trained on normalised observations; "
                              "set agent.normalize_obs=true")
+        bc = load_clone(path, self.env.observation_dims["policy"], self.env.action_dim)
+        if bc.cfg.actor != "gaussian" or list(bc.cfg.actor_hidden_dims) != list(cfg.actor_hidden_dims) \
+                or bc.cfg.activation != cfg.activation:
+            raise ValueError(
+                f"agent.bc_checkpoint={path} holds a {bc.cfg.actor} actor {bc.cfg.actor_hidden_dims}/"
+                f"{bc.cfg.activation}; rlpd needs a gaussian one {list(cfg.actor_hidden_dims)}/{cfg.activation}: "
+                "`robot-rl bc <dataset> --actor gaussian --hidden-dims ...`"
+            )
         self.actor.load_state_dict(bc.actor.state_dict())
         start_from_clone(self.normalizers, bc.normalizer)
 
