@@ -32,8 +32,9 @@ def _pair(task: str, num_envs: int, **overrides):
             sim.make_env(task, num_envs, seed=3, backend="mujoco_warp", **overrides))
 
 
-def _compare(task: str, num_envs: int, steps: int, amplitude: float, **overrides) -> tuple[float, float, int]:
-    """Step both backends with the same seeded actions; ``(worst obs diff, worst reward diff, episode ends)``.
+def _compare(task: str, num_envs: int, steps: int, amplitude: float, **overrides):
+    """Step both backends with the same seeded actions: ``(worst obs diff, worst reward diff, episode ends,
+    the mujoco_batch env, the mujoco_warp env)``.
 
     Episode ends (terminations and truncations) must agree exactly, env by env.
     """
@@ -49,13 +50,13 @@ def _compare(task: str, num_envs: int, steps: int, amplitude: float, **overrides
         ends += int((b.terminated | b.truncated).sum())
         worst_obs = max(worst_obs, *((b.obs[g] - w.obs[g]).abs().max().item() for g in b.obs))
         worst_reward = max(worst_reward, (b.reward - w.reward).abs().max().item())
-    return worst_obs, worst_reward, ends
+    return worst_obs, worst_reward, ends, batch, warp_env
 
 
 @pytest.mark.warp
 def test_so101_reach_matches_mujoco_batch():
     # 0.6 s episodes (15 control steps) over 45 steps: every env truncates and resets 3 times.
-    worst_obs, worst_reward, ends = _compare("so101_reach", 8, 45, 0.3, episode_s=0.6)
+    worst_obs, worst_reward, ends, _, _ = _compare("so101_reach", 8, 45, 0.3, episode_s=0.6)
     assert ends == 3 * 8
     assert worst_obs < OBS_ATOL and worst_reward < REWARD_ATOL, (worst_obs, worst_reward)
 
@@ -63,9 +64,14 @@ def test_so101_reach_matches_mujoco_batch():
 @pytest.mark.warp
 def test_g1_walk_matches_mujoco_batch():
     # friction randomisation included (the same draws through expand()); 0.4 s episodes (20 steps) over 40 steps.
-    worst_obs, worst_reward, ends = _compare("g1_walk", 4, 40, 0.3, episode_s=0.4)
+    worst_obs, worst_reward, ends, batch, warp_env = _compare("g1_walk", 4, 40, 0.3, episode_s=0.4)
     assert ends == 2 * 4
     assert worst_obs < OBS_ATOL and worst_reward < REWARD_ATOL, (worst_obs, worst_reward)
+    # the per-env friction draws reached the device model (uploaded at each reset)
+    on_device = warp_env.backend.warp_model.geom_friction.numpy()
+    drawn = batch.backend.expand("geom_friction")
+    assert on_device.shape == drawn.shape and len(np.unique(drawn[:, 0, 0])) == 4
+    np.testing.assert_allclose(on_device, drawn, rtol=1e-6)
 
 
 @pytest.mark.warp

@@ -113,7 +113,11 @@ class SimBackend(ABC):
 
     @abstractmethod
     def expand(self, field: str) -> np.ndarray:
-        """Live ``[N, ...]`` per-env values of a model field, for domain randomisation."""
+        """``[N, ...]`` per-env values of a model field, for domain randomisation.
+
+        Rows written into it take effect by the next :meth:`reset` or :meth:`restore` of their envs (the
+        CPU batch shares the memory; a device backend uploads the rows then).
+        """
 
     @abstractmethod
     def set_const(self, ids: np.ndarray | None = None) -> None:

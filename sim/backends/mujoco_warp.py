@@ -60,7 +60,7 @@ class MujocoWarpBackend(SimBackend):
         self._body_ids_t = torch.as_tensor(self._body_ids, dtype=torch.long, device=self.device)
         if self._history_values is not None:
             self._history_index = torch.as_tensor(self._history_values.ravel(), device=self.device)
-        self._expanded: dict[str, np.ndarray] = {}
+        self._expanded: dict[str, tuple[np.ndarray, torch.Tensor]] = {}  # field -> (host rows, device view)
         self._graph = None
         self._snapshot_pair: tuple[mujoco.MjModel, mujoco.MjData] | None = None
         self._launch(mjw.reset_data)
@@ -113,6 +113,7 @@ class MujocoWarpBackend(SimBackend):
     def reset(self, ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor, ctrl: torch.Tensor) -> None:
         """Put envs ``ids`` in state ``qpos`` ``[n, nq]``, ``qvel`` ``[n, nv]``, ``ctrl`` ``[n, nu]``."""
         index = self._index(ids)
+        self._upload_expanded(ids, index)
         mask = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         mask[index] = True
         self._launch(mjw.reset_data, wp.from_torch(mask))
@@ -146,6 +147,7 @@ class MujocoWarpBackend(SimBackend):
     def restore(self, ids: np.ndarray, state: dict[str, np.ndarray]) -> None:
         """Put envs ``ids`` back in a :meth:`capture`'d state and recompute their kinematics."""
         index = self._index(ids)
+        self._upload_expanded(ids, index)
         for field, view in self._views.items():
             if field in STATE_FIELDS:
                 rows = view[index]
@@ -167,22 +169,25 @@ class MujocoWarpBackend(SimBackend):
         return jac[0], jac[1]
 
     def expand(self, field: str) -> np.ndarray:
-        """Live ``[N, ...]`` per-env values of a model field, for domain randomisation (warp's CPU device).
+        """Host ``[N, ...]`` per-env values of a model field, for domain randomisation.
 
-        The field becomes one row per world in the warp model; on CPU the returned array shares its memory.
+        The field becomes one row per world in the warp model. What is written into the returned array
+        reaches the device for envs ``ids`` at the next :meth:`reset` or :meth:`restore` of those envs (the
+        randomiser writes a row just before either).
         """
-        if self.device.type != "cpu":
-            raise SimInputError(f"sim.backend=mujoco_warp on {self.device}: per-env randomisation of {field} "
-                                "(the task's DomainRandCfg) is implemented on sim.device=cpu only; turn it off "
-                                "for the task (e.g. task.env.randomization.friction_scale=null) or use mujoco_batch")
         if field not in self._expanded:
             shared = getattr(self.warp_model, field)
             rows = np.repeat(shared.numpy()[:1], self.num_envs, axis=0)
             batched = wp.array(rows, dtype=shared.dtype, device=self._wp_device)
             setattr(self.warp_model, field, batched)
-            self._expanded[field] = batched.numpy()
+            self._expanded[field] = (rows, wp.to_torch(batched))
             self._graph = None
-        return self._expanded[field]
+        return self._expanded[field][0]
+
+    def _upload_expanded(self, ids: np.ndarray, index: torch.Tensor) -> None:
+        """Copy rows ``ids`` of the per-env model fields from their host arrays to the device."""
+        for rows, on_device in self._expanded.values():
+            on_device[index] = torch.from_numpy(rows[ids]).to(on_device)
 
     def set_const(self, ids: np.ndarray | None = None) -> None:
         """Not available: MuJoCo Warp's ``set_const`` derives one set of constants, not one per world."""
@@ -197,7 +202,7 @@ class MujocoWarpBackend(SimBackend):
         if self._snapshot_pair is None:
             self._snapshot_pair = (self.model.__copy__(), mujoco.MjData(self.model))
         model, data = self._snapshot_pair
-        for field, rows in self._expanded.items():
+        for field, (rows, _) in self._expanded.items():
             getattr(model, field)[:] = rows[env_index].reshape(getattr(model, field).shape)
         state = self.capture(np.array([env_index]))
         data.time = float(state["time"][0])
