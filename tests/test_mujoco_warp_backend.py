@@ -16,8 +16,10 @@ import pytest
 import torch
 
 import sim
+from robot_rl.config import compose
 from robot_rl.config.schema import SIM_BACKENDS, SimConfig
 from robot_rl.errors import InputError
+from robot_rl.train.on_policy_runner import sim_env_factory
 from sim.backends import BACKENDS, make_backend
 from sim.errors import SimInputError
 
@@ -103,6 +105,14 @@ def test_snapshots_cross_backends_and_replay_exactly():
         np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
 
 
+@pytest.mark.warp
+def test_train_config_selects_the_backend():
+    from sim.backends.mujoco_warp import MujocoWarpBackend  # needs the extra
+
+    env = sim_env_factory(compose(["sim.backend=mujoco_warp"]))(2, 0)
+    assert isinstance(env.backend, MujocoWarpBackend) and env.reset()["policy"].shape[0] == 2
+
+
 def test_missing_mujoco_warp_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "mujoco_warp", None)  # import mujoco_warp -> ImportError
     monkeypatch.delitem(sys.modules, "sim.backends.mujoco_warp", raising=False)
@@ -120,3 +130,5 @@ def test_backend_choice_is_checked():
         sim.make_env("so101_reach", 1, backend="physx")
     with pytest.raises(SimInputError, match="mujoco_batch only"):
         sim.make_env("hopper", 1, backend="mujoco_warp")
+    with pytest.raises(InputError, match="mujoco_batch only"):  # the runner's refusal (robot-rl exits 2)
+        sim_env_factory(compose(["task.name=hopper", "sim.backend=mujoco_warp"]))(1, 0)
