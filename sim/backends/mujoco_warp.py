@@ -14,6 +14,9 @@ later processes load them in seconds. See docs/gpu.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import mujoco
 import mujoco_warp as mjw
 import numpy as np
@@ -66,9 +69,23 @@ class MujocoWarpBackend(SimBackend):
         self._launch(mjw.reset_data)
         self._launch(mjw.forward)
 
+    @contextmanager
+    def _on_device(self) -> Iterator[None]:
+        """Warp work on this backend's device, ordered after torch's pending work on the same tensors and
+        before torch's next (CUDA: warp's stream waits for torch's current stream, then the reverse; no host
+        synchronisation)."""
+        with wp.ScopedDevice(self._wp_device):
+            if self.device.type == "cpu":
+                yield
+                return
+            torch_stream = wp.stream_from_torch(torch.cuda.current_stream(self.device))
+            wp.get_stream().wait_stream(torch_stream)
+            yield
+            torch_stream.wait_stream(wp.get_stream())
+
     def _launch(self, function, *args) -> None:
         """``function(model, data, *args)`` on this backend's warp device."""
-        with wp.ScopedDevice(self._wp_device):
+        with self._on_device():
             function(self.warp_model, self.data, *args)
 
     def _physics(self) -> None:
@@ -100,7 +117,7 @@ class MujocoWarpBackend(SimBackend):
     def step(self, ctrl: torch.Tensor) -> None:
         """Hold ``ctrl`` ``[N, nu]`` for ``decimation`` substeps in every env."""
         self._views["ctrl"].copy_(ctrl.detach())
-        with wp.ScopedDevice(self._wp_device):
+        with self._on_device():
             if self.device.type == "cpu":
                 self._physics()
                 return
