@@ -21,6 +21,11 @@ baseline controls in the actuators' ctrlrange.
     python benchmarks/sim_throughput.py --tasks so101_reach g1_walk --envs 1 16 64 256
     python benchmarks/sim_throughput.py --tasks g1_walk --envs 64 --profile
     python benchmarks/sim_throughput.py --tasks hopper ant --envs 64     # against Hopper-v5, Ant-v5
+    python benchmarks/sim_throughput.py --tasks g1_walk --envs 1024 8192 --no-gym \
+        --backend mujoco_warp --device cuda                                  # MuJoCo Warp on a GPU (docs/gpu.md)
+
+``--backend mujoco_warp`` (the ``[gpu]`` extra) puts the VecEnv column on MuJoCo Warp, on ``--device``;
+the baselines stay MuJoCo's CPU ``Batch`` and gymnasium.
 
 The rows (one per task, env count and variant) go to ``--out`` (default ``docs/results/sim_throughput.json``,
 beside ``sim_throughput.md``, with the command, commit, load and machine).
@@ -52,6 +57,7 @@ if "ROBOT_RL_ASSETS" not in os.environ and _SHARED_ROBOTS.is_dir():
 from _results import RESULTS, write_rows  # noqa: E402
 
 import sim  # noqa: E402 - after the asset path is set
+from sim.backends import BACKENDS  # noqa: E402
 
 DEFAULT_TASKS = ("so101_reach", "g1_walk")
 
@@ -217,11 +223,22 @@ def measure_all(steppers: dict[str, Stepper], pids: dict[str, list[int]], num_en
     return best
 
 
-def measure_task(task: str, num_envs: int, args: argparse.Namespace) -> dict[str, Rate]:
-    """Rates of every variant ("vec", "batch", "sync", "async") of ``task`` at ``num_envs``."""
+def vecenv_and_setup(task: str, num_envs: int, args: argparse.Namespace) -> tuple[sim.VecEnv, Setup]:
+    """The reset VecEnv of ``task`` on ``args.backend`` / ``args.device``, and the setup of the baselines
+    (made from the task's CPU ``Batch`` env: the baselines always run MuJoCo's CPU physics)."""
     env = sim.make_env(task, num_envs=num_envs, seed=0, nthread=args.nthread)
     env.reset(seed=0)
     setup = make_setup(env, num_envs, args.actions)
+    if args.backend != "mujoco_batch":
+        env.close()
+        env = sim.make_env(task, num_envs=num_envs, device=args.device, seed=0, backend=args.backend)
+        env.reset(seed=0)
+    return env, setup
+
+
+def measure_task(task: str, num_envs: int, args: argparse.Namespace) -> dict[str, Rate]:
+    """Rates of every variant ("vec", "batch", "sync", "async") of ``task`` at ``num_envs``."""
+    env, setup = vecenv_and_setup(task, num_envs, args)
     steppers = {"vec": vecenv_stepper(env, setup), "batch": batch_stepper(setup, num_envs, args.nthread)}
     vectors = {}
     if not args.no_gym:
@@ -300,6 +317,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--nthread", type=int, default=0, help="Batch C threads (0: all CPUs), VecEnv and raw Batch")
     parser.add_argument("--async-max-envs", type=int, default=64,
                         help="skip AsyncVectorEnv above this many envs (it starts one process per env)")
+    parser.add_argument("--backend", choices=BACKENDS, default="mujoco_batch",
+                        help="the VecEnv's physics (mujoco_warp: the [gpu] extra)")
+    parser.add_argument("--device", default="cpu", help="torch device of the VecEnv (cuda: with --backend mujoco_warp)")
     parser.add_argument("--no-gym", action="store_true", help="skip the gymnasium vector env baselines")
     parser.add_argument("--quick", action="store_true", help="short run: 1/16/64 envs, 0.3 s per measurement")
     parser.add_argument("--profile", action="store_true",
@@ -327,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         print("no task to measure")
         return 1
     torch.set_num_threads(1)
-    print(f"CPUs: {os.cpu_count()}  Batch nthread: {args.nthread or 'all'}  actions: {args.actions}  "
+    print(f"CPUs: {os.cpu_count()}  VecEnv: {args.backend} on {args.device}  Batch nthread: {args.nthread or 'all'}  "
+          f"actions: {args.actions}  "
           f"best of {args.repeats} interleaved rounds of >= {args.seconds} s  "
           f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     rows = []
@@ -345,9 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     for task in tasks if args.profile else []:
         n = max(args.envs)
         print(f"\ncProfile of {task} VecEnv.step at {n} envs (own time):")
-        env = sim.make_env(task, num_envs=n, seed=0, nthread=args.nthread)
-        env.reset(seed=0)
-        profile_vecenv(env, make_setup(env, n, args.actions), steps=max(20, int(50 * args.seconds)))
+        env, setup = vecenv_and_setup(task, n, args)
+        profile_vecenv(env, setup, steps=max(20, int(50 * args.seconds)))
         env.close()
     return 0
 

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from sim.backends.mujoco_batch import MujocoBatchBackend
+from sim.backends import make_backend
+from sim.backends.base import SimBackend
 from sim.errors import SimInputError
 from sim.randomization import DomainRandCfg, DomainRandomizer, actuator_history_edit
 from sim.robots import RobotConfig, build_model, load_robot, site_name
@@ -118,14 +119,15 @@ def _compose(*edits: SpecEdit | None) -> SpecEdit:
 
 
 class TaskEnv(VecEnv):
-    """A batched MuJoCo task on the CPU ``Batch`` backend.
+    """A batched MuJoCo task on a simulation backend (``mujoco_batch`` on CPU, or ``mujoco_warp``).
 
     Args:
         cfg: the task.
         num_envs: number of parallel envs.
         device: torch device of every tensor the env returns.
         seed: seed of all task randomness (targets, noise, domain randomisation).
-        nthread: physics threads (0: all CPUs).
+        nthread: physics threads of mujoco_batch (0: all CPUs).
+        backend: ``mujoco_batch`` or ``mujoco_warp`` (see :mod:`sim.backends`).
     """
 
     task_buffers: tuple[str, ...] = ()
@@ -136,7 +138,7 @@ class TaskEnv(VecEnv):
     """Whether the task keeps a per-env target position (:meth:`get_target`, :meth:`set_target`)."""
 
     def __init__(self, cfg: TaskCfg, num_envs: int = 1, device: str | torch.device = "cpu",
-                 seed: int = 0, nthread: int = 0) -> None:
+                 seed: int = 0, nthread: int = 0, backend: str = "mujoco_batch") -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.cfg = cfg
@@ -152,8 +154,8 @@ class TaskEnv(VecEnv):
         self.action_low = -torch.ones(self.action_dim, device=self.device)
         self.action_high = torch.ones(self.action_dim, device=self.device)
         sites = {role: self._site_mjcf_name(role) for role in cfg.sites}
-        self.backend = MujocoBatchBackend(self.model, num_envs, self.robot.joint_names, sites,
-                                          list(cfg.bodies), control.decimation, self.device, nthread)
+        self.backend: SimBackend = make_backend(backend, self.model, num_envs, self.robot.joint_names, sites,
+                                                list(cfg.bodies), control.decimation, self.device, nthread)
         joints = self.robot.joints
         self.default_joint_pos = torch.tensor([j.default for j in joints], device=self.device)
         self.joint_lower = torch.tensor([j.lower for j in joints], device=self.device)

@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sim.backends import check_backend
 from sim.errors import SimInputError, UnknownTaskError
 from sim.vecenv import VecEnv
 
@@ -33,17 +34,26 @@ def list_tasks() -> list[str]:
     return sorted(_TASKS)
 
 
-def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides: Any) -> VecEnv:
-    """Build the batched env of ``task`` with ``num_envs`` copies on ``device``.
+def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, backend: str = "mujoco_batch",
+             **overrides: Any) -> VecEnv:
+    """Build the batched env of ``task`` with ``num_envs`` copies on ``device``, simulated by ``backend``.
+
+    ``backend`` is ``mujoco_batch`` (CPU, the default) or ``mujoco_warp`` (MuJoCo Warp, the ``[gpu]`` extra),
+    for the robot tasks; the gymnasium tasks run on ``mujoco_batch`` / gymnasium only.
 
     Raises:
         UnknownTaskError: unknown task (a ``KeyError``; the message lists the known ones).
-        SimInputError: a seed outside ``[0, 2**63)`` or ``num_envs < 1``.
+        SimInputError: a seed outside ``[0, 2**63)``, ``num_envs < 1``, an unknown backend or one the task
+            cannot run on, mujoco_warp not installed.
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise SimInputError(f"seed {seed!r} must be an integer in [0, 2**63); fix: pick a smaller seed, e.g. 0")
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise SimInputError(f"num_envs {num_envs!r} must be an integer >= 1")
+    if check_backend(backend) != "mujoco_batch":
+        if task.startswith(GYM_PREFIX) or task in GYM_ONLY_BATCH:
+            raise SimInputError(f"task {task!r} runs on sim.backend=mujoco_batch only, not {backend}")
+        overrides["backend"] = backend
     if task.startswith(GYM_PREFIX):
         from sim.gym_adapter import make_gym_env  # imported here: gymnasium only when asked for
 
@@ -78,10 +88,10 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any], task: str) -> Any:
 
 
 def make_task_env(env_cls: type, cfg: Any, task: str, num_envs: int, device: str, seed: int,
-                  nthread: int = 0, **overrides: Any) -> VecEnv:
-    """Build a TaskEnv subclass from its default config and the caller's overrides."""
+                  nthread: int = 0, backend: str = "mujoco_batch", **overrides: Any) -> VecEnv:
+    """Build a TaskEnv subclass from its default config and the caller's overrides, on ``backend``."""
     return env_cls(apply_overrides(cfg, overrides, task), num_envs=num_envs, device=device, seed=seed,
-                   nthread=nthread)
+                   nthread=nthread, backend=backend)
 
 
 for _name, _factory in {
@@ -101,3 +111,6 @@ for _name, _factory in {
     "humanoid": "sim.tasks.gym_locomotion:make_humanoid",
 }.items():
     register_task(_name, _factory)
+
+GYM_ONLY_BATCH = frozenset(name for name, factory in _TASKS.items() if factory.startswith("sim.tasks.gym_locomotion:"))
+"""Tasks built on gymnasium's models that step ``mujoco.batch`` directly (no backend choice)."""

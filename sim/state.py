@@ -1,6 +1,6 @@
 """The backend-neutral view of simulation state that task logic reads, and env snapshots.
 
-A backend (MuJoCo ``Batch`` on CPU today, MuJoCo Warp on GPU later) fills one :class:`SimState`
+A backend (MuJoCo ``Batch`` on CPU, or MuJoCo Warp: :mod:`sim.backends`) fills one :class:`SimState`
 per control step; observation, reward, termination and success terms read only this, so tasks
 never touch a backend. Shapes use ``N = num_envs``; all tensors are float32 on the env's device.
 """

@@ -9,6 +9,7 @@ tests start inherit it (SVT-AV1 video encoding once left the runner at SCHED_FIF
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from pathlib import Path
@@ -93,8 +94,13 @@ def pytest_collection_modifyitems(config, items):
 
     - ``render`` tests where no GL backend can render (the reason names the Debian packages);
     - tests of the Panda and the G1 (named in the test id, or marked ``robot_assets("unitree_g1")``)
-      where their models are missing: they are not redistributed here, ROBOT_RL_ASSETS points at them.
+      where their models are missing: they are not redistributed here, ROBOT_RL_ASSETS points at them;
+    - ``warp`` tests where MuJoCo Warp (the ``[gpu]`` extra) is not installed.
     """
+    if importlib.util.find_spec("mujoco_warp") is None:
+        for item in items:
+            if item.get_closest_marker("warp"):
+                item.add_marker(pytest.mark.skip(reason="needs MuJoCo Warp, the [gpu] extra: pip install -e .[gpu]"))
     render_items = [item for item in items if item.get_closest_marker("render")]
     if render_items:
         from sim.render import gl_backend

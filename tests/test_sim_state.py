@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import sim
-from sim.backends.mujoco_batch import STATE_FIELDS
+from sim.backends.base import STATE_FIELDS
 from sim.errors import SimInputError
 from sim.randomization import DomainRandCfg
 

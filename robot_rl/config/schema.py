@@ -21,6 +21,8 @@ POSITIVE_ENV_KEYS = ("episode_s", "physics_dt", "policy_hz", "decimation", "max_
 EXPORT_FORMATS = ("onnx", "torchscript")
 """What ``export_formats`` may list (``robot_rl.export.FORMATS``, not imported here: it loads the exporters)."""
 LOGGER_BACKENDS = ("tensorboard", "wandb")
+SIM_BACKENDS = ("mujoco_batch", "mujoco_warp")
+"""What ``sim.backend`` may name (``sim.backends.BACKENDS``, not imported here: config does not load sim)."""
 SEED_MAX = 2**31 - 1 - 20_000
 """Largest seed: env, evaluation (``seed + 10_000``) and reset seeds stay within a signed 32-bit int."""
 
@@ -75,13 +77,16 @@ class SimConfig:
     Attributes:
         device: torch device of the env tensors and the networks (``cpu``, ``cuda``).
         num_threads: torch intra-op threads for the networks (0 = torch's default).
+        backend: the physics: ``mujoco_batch`` (MuJoCo's CPU batch) or ``mujoco_warp`` (MuJoCo Warp, the
+            ``[gpu]`` extra; ``sim.device=cuda`` for a GPU). See docs/gpu.md.
     """
 
     device: str = "cpu"
     num_threads: int = 0
+    backend: str = "mujoco_batch"
 
     def __post_init__(self) -> None:
-        check(self, "sim", at_least_0=("num_threads",))
+        check(self, "sim", at_least_0=("num_threads",), choices={"backend": SIM_BACKENDS})
         if not (self.device == "cpu" or self.device.split(":")[0] in ("cuda", "mps")):
             raise fail(self, "sim", "device", "is not a torch device", "cpu, cuda or cuda:<index> (or sim=cuda)")
 

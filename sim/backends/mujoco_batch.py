@@ -13,27 +13,14 @@ import mujoco.batch
 import numpy as np
 import torch
 
+from sim.backends.base import STATE_FIELDS, SimBackend
 from sim.state import SimState
 
-STATE_FIELDS = ("time", "qpos", "qvel", "act", "history", "mocap_pos", "mocap_quat", "qacc_warmstart", "ctrl",
-                "qfrc_applied", "xfrc_applied", "eq_active", "userdata", "plugin_state")
-"""MjData fields of MuJoCo's integration state (``mjSTATE_INTEGRATION``): what decides the next step."""
 
-_HINGE_OR_SLIDE = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
-
-
-class MujocoBatchBackend:
+class MujocoBatchBackend(SimBackend):
     """``num_envs`` copies of ``model`` stepped together on a C thread pool.
 
-    Args:
-        model: the compiled model; actuator ``i`` drives actuated joint ``i``.
-        num_envs: number of simulations.
-        joint_names: actuated joints, in command order (hinge or slide joints).
-        sites: site role -> MJCF site name, the sites tasks read.
-        bodies: MJCF body names tasks read.
-        decimation: physics substeps per control step.
-        device: torch device of the state tensors.
-        nthread: C threads (0: all CPUs).
+    Args: as :class:`sim.backends.base.SimBackend`, and ``nthread``: C threads (0: all CPUs).
     """
 
     def __init__(
@@ -47,50 +34,15 @@ class MujocoBatchBackend:
         device: torch.device | str = "cpu",
         nthread: int = 0,
     ) -> None:
-        self.model = model
-        self.num_envs = num_envs
-        self.decimation = decimation
-        self.device = torch.device(device)
+        super().__init__(model, num_envs, joint_names, sites, bodies, decimation, device)
         self.batch = mujoco.batch.Batch(model, nsim=num_envs, nthread=nthread, persistent=True)
         for field in ("qpos", "qvel", "ctrl", "site_xpos", "xpos", "xquat", "actuator_force"):
             setattr(self, f"_{field}", self.batch.bind(field))
-        joint_ids = [self._id(mujoco.mjtObj.mjOBJ_JOINT, n) for n in joint_names]
-        bad = [n for n, j in zip(joint_names, joint_ids, strict=True) if int(model.jnt_type[j]) not in _HINGE_OR_SLIDE]
-        if bad:
-            raise ValueError(f"actuated joints must be hinge or slide joints, not {bad}")
-        self._joint_qadr = torch.as_tensor(model.jnt_qposadr[joint_ids], device=self.device)
-        self._joint_vadr = torch.as_tensor(model.jnt_dofadr[joint_ids], device=self.device)
-        self.site_index = {role: i for i, role in enumerate(sites)}
-        self._site_ids = [self._id(mujoco.mjtObj.mjOBJ_SITE, n) for n in sites.values()]
-        self.body_index = {name: i for i, name in enumerate(bodies)}
-        self._body_ids = [self._id(mujoco.mjtObj.mjOBJ_BODY, n) for n in bodies]
-        self._history_values, self._history_nsample = self._control_history_layout(model)
         if self._history_values is not None:
             self._history = self.batch.bind("history")
         self._no_bodies = (torch.zeros(num_envs, 0, 3, device=self.device),
                            torch.zeros(num_envs, 0, 4, device=self.device))
         self.batch.reset()
-
-    @staticmethod
-    def _control_history_layout(model: mujoco.MjModel) -> tuple[np.ndarray | None, int]:
-        """Indices ``[nu, nsample]`` of the past-control values in MjData.history, or None.
-
-        An actuator's history block is ``[user, cursor, times[nsample], values[nsample]]``.
-        """
-        nsample = model.actuator_history[:, 0]
-        if model.nu == 0 or not nsample.any():
-            return None, 0
-        if len(set(nsample.tolist())) != 1:
-            raise ValueError("actuators with a delay must all keep the same number of history samples")
-        n = int(nsample[0])
-        start = model.actuator_historyadr[:, None] + 2 + n
-        return start + np.arange(n)[None, :], n
-
-    def _id(self, kind: mujoco.mjtObj, name: str) -> int:
-        i = mujoco.mj_name2id(self.model, kind, name)
-        if i < 0:
-            raise KeyError(f"no {kind.name[6:].lower()} named {name!r} in the model")
-        return i
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to(self.device)
@@ -148,15 +100,6 @@ class MujocoBatchBackend:
     def jacobian(self, body: int, point: np.ndarray, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Jacobians ``(translational [n, 3, nv], rotational [n, 3, nv])`` of world ``point [n, 3]`` on ``body``."""
         return self.batch.jac(body, point, ids)
-
-    @property
-    def joint_qpos_adr(self) -> torch.Tensor:
-        """``[J]`` qpos addresses of the robot's joints, in robot.yaml order."""
-        return self._joint_qadr
-
-    def default_qpos(self) -> torch.Tensor:
-        """``[nq]`` the model's reference configuration."""
-        return torch.as_tensor(self.model.qpos0, dtype=torch.float32, device=self.device)
 
     def expand(self, field: str) -> np.ndarray:
         """Live ``[N, ...]`` per-env values of a model field, for domain randomisation."""
