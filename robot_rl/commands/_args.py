@@ -83,3 +83,17 @@ def domain_id(text: str) -> int:
         return check_domain_id(value)
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def command_parser(name: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    """The parser of ``robot-rl <name>``: its description, and an epilog of examples kept as written."""
+    return argparse.ArgumentParser(prog=f"robot-rl {name}", description=description, epilog=epilog,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_episode_args(parser: argparse.ArgumentParser, episodes: int, envs_cap: int, what: str) -> None:
+    """``--episodes``, ``--num-envs`` (default ``min(episodes, envs_cap)``) and ``--seed`` of an evaluation."""
+    parser.add_argument("--episodes", type=positive, default=episodes, help=f"{what} (default {episodes})")
+    parser.add_argument("--num-envs", type=positive, default=None,
+                        help=f"parallel envs (default min(episodes, {envs_cap}))")
+    parser.add_argument("--seed", type=seed, default=12345, help="evaluation seed (default 12345)")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robot_rl.commands._args import count, number, positive, rate, seed
+from robot_rl.commands._args import command_parser, count, number, positive, rate, seed
 from robot_rl.errors import InputError
 
 SUMMARY = "Behaviour-clone an actor (gaussian, deterministic or chunked) from a demo dataset"
@@ -36,8 +36,7 @@ actor with the agent's widths (default [256, 256] relu) can start agent=rlpd (ag
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="robot-rl bc", description=SUMMARY + ".", epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser("bc", SUMMARY + ".", EPILOG)
     p.add_argument("dataset", type=Path, help="LeRobot dataset dir recorded by `robot-rl record`")
     p.add_argument("--out", type=Path, required=True, help="output run dir for the BC checkpoint")
     p.add_argument("--actor", default="gaussian", choices=["gaussian", "deterministic", "chunked"],

@@ -6,30 +6,27 @@ import argparse
 import sys
 from pathlib import Path
 
-from robot_rl.commands._args import positive, seed
+from robot_rl.commands._args import add_episode_args, command_parser
 
 SUMMARY = "Critic diagnostics of a run: value vs realised return, bias over training, disagreement (PNG + md)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="robot-rl critic-report",
-        description="Run deterministic evaluation episodes of a run's policy and compare what its critic "
+    p = command_parser(
+        "critic-report",
+        "Run deterministic evaluation episodes of a run's policy and compare what its critic "
         "predicted at every step (V(s), or Q(s, a) of the action taken) with the discounted return that "
         "was realised afterwards. Writes PNG figures and report.md into <run>/critic_report/: value vs "
         "return along episodes, a scatter, overestimation bias at every kept checkpoint, ensemble "
         "disagreement (critics with several members) and per-reward-group panels (critic=multi with "
         "agent.per_group_values=true).",
-        epilog="examples:\n  robot-rl critic-report outputs/2026-11-30/11-02-03\n"
+        "examples:\n  robot-rl critic-report outputs/2026-11-30/11-02-03\n"
         "  robot-rl critic-report outputs/2026-11-30/11-02-03 --episodes 40 --latest-only\n\n"
         "Bias > 0 means the critic overestimates. Episodes cut by the time limit have no realised tail: "
         "see --tail.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("run", type=Path, help="run directory (holds config.yaml and checkpoints/)")
-    p.add_argument("--episodes", type=positive, default=20, help="episodes at the latest checkpoint (default 20)")
-    p.add_argument("--num-envs", type=positive, default=None, help="parallel envs (default min(episodes, 16))")
-    p.add_argument("--seed", type=seed, default=12345, help="evaluation seed (default 12345)")
+    add_episode_args(p, episodes=20, envs_cap=16, what="episodes at the latest checkpoint")
     p.add_argument("--tail", choices=("bootstrap", "exclude"), default="bootstrap",
                    help="episodes cut by the time limit: complete their return with the critic's value of the "
                    "final observation (bootstrap, default) or leave out steps whose missing tail weighs > 5%% "

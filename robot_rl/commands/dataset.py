@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from robot_rl.commands._args import command_parser
+
 SUMMARY = (
     "Inspect a LeRobot v3.0 dataset (episode table, feature statistics, per-joint plots) or convert rosbag2 "
     "recordings into one."
@@ -25,11 +27,10 @@ A dataset is a folder with meta/info.json, meta/episodes/, data/ (and videos/): 
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="robot-rl dataset",
-        description=SUMMARY,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "dataset",
+        SUMMARY,
+        EPILOG,
     )
     sub = parser.add_subparsers(dest="action", required=True, metavar="{info,stats,plot,from-bag}")
     info = sub.add_parser("info", help="totals, features, tasks, episode table; runs the structural checks")

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from robot_rl.commands._args import count, domain_id, integer, number, positive, rate, seed
+from robot_rl.commands._args import command_parser, count, domain_id, integer, number, positive, rate, seed
 from robot_rl.errors import EXIT_BAD_INPUT
 
 SUMMARY = "Check a policy artifact against a robot, or run it sim-to-sim over ROS 2 (sim2sim | check)"
@@ -148,8 +148,7 @@ def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 4.0
 
 def main(argv: list[str]) -> int:
     """Entry point of ``robot-rl deploy``."""
-    parser = argparse.ArgumentParser(prog="robot-rl deploy", description=SUMMARY, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("deploy", SUMMARY, EPILOG)
     sub = parser.add_subparsers(dest="action", required=True)
     check = sub.add_parser("check", help="validate an artifact for a robot: schema, joints, scales, inference")
     check.add_argument("policy", help="artifact directory (policy.yaml + policy.onnx)")

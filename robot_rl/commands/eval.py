@@ -7,26 +7,23 @@ import json
 import sys
 from pathlib import Path
 
-from robot_rl.commands._args import positive, seed
+from robot_rl.commands._args import add_episode_args, command_parser
 
 SUMMARY = "Evaluate a run or a policy artifact: return, success, length with 95% intervals (+ mp4)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="robot-rl eval",
-        description="Run N deterministic episodes and report return, success rate and episode length "
-        "with 95%% confidence intervals (normal for means, Wilson for the success rate).",
-        epilog="examples:\n  robot-rl eval outputs/2026-11-30/11-02-03 --episodes 200\n"
+    p = command_parser(
+        "eval",
+        "Run N deterministic episodes and report return, success rate and episode length "
+        "with 95% confidence intervals (normal for means, Wilson for the success rate).",
+        "examples:\n  robot-rl eval outputs/2026-11-30/11-02-03 --episodes 200\n"
         "  robot-rl eval outputs/2026-11-30/11-02-03/policy --video\n\n"
         "A run directory is evaluated from its latest checkpoint with torch; an artifact directory "
         "(policy.yaml + policy.onnx) with onnxruntime, on its task's env.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("path", type=Path, help="run directory (config.yaml) or policy artifact (policy.yaml)")
-    p.add_argument("--episodes", type=positive, default=100, help="episodes to run (default 100)")
-    p.add_argument("--num-envs", type=positive, default=None, help="parallel envs (default min(episodes, 64))")
-    p.add_argument("--seed", type=seed, default=12345, help="evaluation seed (default 12345)")
+    add_episode_args(p, episodes=100, envs_cap=64, what="episodes to run")
     p.add_argument("--video", nargs="?", const="", default=None, metavar="MP4",
                    help="write an mp4 of the first episode (default <path>/eval.mp4)")
     p.add_argument("--task", default=None, help="artifact only: task to run on (default: the artifact's)")

@@ -6,17 +6,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from robot_rl.commands._args import command_parser
+
 SUMMARY = "Export a run's policy artifact: policy.onnx, policy.pt, policy.yaml, manifest.json (contract 3)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="robot-rl export",
-        description="Export the latest checkpoint of a run as a policy artifact that needs nothing "
+    p = command_parser(
+        "export",
+        "Export the latest checkpoint of a run as a policy artifact that needs nothing "
         "from training: normalisation inside, joint targets out, metadata in policy.yaml. Every "
         "exported graph is checked against the torch policy to 1e-5.",
-        epilog="example:\n  robot-rl export outputs/2026-11-30/11-02-03 --format onnx,torchscript",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "example:\n  robot-rl export outputs/2026-11-30/11-02-03 --format onnx,torchscript",
     )
     p.add_argument("run", type=Path, help="run directory (holds config.yaml and checkpoints/)")
     p.add_argument("--format", default="onnx,torchscript",

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from robot_rl.commands._args import domain_id, image_size, integer
+from robot_rl.commands._args import command_parser, domain_id, image_size, integer
 
 SUMMARY = (
     "Replay a recorded episode open-loop in sim (tracking error, success, side-by-side video) or on a robot "
@@ -34,9 +33,7 @@ the MuJoCo simulated robot node (sim-to-sim). It prints the per-joint tracking e
 
 def main(argv: list[str]) -> int:
     """Run ``robot-rl replay``."""
-    parser = argparse.ArgumentParser(
-        prog="robot-rl replay", description=SUMMARY, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("replay", SUMMARY, EPILOG)
     parser.add_argument("dataset", type=Path, help="dataset folder (holds meta/info.json)")
     parser.add_argument("--episode", type=integer(minimum=0), default=0, help="episode index (default 0)")
     parser.add_argument("--task", help="sim task (default: from meta/robot_rl.json)")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from robot_rl.commands._args import command_parser
+
 SUMMARY = "ROS 2 helpers: `robot-rl ros params <robot>` writes the ros_nodes parameter file"
 
 EPILOG = """examples:
@@ -19,8 +21,7 @@ namespace); pass it to a node with
 
 def main(argv: list[str]) -> int:
     """Entry point of ``robot-rl ros``."""
-    parser = argparse.ArgumentParser(prog="robot-rl ros", description=SUMMARY, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser("ros", SUMMARY, EPILOG)
     sub = parser.add_subparsers(dest="action", required=True)
     params = sub.add_parser("params", help="write ros_nodes parameters generated from hardware/<robot>/robot.yaml",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -5,22 +5,21 @@ from __future__ import annotations
 import argparse
 import time
 
-from robot_rl.commands._args import integer, positive, seed
+from robot_rl.commands._args import command_parser, integer, positive, seed
 
 SUMMARY = "Step a simulated task with random/zero actions; print env-steps/s (and write a video)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="robot-rl sim",
-        description="Step a batched simulation task with random or zero actions, with a progress bar, "
+    parser = command_parser(
+        "sim",
+        "Step a batched simulation task with random or zero actions, with a progress bar, "
                     "and print its throughput in env-steps/s. Use it to check an install, a new robot "
                     "or task, and how fast this machine simulates.",
-        epilog="examples:\n  robot-rl sim --task so101_reach\n"
+        "examples:\n  robot-rl sim --task so101_reach\n"
                "  robot-rl sim --task g1_walk --num-envs 256 --steps 500 --actions zero\n"
                "  robot-rl sim --task so101_reach --video outputs/so101_reach.mp4\n"
                "  robot-rl sim --list",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--task", default="so101_reach", help="task name (default: so101_reach; see --list)")
     parser.add_argument("--num-envs", type=positive, default=64, help="parallel envs (default: 64)")
