@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from robot_rl.agents.base import EnvSpec, make_agent
-from robot_rl.config import compose
+from robot_rl.compose import compose
 
 OBS_DIM, ACTION_DIM, FILL = 17, 6, 8192
 AGENTS = {

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.train.on_policy_runner import OnPolicyRunner
 
 

@@ -41,7 +41,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sim
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.train.evaluation import evaluate
 from robot_rl.train.on_policy_runner import OnPolicyRunner
 

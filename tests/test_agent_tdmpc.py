@@ -9,7 +9,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.tdmpc import TDMPCConfig
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.critics.ensemble import EnsembleCriticConfig
 from robot_rl.critics.world_model import WorldModelCriticConfig
 from robot_rl.data.replay_buffer import ReplayBuffer

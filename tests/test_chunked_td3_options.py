@@ -9,7 +9,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3Config
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.critics.chunked import ChunkedCriticConfig
 from robot_rl.math.chunk_targets import sample_chunks
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint

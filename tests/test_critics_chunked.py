@@ -8,7 +8,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3Config
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.chunked import ChunkedCriticConfig, expectile_loss
 from robot_rl.critics.multi import MultiCriticConfig

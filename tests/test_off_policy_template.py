@@ -22,7 +22,7 @@ import robot_rl.demos  # noqa: F401  (chooses the headless GL backend before sim
 import sim
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.off_policy import OffPolicyAgent
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.deploy.runtime import PolicyRuntime
 from robot_rl.export import PolicyHead, export_policy, make_meta
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
