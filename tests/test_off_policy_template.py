@@ -40,8 +40,8 @@ AGENTS = {  # agent key -> its tiny critic settings
     "fast_td3": ["critic.hidden_dims=[16]"],
     "rlpd": ["critic.hidden_dims=[16]", "agent.normalize_obs=true"],
     "chunked_td3": ["critic.hidden_dims=[16]", "critic.chunk_len=3", "agent.execute_len=2", "agent.normalize_obs=true"],
-    "tdmpc": ["critic.hidden_dims=[16]", "critic.latent_dim=8", "critic.plan_samples=16", "critic.plan_elites=4",
-              "critic.plan_iterations=1", "critic.plan_policy_samples=4"],
+    "tdmpc": ["critic.hidden_dims=[16]", "critic.latent_dim=8", "agent.plan.samples=16", "agent.plan.elites=4",
+              "agent.plan.iterations=1", "agent.plan.policy_samples=4"],
 }
 
 
