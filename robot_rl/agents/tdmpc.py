@@ -141,13 +141,6 @@ class TDMPC(OffPolicyAgent):
         """``[N, H, A]`` each training env's last MPPI mean: shifted by one it warm-starts the next plan
         (TD-MPC2); zero for an env whose episode just ended (:meth:`on_step`)."""
 
-    def check_critic(self) -> None:
-        """Refuse any critic but the world model (Q kind) it plans with."""
-        if not isinstance(self.critic, WorldModelCritic):
-            raise ValueError(f"agent=tdmpc needs the world-model critic (critic=world_model), got "
-                             f"{type(self.critic).__name__}; its encoder, dynamics and reward head are the model it "
-                             "plans with")
-
     def build_actor(self, obs_dim: int, action_dim: int) -> nn.Module:
         """The policy prior: a squashed Gaussian on latents ``[B, Z]``."""
         Z = self.critic.latent_dim

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.agents.base import Agent
 from robot_rl.deploy.artifact import ChunkExecution
 from robot_rl.models.chunked_actor import ChunkPlayer
 
@@ -73,7 +74,7 @@ TAILS = ("bootstrap", "exclude")
 
 @torch.no_grad()
 def collect_traces(
-    agent: Any, env: Any, episodes: int, gamma: float, seed: int = 0, tail: str = "bootstrap",
+    agent: Agent, env: Any, episodes: int, gamma: float, seed: int = 0, tail: str = "bootstrap",
     tail_weight: float = 0.05, execution: str = "replan",
 ) -> list[EpisodeTrace]:
     """Run ``episodes`` deterministic episodes of ``agent`` on ``env`` (a ``sim.VecEnv``), recording values.
