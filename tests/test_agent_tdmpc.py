@@ -14,6 +14,7 @@ from robot_rl.compose import compose
 from robot_rl.critics.ensemble import EnsembleCriticConfig
 from robot_rl.critics.world_model import WorldModelCriticConfig
 from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.errors import InputError
 from robot_rl.export import PolicyHead, export_policy, make_meta
 from robot_rl.math.chunk_targets import sample_windows
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
@@ -149,4 +150,7 @@ def test_tdmpc_config_file_composes_to_the_typed_schema():
     cfg = compose(["agent=tdmpc", "critic=world_model", "agent.act_with=policy"])
     assert isinstance(cfg.agent, TDMPCConfig) and cfg.agent.act_with == "policy" and cfg.agent.horizon == 3
     assert isinstance(cfg.critic, WorldModelCriticConfig) and cfg.agent.plan.policy_samples == 24
+    assert compose(["agent=tdmpc", "agent.plan.samples=16", "agent.plan.elites=4"]).agent.plan.elites == 4
+    with pytest.raises(InputError, match=r"agent\.plan\.elites = 300: must be <= samples=256"):
+        compose(["agent=tdmpc", "agent.plan.elites=300"])
     assert isinstance(compose(["agent=tdmpc"]).critic, WorldModelCriticConfig)  # the agent's default critic

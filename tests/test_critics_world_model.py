@@ -12,6 +12,7 @@ from robot_rl.agents.ppo import PPOConfig
 from robot_rl.compose import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.world_model import WorldModelCriticConfig
+from robot_rl.errors import InputError
 from robot_rl.math.two_hot import two_hot
 
 GAMMA, T = 0.9, 3
@@ -210,10 +211,12 @@ def test_world_model_round_trip_and_errors(tmp_path, value_head):
         WorldModelCriticConfig(value_head="two_hot", num_bins=1)
     with pytest.raises(ValueError, match=r"critic\.vmin must be < critic\.vmax"):
         WorldModelCriticConfig(value_head="two_hot", vmin=5.0, vmax=-5.0)
-    with pytest.raises(ValueError, match=r"agent\.plan\.min_std"):
+    with pytest.raises(InputError, match=r"agent\.plan\.min_std = 3\.0: must be <= max_std=2\.0"):
         MPPIConfig(min_std=3.0, max_std=2.0)
-    with pytest.raises(ValueError, match=r"agent\.plan\.elites must be in \[1, samples=8\]"):
+    with pytest.raises(InputError, match=r"agent\.plan\.elites = 9: must be <= samples=8"):
         MPPIConfig(samples=8, elites=9)
+    with pytest.raises(InputError, match=r"agent\.plan\.temperature = nan: must be a finite number"):
+        MPPIConfig(temperature=float("nan"))
     with pytest.raises(ValueError, match=r"obs \[T\+1, B, D\]"):
         a.rollout_loss(torch.zeros(2, 4, 2), torch.zeros(2, 4, 2), torch.zeros(2, 4, 1), torch.zeros(2, 4, 1))
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from robot_rl.config.checks import check, fail
 from robot_rl.critics.world_model import WorldModelCritic
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
@@ -50,15 +51,12 @@ class MPPIConfig:
     policy_samples: int = 24
 
     def __post_init__(self) -> None:
-        for name in ("horizon", "samples", "iterations"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"agent.plan.{name} must be >= 1, got {getattr(self, name)}")
-        if self.policy_samples < 0:
-            raise ValueError(f"agent.plan.policy_samples must be >= 0, got {self.policy_samples}")
-        if not 1 <= self.elites <= self.samples:
-            raise ValueError(f"agent.plan.elites must be in [1, samples={self.samples}], got {self.elites}")
-        if not 0.0 < self.min_std <= self.max_std:
-            raise ValueError(f"agent.plan.min_std must be in (0, max_std={self.max_std}], got {self.min_std}")
+        check(self, "agent.plan", positive=("temperature", "min_std", "max_std"), unit=("gamma",),
+              at_least_1=("horizon", "samples", "elites", "iterations"), at_least_0=("policy_samples",))
+        if self.elites > self.samples:
+            raise fail(self, "agent.plan", "elites", f"must be <= samples={self.samples}", f"at most {self.samples}")
+        if self.min_std > self.max_std:
+            raise fail(self, "agent.plan", "min_std", f"must be <= max_std={self.max_std}", f"at most {self.max_std}")
 
 
 class MPPI:
