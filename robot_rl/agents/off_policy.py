@@ -288,7 +288,9 @@ class OffPolicyAgent(Agent, abc.ABC):
             )
         spec, H = self.critic.spec, self.critic.chunk_len
         action = torch.zeros(1, *((spec.action_dim,) if H == 1 else (H, spec.action_dim)), device=self.device)
-        members = self.critic.estimates(self.critic.encode(torch.zeros(1, spec.obs_dim, device=self.device)), action)
+        with torch.no_grad():
+            members = self.critic.estimates(self.critic.encode(torch.zeros(1, spec.obs_dim, device=self.device)),
+                                            action)
         if self.cfg.target_reduce != "mean" and members.shape[0] < 2:
             raise ValueError(
                 f"agent.target_reduce={self.cfg.target_reduce} needs a critic ensemble (clipped double Q), but the "
