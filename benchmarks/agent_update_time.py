@@ -31,7 +31,7 @@ import torch
 from _results import RESULTS, write_rows
 
 from robot_rl.agents.base import EnvSpec, make_agent
-from robot_rl.config import compose
+from robot_rl.compose import compose
 
 OBS_DIM, ACTION_DIM, FILL = 17, 6, 8192
 AGENTS = {

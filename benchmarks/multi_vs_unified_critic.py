@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from _results import RESULTS, write_rows
 
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.train.on_policy_runner import OnPolicyRunner
 
 

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _results import RESULTS, write_rows
 
 import sim
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.train.evaluation import evaluate
 from robot_rl.train.on_policy_runner import OnPolicyRunner
 

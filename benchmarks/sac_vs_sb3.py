@@ -72,7 +72,7 @@ def run_ours(steps: int, seed: int, learning_starts: int, eval_episodes: int, am
     """Train our SAC; returns (training wall seconds, training CPU seconds, mean deterministic eval return)."""
     import sim
     from robot_rl.agents.base import EnvSpec, make_agent
-    from robot_rl.config import compose
+    from robot_rl.compose import compose
 
     torch.manual_seed(seed)
     cfg = compose([

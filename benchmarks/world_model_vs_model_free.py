@@ -92,8 +92,8 @@ def run(arm: str, seed: int, args: argparse.Namespace) -> dict:
                   f"({time.process_time() - cpu0:.0f} CPU-s)", flush=True)
             next_eval += args.eval_every
     out = {"arm": arm, "seed": seed, "curve": curve, "updates": agent.updates,
-           "value_head": getattr(agent.critic.cfg, "value_head", None),
-           "td_encoder": getattr(agent.critic.cfg, "td_encoder", None),
+           "value_head": (args.value_head or "scalar") if arm == "tdmpc" else None,  # the world model's settings
+           "td_encoder": args.td_encoder if arm == "tdmpc" else None,
            "cpu_s": time.process_time() - cpu0, "wall_s": time.monotonic() - wall0, "load_avg": os.getloadavg()[0]}
     if arm == "tdmpc" and args.plan_eval:
         cpu1 = time.process_time()

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from robot_rl.agents.base import EnvSpec, make_agent
-from robot_rl.config import compose, config_class, key_of
+from robot_rl.compose import compose
+from robot_rl.config import config_class, key_of
 from robot_rl.errors import InputError
 
 SPEC = EnvSpec(num_envs=1, observation_dims={"policy": 3}, action_dim=1,

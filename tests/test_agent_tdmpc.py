@@ -8,11 +8,13 @@ from agent_loop import drive
 from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.mppi import MPPIConfig
 from robot_rl.agents.tdmpc import TDMPCConfig
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.critics.ensemble import EnsembleCriticConfig
 from robot_rl.critics.world_model import WorldModelCriticConfig
 from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.errors import InputError
 from robot_rl.export import PolicyHead, export_policy, make_meta
 from robot_rl.math.chunk_targets import sample_windows
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
@@ -50,9 +52,9 @@ def test_sample_windows_follow_episode_ends_and_the_ring_by_hand():
 def _agent(env, act_with="policy", value_head="scalar", **kw):
     torch.manual_seed(0)
     cfg = TDMPCConfig(learning_starts=800, batch_size=128, actor_hidden_dims=[64, 64], gamma=0.9, utd_ratio=0.25,
-                      buffer_size=20000, act_with=act_with, **kw)
-    critic = WorldModelCriticConfig(latent_dim=32, hidden_dims=[64, 64], num_q=2, plan_samples=64, plan_elites=8,
-                                    plan_iterations=2, plan_policy_samples=8, value_head=value_head)
+                      buffer_size=20000, act_with=act_with,
+                      plan=MPPIConfig(samples=64, elites=8, iterations=2, policy_samples=8), **kw)
+    critic = WorldModelCriticConfig(latent_dim=32, hidden_dims=[64, 64], num_q=2, value_head=value_head)
     return make_agent(cfg, critic, EnvSpec.from_env(env))
 
 
@@ -147,5 +149,8 @@ def test_tdmpc_refuses_other_critics_and_bad_settings():
 def test_tdmpc_config_file_composes_to_the_typed_schema():
     cfg = compose(["agent=tdmpc", "critic=world_model", "agent.act_with=policy"])
     assert isinstance(cfg.agent, TDMPCConfig) and cfg.agent.act_with == "policy" and cfg.agent.horizon == 3
-    assert isinstance(cfg.critic, WorldModelCriticConfig) and cfg.critic.plan_policy_samples == 24
+    assert isinstance(cfg.critic, WorldModelCriticConfig) and cfg.agent.plan.policy_samples == 24
+    assert compose(["agent=tdmpc", "agent.plan.samples=16", "agent.plan.elites=4"]).agent.plan.elites == 4
+    with pytest.raises(InputError, match=r"agent\.plan\.elites = 300: must be <= samples=256"):
+        compose(["agent=tdmpc", "agent.plan.elites=300"])
     assert isinstance(compose(["agent=tdmpc"]).critic, WorldModelCriticConfig)  # the agent's default critic

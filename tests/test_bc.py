@@ -16,7 +16,7 @@ from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.bc import BC, load_clone
 from robot_rl.cli import main
 from robot_rl.commands.bc import Fit, fit
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.errors import InputError

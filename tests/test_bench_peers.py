@@ -106,7 +106,7 @@ def test_rsl_adapter_hands_rsl_rl_tensordicts_clamped_actions_and_time_outs() ->
 
 
 def test_rsl_config_carries_our_hyperparameters_and_the_printout_names_the_options_rsl_rl_lacks() -> None:
-    from robot_rl.config import compose
+    from robot_rl.compose import compose
 
     size = ["task=so101_reach", "agent=ppo", "task.total_steps=2000000", "task.num_envs=128",
             "agent.num_steps_per_env=24"]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from toy_vecenv import ToyReach
 
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.train.checkpoint import (
     CheckpointError,
     flatten,
@@ -73,7 +73,7 @@ def test_kill_9_then_resume_continues_counters_and_optimizer(tmp_path):
         import sys
         sys.path[:0] = [{str(TESTS)!r}, {str(TESTS.parent)!r}]
         from test_checkpoint import OVERRIDES, toy_factory
-        from robot_rl.config import compose
+        from robot_rl.compose import compose
         from robot_rl.train.on_policy_runner import OnPolicyRunner
         cfg = compose(OVERRIDES + ["task.total_steps=100000000"])
         OnPolicyRunner(cfg, {str(run)!r}, env_factory=toy_factory).learn()

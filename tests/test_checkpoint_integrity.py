@@ -7,7 +7,7 @@ import pytest
 import torch
 from test_checkpoint import OVERRIDES, toy_factory
 
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.errors import InputError
 from robot_rl.train.checkpoint import (
     SUMS_FILE,

@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.deploy.artifact import ChunkExecution, load_meta, write_manifest
 from robot_rl.deploy.runtime import PolicyRuntime, chunk_executor
 from robot_rl.export import PolicyHead, export_policy, make_meta

@@ -9,7 +9,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3Config
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.critics.chunked import ChunkedCriticConfig
 from robot_rl.math.chunk_targets import sample_chunks
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
@@ -135,13 +135,13 @@ def test_dqc_agent_acts_on_partial_chunks_bootstraps_with_the_partial_critic_and
 
 
 def test_critic_report_traces_of_a_dqc_agent_score_its_partial_chunks_with_the_partial_critic():
-    from robot_rl.diagnostics.value_traces import collect_traces, critic_estimates
+    from robot_rl.diagnostics.value_traces import collect_traces
 
     env = ToyReach(num_envs=4)
     agent = _agent(env, H=4, partial=2)
     obs = env.reset(seed=0)
     expected = agent.critic.partial_estimates(obs["critic"], agent.actor(obs["policy"]))
-    assert torch.equal(critic_estimates(agent, obs, agent.act(obs, deterministic=True)), expected)
+    assert torch.equal(agent.critic_values(obs, agent.act(obs, deterministic=True)), expected)
     for execution in ("replan", "open_loop"):
         traces = collect_traces(agent, env, 4, 0.9, execution=execution)
         assert len(traces) == 4 and traces[0].values.shape[1:] == (2, 1)  # [T, E, G]

@@ -7,7 +7,8 @@ import yaml
 from hydra.errors import ConfigCompositionException, MissingConfigException
 
 from robot_rl.agents.ppo import PPOConfig
-from robot_rl.config import CONFIG_DIR, compose, key_of, registered
+from robot_rl.compose import compose
+from robot_rl.config import CONFIG_DIR, key_of, registered
 from robot_rl.config.io import load_train_config, save_train_config
 from robot_rl.critics.mlp import MLPCriticConfig
 from robot_rl.errors import InputError
@@ -87,3 +88,14 @@ def test_saved_config_reloads_identically_and_is_validated(tmp_path: Path):
     with pytest.raises(Exception) as err:
         load_train_config(path)
     assert "num_mini_batches" in _full_message(err.value)
+
+
+def test_config_package_imports_no_agent_or_critic():
+    """Schemas flow into robot_rl.config by registration; importing it pulls in neither agents nor critics."""
+    import subprocess
+    import sys
+
+    code = ("import sys, robot_rl.config; "
+            "print(sorted(m for m in sys.modules if m.startswith(('robot_rl.agents', 'robot_rl.critics'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -7,7 +7,7 @@ import pytest
 from toy_vecenv import ToyReach
 
 from robot_rl.commands import critic_report
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.diagnostics.report import build_report
 from robot_rl.diagnostics.value_traces import EpisodeTrace, counted_steps, discounted_returns, value_stats
 from robot_rl.train.checkpoint import list_checkpoints, load_checkpoint

@@ -8,7 +8,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3Config
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.chunked import ChunkedCriticConfig, expectile_loss
 from robot_rl.critics.multi import MultiCriticConfig
@@ -31,9 +31,7 @@ def test_expectile_loss_hand_values():
 def test_config_and_spec_errors_name_the_fix():
     with pytest.raises(ValueError, match="partial_len"):
         ChunkedCriticConfig(chunk_len=4, partial_len=4)
-    with pytest.raises(ValueError, match="chunk_len=1"):
-        make_critic(ChunkedCriticConfig(chunk_len=4), CriticSpec(obs_dim=3, action_dim=2))
-    critic = make_critic(ChunkedCriticConfig(chunk_len=4), CriticSpec(obs_dim=3, action_dim=2, chunk_len=4))
+    critic = make_critic(ChunkedCriticConfig(chunk_len=4), CriticSpec(obs_dim=3, action_dim=2))
     assert critic(torch.zeros(5, 3), torch.zeros(5, 4, 2), reduce="none").shape == (2, 5, 1)
     with pytest.raises(ValueError, match=r"\[B, 4, 2\]"):
         critic(torch.zeros(5, 3), torch.zeros(5, 3, 2))
@@ -73,7 +71,7 @@ def _true_q(x, chunk, chunks_after=40):
 
 def _train_chunk_critic(cfg, steps=1500):
     torch.manual_seed(0)
-    critic = make_critic(cfg, CriticSpec(obs_dim=1, action_dim=1, chunk_len=H))
+    critic = make_critic(cfg, CriticSpec(obs_dim=1, action_dim=1))
     critic.target_critic()
     opt = torch.optim.Adam(critic.parameters(), lr=3e-3)
     for _ in range(steps):
@@ -110,7 +108,7 @@ def test_dqc_partial_critic_distils_an_optimistic_expectile_of_completions():
     # alone must approach the 0.9-expectile over uniform a2 of -a2^2 shifted by -(a1 - s)^2.
     torch.manual_seed(0)
     cfg = ChunkedCriticConfig(chunk_len=2, partial_len=1, expectile=0.9, hidden_dims=[64, 64])
-    critic = make_critic(cfg, CriticSpec(obs_dim=1, action_dim=1, chunk_len=2))
+    critic = make_critic(cfg, CriticSpec(obs_dim=1, action_dim=1))
     opt = torch.optim.Adam(critic.parameters(), lr=3e-3)
 
     def q(s, chunk):
@@ -145,7 +143,7 @@ def test_dqc_partial_critic_distils_an_optimistic_expectile_of_completions():
 
 def test_chunked_critic_state_dict_round_trip_via_safetensors(tmp_path):
     cfg = ChunkedCriticConfig(chunk_len=3, partial_len=2, hidden_dims=[16])
-    spec = CriticSpec(obs_dim=4, action_dim=2, chunk_len=3)
+    spec = CriticSpec(obs_dim=4, action_dim=2)
     a, b = make_critic(cfg, spec), make_critic(cfg, spec)
     a.update_target(1.0)
     save_file(a.state_dict(), tmp_path / "critic.safetensors")
@@ -222,3 +220,17 @@ def test_chunked_td3_round_trip_temporal_ensembling_and_export_without_critic():
         make_agent(ChunkedTD3Config(), MultiCriticConfig(), EnvSpec.from_env(env))
     with pytest.raises(ValueError, match="n_step"):
         ChunkedTD3Config(n_step=3)
+
+
+def test_agents_read_the_horizon_from_the_critic_and_check_it_in_one_place():
+    from robot_rl.agents.sac import SACConfig
+
+    env = EnvSpec.from_env(ToyReach(num_envs=2))
+    with pytest.raises(ValueError, match=r"cannot train critic=chunked.*single actions"):
+        make_agent(SACConfig(actor_hidden_dims=[8]), ChunkedCriticConfig(chunk_len=3, hidden_dims=[8]), env)
+    critic_cfg = ChunkedCriticConfig(chunk_len=4, partial_len=2, hidden_dims=[8], on_truncation="mask")
+    agent = make_agent(ChunkedTD3Config(actor_hidden_dims=[8]), critic_cfg, env)
+    assert (agent.critic.chunk_len, agent.actor_len, agent.critic.on_truncation) == (4, 2, "mask")
+    assert agent.actor(torch.zeros(3, env.observation_dims["policy"])).shape == (3, 2, env.action_dim)
+    plain = make_critic(ChunkedCriticConfig(chunk_len=4, hidden_dims=[8]), CriticSpec(obs_dim=3, action_dim=2))
+    assert (plain.actor_len, plain.on_truncation, plain.subset) == (4, "bootstrap", 2)

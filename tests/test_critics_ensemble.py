@@ -60,17 +60,18 @@ def test_clipped_double_min_and_redq_random_subset():
     all_q = critic(obs, action, reduce="none")
     torch.testing.assert_close(critic(obs, action, reduce="min"), all_q.min(0).values)
     torch.manual_seed(1)
-    subset_min = critic(obs, action, reduce="random_min", subset=critic.subset)
+    subset_min = critic(obs, action, reduce="random_min")  # draws critic.subset = 2 members
     torch.manual_seed(1)
     idx = torch.randperm(10)[:2]
     torch.testing.assert_close(subset_min, all_q[idx].min(0).values)
     assert (subset_min >= all_q.min(0).values).all()
 
 
-def test_action_chunks_are_flattened():
-    spec = CriticSpec(obs_dim=3, action_dim=2, chunk_len=4)
-    critic = make_critic(EnsembleCriticConfig(hidden_dims=[8]), spec)
-    assert critic.estimates(torch.randn(5, 3), torch.randn(5, 4, 2)).shape == (2, 5, 1)
+def test_an_ensemble_scores_single_actions_and_refuses_chunks():
+    critic = make_critic(EnsembleCriticConfig(hidden_dims=[8]), CriticSpec(obs_dim=3, action_dim=2))
+    assert critic.chunk_len == 1 and critic(torch.randn(5, 3), torch.randn(5, 2), reduce="none").shape == (2, 5, 1)
+    with pytest.raises(ValueError, match=r"expects actions \[B, 2\]"):
+        critic(torch.randn(5, 3), torch.randn(5, 4, 2))
 
 
 def test_bad_config_names_the_key():

@@ -9,7 +9,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.sac import SACConfig
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.flow import FlowCriticConfig, euler_integrate, time_features
 

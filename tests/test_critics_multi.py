@@ -8,7 +8,7 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.ppo import PPOConfig
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.multi import MultiCriticConfig
 from robot_rl.export import PolicyHead, export_policy, make_meta

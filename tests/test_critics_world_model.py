@@ -7,10 +7,12 @@ from safetensors.torch import load_file, save_file
 from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.mppi import MPPI, MPPIConfig
 from robot_rl.agents.ppo import PPOConfig
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.world_model import WorldModelCriticConfig
+from robot_rl.errors import InputError
 from robot_rl.math.two_hot import two_hot
 
 GAMMA, T = 0.9, 3
@@ -30,8 +32,7 @@ def _pi(s):
 
 
 def _cfg(**kw):
-    return WorldModelCriticConfig(latent_dim=32, simnorm_dim=8, hidden_dims=[64, 64], plan_samples=128,
-                                  plan_elites=16, plan_horizon=2, plan_gamma=GAMMA, **kw)
+    return WorldModelCriticConfig(latent_dim=32, simnorm_dim=8, hidden_dims=[64, 64], **kw)
 
 
 def _batch(n=128):
@@ -138,7 +139,8 @@ def test_latent_rollout_predicts_rewards_of_unseen_sequences(trained):
 def test_mppi_plans_towards_the_origin_better_than_random(trained):
     critic, _ = trained
     s = torch.tensor([[0.6, -0.4], [-0.3, 0.5]])
-    action = critic.plan(s, generator=torch.Generator().manual_seed(0))
+    planner = MPPI(MPPIConfig(samples=128, elites=16, horizon=2, gamma=GAMMA), critic)
+    action = planner.plan(s, generator=torch.Generator().manual_seed(0))
     print(f"MPPI actions {action.tolist()} for states {s.tolist()}")
     assert action.shape == (2, 2) and bool((action.abs() <= 1).all())
     assert bool((action * s < 0).all()), "planned actions must push every coordinate towards 0"
@@ -209,8 +211,12 @@ def test_world_model_round_trip_and_errors(tmp_path, value_head):
         WorldModelCriticConfig(value_head="two_hot", num_bins=1)
     with pytest.raises(ValueError, match=r"critic\.vmin must be < critic\.vmax"):
         WorldModelCriticConfig(value_head="two_hot", vmin=5.0, vmax=-5.0)
-    with pytest.raises(ValueError, match="plan_min_std"):
-        WorldModelCriticConfig(plan_min_std=3.0, plan_max_std=2.0)
+    with pytest.raises(InputError, match=r"agent\.plan\.min_std = 3\.0: must be <= max_std=2\.0"):
+        MPPIConfig(min_std=3.0, max_std=2.0)
+    with pytest.raises(InputError, match=r"agent\.plan\.elites = 9: must be <= samples=8"):
+        MPPIConfig(samples=8, elites=9)
+    with pytest.raises(InputError, match=r"agent\.plan\.temperature = nan: must be a finite number"):
+        MPPIConfig(temperature=float("nan"))
     with pytest.raises(ValueError, match=r"obs \[T\+1, B, D\]"):
         a.rollout_loss(torch.zeros(2, 4, 2), torch.zeros(2, 4, 2), torch.zeros(2, 4, 1), torch.zeros(2, 4, 1))
 

@@ -22,7 +22,7 @@ from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.bc import load_clone
 from robot_rl.cli import main
 from robot_rl.commands.bc import fit, save_run
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.data.lerobot import LeRobotDataset, LeRobotWriter
 from robot_rl.data.lerobot.stats import QUANTILE_KEYS, feature_stats, vector_stats
 from robot_rl.deploy.artifact import sha256_file

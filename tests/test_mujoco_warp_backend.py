@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import sim
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.config.schema import SIM_BACKENDS, SimConfig
 from robot_rl.errors import InputError
 from robot_rl.train.on_policy_runner import sim_env_factory

@@ -6,7 +6,7 @@ import pytest
 import torch
 from pendulum_vecenv import PendulumVecEnv
 
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.train.checkpoint import latest_checkpoint, load_checkpoint
 from robot_rl.train.off_policy_runner import OffPolicyRunner
 

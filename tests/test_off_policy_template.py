@@ -21,7 +21,7 @@ from toy_vecenv import ToyReach
 import sim
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.off_policy import OffPolicyAgent
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.deploy.runtime import PolicyRuntime
 from robot_rl.export import PolicyHead, export_policy, make_meta
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
@@ -40,8 +40,8 @@ AGENTS = {  # agent key -> its tiny critic settings
     "rlpd": ["critic.hidden_dims=[16]", "agent.normalize_obs=true"],
     "bc": ["critic.hidden_dims=[16]", "agent.actor=chunked", "agent.chunk_len=3"],
     "chunked_td3": ["critic.hidden_dims=[16]", "critic.chunk_len=3", "agent.execute_len=2", "agent.normalize_obs=true"],
-    "tdmpc": ["critic.hidden_dims=[16]", "critic.latent_dim=8", "critic.plan_samples=16", "critic.plan_elites=4",
-              "critic.plan_iterations=1", "critic.plan_policy_samples=4"],
+    "tdmpc": ["critic.hidden_dims=[16]", "critic.latent_dim=8", "agent.plan.samples=16", "agent.plan.elites=4",
+              "agent.plan.iterations=1", "agent.plan.policy_samples=4"],
 }
 
 DEMO_AGENTS = ("rlpd", "bc")

@@ -18,16 +18,14 @@ def test_reduce_members_by_hand():
         reduce_members(values, "max")
 
 
-def test_v_and_chunked_q_shapes_and_action_checks():
+def test_v_and_q_shapes_and_action_checks():
     v = make_critic(MLPCriticConfig(hidden_dims=[8]), CriticSpec(obs_dim=5, num_values=3))
     assert not v.takes_action and v(torch.randn(4, 5)).shape == (4, 3)
     with pytest.raises(ValueError, match="V critic"):
         v(torch.randn(4, 5), torch.randn(4, 2))
-    q = make_critic(MLPCriticConfig(hidden_dims=[8]), CriticSpec(obs_dim=5, action_dim=2, chunk_len=4))
-    assert q(torch.randn(4, 5), torch.randn(4, 4, 2)).shape == (4, 1)
-    with pytest.raises(ValueError, match=r"expects actions \[B, 4, 2\]"):
-        q(torch.randn(4, 5), torch.randn(4, 2))
     q1 = make_critic(MLPCriticConfig(hidden_dims=[8]), CriticSpec(obs_dim=5, action_dim=2))
+    with pytest.raises(ValueError, match=r"expects actions \[B, 2\]"):
+        q1(torch.randn(4, 5), torch.randn(4, 4, 2))
     assert q1(torch.randn(4, 5), torch.randn(4, 1, 2)).shape == (4, 1)  # [B, 1, A] squeezed
 
 

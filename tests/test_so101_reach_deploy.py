@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import sim
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from sim.tasks.so101_reach import DEPLOY_ACTUATOR_DELAY_S, DEPLOY_SENSOR_NOISE
 
 

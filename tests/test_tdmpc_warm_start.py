@@ -6,16 +6,20 @@ import torch
 from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.agents.mppi import MPPI, MPPIConfig, shift_plan
 from robot_rl.agents.tdmpc import TDMPCConfig
 from robot_rl.critics import CriticSpec, make_critic
-from robot_rl.critics.world_model import WorldModelCriticConfig, shift_plan
+from robot_rl.critics.world_model import WorldModelCriticConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _critic_cfg(**kw):
-    return WorldModelCriticConfig(latent_dim=16, hidden_dims=[32], num_q=2, plan_horizon=3, plan_samples=32,
-                                  plan_elites=4, plan_iterations=2, plan_policy_samples=4, **kw)
+def _critic_cfg():
+    return WorldModelCriticConfig(latent_dim=16, hidden_dims=[32], num_q=2)
+
+
+def _plan_cfg(**kw):
+    return MPPIConfig(horizon=3, samples=32, elites=4, iterations=2, policy_samples=4, **kw)
 
 
 def test_shift_plan_by_hand():
@@ -30,34 +34,36 @@ def test_mppi_samples_around_its_warm_start():
     # With the sampling std pinned at 1e-3 every candidate lies within ~4e-3 of the initial mean, so the
     # refitted mean must stay at the warm start (and at zero without one), whatever the untrained model says.
     torch.manual_seed(0)
-    critic = make_critic(_critic_cfg(plan_min_std=1e-3, plan_max_std=1e-3), CriticSpec(obs_dim=2, action_dim=2))
+    critic = make_critic(_critic_cfg(), CriticSpec(obs_dim=2, action_dim=2))
+    planner = MPPI(_plan_cfg(min_std=1e-3, max_std=1e-3), critic)
     obs = torch.randn(2, 2)
     warm = torch.tensor([[[0.5, -0.5], [0.2, 0.8], [-0.7, 0.1]],
                          [[-0.3, 0.3], [0.9, -0.9], [0.0, 0.4]]])
-    mean, std = critic.plan_sequence(obs, warm_start=warm, generator=torch.Generator().manual_seed(1))
+    mean, std = planner.plan_sequence(obs, warm_start=warm, generator=torch.Generator().manual_seed(1))
     assert mean.shape == std.shape == (2, 3, 2)
     assert (mean - warm).abs().max() < 5e-3
-    cold, _ = critic.plan_sequence(obs, generator=torch.Generator().manual_seed(1))
+    cold, _ = planner.plan_sequence(obs, generator=torch.Generator().manual_seed(1))
     assert cold.abs().max() < 5e-3
-    assert torch.allclose(critic.plan(obs, warm_start=warm, generator=torch.Generator().manual_seed(1)),
+    assert torch.allclose(planner.plan(obs, warm_start=warm, generator=torch.Generator().manual_seed(1)),
                           mean[:, 0])
-    with pytest.raises(ValueError, match=r"warm_start must be \[B, plan_horizon, A\]"):
-        critic.plan_sequence(obs, warm_start=torch.zeros(2, 2, 2))
+    with pytest.raises(ValueError, match=r"warm_start must be \[B, plan horizon, A\]"):
+        planner.plan_sequence(obs, warm_start=torch.zeros(2, 2, 2))
 
 
 def test_tdmpc_shifts_each_envs_plan_and_resets_it_where_the_episode_ended(monkeypatch):
     torch.manual_seed(0)
     env = ToyReach(num_envs=2, seed=0, max_episode_steps=20)
-    agent = make_agent(TDMPCConfig(learning_starts=0, act_with="plan", actor_hidden_dims=[32]), _critic_cfg(),
+    agent = make_agent(TDMPCConfig(learning_starts=0, act_with="plan", actor_hidden_dims=[32], plan=_plan_cfg()),
+                       _critic_cfg(),
                        EnvSpec.from_env(env))
     calls: list[torch.Tensor | None] = []
-    plan_sequence = agent.critic.plan_sequence
+    plan_sequence = agent.planner.plan_sequence
 
     def spy(*args, **kwargs):
         calls.append(kwargs.get("warm_start"))
         return plan_sequence(*args, **kwargs)
 
-    monkeypatch.setattr(agent.critic, "plan_sequence", spy)
+    monkeypatch.setattr(agent.planner, "plan_sequence", spy)
     obs = env.reset(seed=0)
     action = agent.act(obs)
     assert torch.equal(calls[0], torch.zeros(2, 3, 2))  # the first plan starts cold

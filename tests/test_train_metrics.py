@@ -7,7 +7,7 @@ import pytest
 import torch
 from pendulum_vecenv import PendulumVecEnv
 
-from robot_rl.config import compose
+from robot_rl.compose import compose
 from robot_rl.train import off_policy_runner
 from robot_rl.train.metrics_log import MetricLogger, scalars
 from robot_rl.train.off_policy_runner import OffPolicyRunner

@@ -78,8 +78,9 @@ class Agent(abc.ABC):
     """The loop that drives it: ``robot_rl.train.<runner>_runner`` (see ``robot_rl.train.runner_for``)."""
 
     def __init__(self, cfg: Any, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu") -> None:
+        """``critic_cfg`` is only handed to :func:`robot_rl.critics.make_critic` by the agent that builds its critic
+        and not kept: what an agent needs of its critic it asks the critic object (``robot_rl/critics/base.py``)."""
         self.cfg = cfg
-        self.critic_cfg = critic_cfg
         self.env = env
         self.device = torch.device(device)
 
@@ -122,6 +123,13 @@ class Agent(abc.ABC):
         """``(H, execution)``: :meth:`policy` outputs ``H`` actions per query, ``[B, H*A]`` step-major, played one
         per step by a chunk executor with ``execution``. Default: one action per query (``[B, A]``)."""
         return 1, ChunkExecution("open_loop", 1, 0.0)
+
+    def critic_values(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
+        """The agent's critic members ``[E, N, G]`` at raw observation groups ``obs`` (``{"policy": [N, D], ...}``)
+        for the env actions ``[N, A]`` taken there (ignored by V critics), converted as the agent feeds its
+        critic; ``robot-rl critic-report`` compares them with the realised returns. An agent without a critic
+        keeps this refusal."""
+        raise NotImplementedError(f"{type(self).__name__} has no critic to evaluate")
 
     def train_mode(self, training: bool) -> None:  # noqa: B027 - optional hook
         """Switch networks between training and evaluation behaviour (e.g. frozen normalisers)."""

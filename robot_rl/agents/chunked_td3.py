@@ -59,9 +59,8 @@ from torch import nn
 from robot_rl.agents.base import EnvSpec, Obs, register_agent
 from robot_rl.agents.bc import load_clone
 from robot_rl.agents.off_policy import Metrics, OffPolicyAgent, OffPolicyConfig
-from robot_rl.critics import CriticSpec
 from robot_rl.critics.base import reduce_members
-from robot_rl.critics.chunked import ChunkedCritic, ChunkedCriticConfig
+from robot_rl.critics.chunked import ChunkedCritic
 from robot_rl.data.demo_source import DemoSource, check_demo_settings, demo_groups, start_from_clone
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.deploy.artifact import ChunkExecution
@@ -190,18 +189,13 @@ class ChunkedTD3(OffPolicyAgent):
     critic_family = ChunkedCritic
 
     def __init__(self, cfg: ChunkedTD3Config, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
-        if not isinstance(critic_cfg, ChunkedCriticConfig):
-            raise ValueError("agent=chunked_td3 needs a chunked critic: use critic=chunked (critic.chunk_len sets h)")
-        self.chunk_len = critic_cfg.chunk_len
-        self.actor_len = critic_cfg.partial_len or critic_cfg.chunk_len
-        """Actions the actor outputs: ``h``, or DQC's ``l = critic.partial_len``."""
-        if cfg.execute_len > self.actor_len:
-            raise ValueError(f"agent.execute_len={cfg.execute_len} exceeds the actor's chunk of {self.actor_len} "
-                             "actions (critic.partial_len with DQC, else critic.chunk_len)")
         if cfg.demos:
             dims = demo_groups(cfg.demos, env.observation_dims, "chunked_td3")
             env = dataclasses.replace(env, observation_dims=dims)
         super().__init__(cfg, critic_cfg, env, device)
+        if cfg.execute_len > self.actor_len:
+            raise ValueError(f"agent.execute_len={cfg.execute_len} exceeds the actor's chunk of {self.actor_len} "
+                             "actions (critic.partial_len with DQC, else critic.chunk_len)")
         N, A = env.num_envs, env.action_dim
         self.actor_optimizer = self._optimizer(self.actor.parameters(), cfg.actor_lr)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
@@ -247,9 +241,10 @@ class ChunkedTD3(OffPolicyAgent):
 
     # --- the template's hooks: critic, actor, acting ---------------------------------------------
 
-    def critic_spec(self, obs_dim: int, action_dim: int) -> CriticSpec:
-        """The chunked critic scores ``h`` actions."""
-        return CriticSpec(obs_dim=obs_dim, action_dim=action_dim, chunk_len=self.chunk_len)
+    @property
+    def actor_len(self) -> int:
+        """Actions the actor outputs: ``h``, or DQC's ``l``; the critic's :attr:`ChunkedCritic.actor_len`."""
+        return self.critic.actor_len
 
     def build_actor(self, obs_dim: int, action_dim: int) -> nn.Module:
         """A :class:`ChunkedActor` of ``l`` actions."""
@@ -272,6 +267,13 @@ class ChunkedTD3(OffPolicyAgent):
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
         """The first action ``[B, A]`` of the actor's chunk."""
         return self.actor(obs)[:, 0]
+
+    @torch.no_grad()
+    def critic_values(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
+        """Members ``[E, N, G]`` of the value of the chunk the actor plans at raw ``obs`` (whose first action is the
+        executed ``action``): ``Q``, or DQC's partial ``Q_P``."""
+        groups = self.normalize(obs)
+        return self.critic.actor_estimates(groups[self.critic_group], self.actor(groups["policy"]))
 
     def on_step(self, obs: Obs, step: Any, done: torch.Tensor) -> None:
         """Done envs drop their plans; with ``success_only_actor`` the row about to be stored is labelled."""
@@ -303,8 +305,8 @@ class ChunkedTD3(OffPolicyAgent):
     def sample_batch(self) -> ChunkBatch:
         """``batch_size`` chunks (:func:`sample_mixed_chunks`: demo chunks first), observations normalised."""
         cfg = self.cfg
-        batch, _ = sample_mixed_chunks(self.buffer, self.demos, cfg.batch_size, self.chunk_len, cfg.gamma,
-                                       self.critic_cfg.on_truncation, cfg.demo_fraction)
+        batch, _ = sample_mixed_chunks(self.buffer, self.demos, cfg.batch_size, self.critic.chunk_len, cfg.gamma,
+                                       self.critic.on_truncation, cfg.demo_fraction)
         batch.obs, batch.next_obs = self.normalize(batch.obs), self.normalize(batch.next_obs)
         return batch
 
@@ -320,11 +322,7 @@ class ChunkedTD3(OffPolicyAgent):
             chunk = (chunk + noise).clamp(-1.0, 1.0)
         critic = self.critic.target_critic() if target else self.critic
         reduce = cfg.target_reduce if target else cfg.actor_reduce
-        if self.actor_len < self.chunk_len:
-            values = critic.partial_estimates(obs[self.critic_group], chunk)
-        else:
-            values = critic.estimates(obs[self.critic_group], chunk)
-        return reduce_members(values, reduce, self.critic.subset)
+        return reduce_members(critic.actor_estimates(obs[self.critic_group], chunk), reduce, self.critic.subset)
 
     @torch.no_grad()
     def critic_target(self, batch: ChunkBatch, n_demo: int = 0) -> torch.Tensor:

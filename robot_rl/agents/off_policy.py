@@ -9,8 +9,8 @@ implements what differs:
 - :meth:`~OffPolicyAgent.build_actor` (required): the actor network;
 - :meth:`~OffPolicyAgent.explore` (required): exploratory actions;
 - :meth:`~OffPolicyAgent.learn` (required): one gradient update on a sampled batch;
-- :meth:`~OffPolicyAgent.critic_spec` / :meth:`~OffPolicyAgent.check_critic`: the critic's shapes and which
-  critics it trains;
+- :attr:`~OffPolicyAgent.critic_family` / :meth:`~OffPolicyAgent.check_critic`: which critics it trains (what
+  it needs to know of the critic, e.g. its ``chunk_len``, it reads from the critic object);
 - :meth:`~OffPolicyAgent.sample_batch`: what a batch is (chunks, windows, demo mixes);
 - :meth:`~OffPolicyAgent.execute`, :meth:`~OffPolicyAgent.random_action`,
   :meth:`~OffPolicyAgent.deterministic_action`: how actions reach the env (an executor playing chunks);
@@ -216,7 +216,7 @@ class OffPolicyAgent(Agent, abc.ABC):
             {g: EmpiricalNormalizer(env.observation_dims[g]) if cfg.normalize_obs else nn.Identity()
              for g in {"policy", self.critic_group}}
         ).to(self.device)
-        self.critic = make_critic(critic_cfg, self.critic_spec(Dc, A)).to(self.device)
+        self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=Dc, action_dim=A)).to(self.device)
         self.check_critic()
         self.critic.target_critic()
         self.critic_optimizer = self._optimizer(self.critic.parameters(), cfg.critic_lr)
@@ -248,10 +248,6 @@ class OffPolicyAgent(Agent, abc.ABC):
 
     # --- hooks with a default ----------------------------------------------------------------
 
-    def critic_spec(self, obs_dim: int, action_dim: int) -> CriticSpec:
-        """The critic's shapes for critic obs ``[B, obs_dim]`` and actions ``[B, action_dim]`` (one step)."""
-        return CriticSpec(obs_dim=obs_dim, action_dim=action_dim)
-
     def random_action(self, obs: torch.Tensor) -> torch.Tensor:
         """Warm-up actions, uniform in ``[-1, 1]``, for normalised policy obs ``[n, D]``: ``[n, A]``."""
         return torch.rand(obs.shape[0], self.env.action_dim, device=self.device) * 2 - 1
@@ -273,25 +269,28 @@ class OffPolicyAgent(Agent, abc.ABC):
     # --- shared helpers ----------------------------------------------------------------------
 
     def check_critic(self) -> None:
-        """Refuse a critic this agent cannot train, naming the fix (the agent's default critic); refuse a
+        """The one check of the critic an agent got: refuse one it cannot train, naming the fix (the agent's default
+        critic); without a :attr:`critic_family`, a Q critic of single actions regressing scalar targets; refuse a
         single-member critic when ``target_reduce`` needs an ensemble."""
         need = self.critic_family
         if need is not None:
             ok, what = isinstance(self.critic, need), f"critic={key_of_class(need)} ({need.__name__})"
         else:
-            ok = self.critic.takes_action and self.critic.target_shape == ("B", "G")
-            what = "a Q critic regressing scalar TD targets such as critic=ensemble (not a V or distributional one)"
+            ok = self.critic.takes_action and self.critic.target_shape == ("B", "G") and self.critic.chunk_len == 1
+            what = ("a Q critic regressing scalar TD targets of single actions such as critic=ensemble (not a V, "
+                    "distributional or chunked one)")
         if not ok:
-            agent, critic = key_of("agent", self.cfg), key_of("critic", self.critic_cfg)
+            agent, critic = key_of("agent", self.cfg), key_of_class(type(self.critic))
             raise ValueError(
                 f"agent={agent} cannot train critic={critic} ({type(self.critic).__name__}): it needs {what}. "
                 f"Leave critic= out to get agent={agent}'s default (the `override /critic` line of "
                 f"configs/agent/{agent}.yaml)"
             )
-        spec = self.critic.spec
-        action = torch.zeros(1, *((spec.action_dim,) if spec.chunk_len == 1 else (spec.chunk_len, spec.action_dim)),
-                             device=self.device)
-        members = self.critic.estimates(torch.zeros(1, spec.obs_dim, device=self.device), action)
+        spec, H = self.critic.spec, self.critic.chunk_len
+        action = torch.zeros(1, *((spec.action_dim,) if H == 1 else (H, spec.action_dim)), device=self.device)
+        with torch.no_grad():
+            members = self.critic.estimates(self.critic.encode(torch.zeros(1, spec.obs_dim, device=self.device)),
+                                            action)
         if self.cfg.target_reduce != "mean" and members.shape[0] < 2:
             raise ValueError(
                 f"agent.target_reduce={self.cfg.target_reduce} needs a critic ensemble (clipped double Q), but the "
@@ -320,6 +319,13 @@ class OffPolicyAgent(Agent, abc.ABC):
     def from_env_action(self, action: torch.Tensor) -> torch.Tensor:
         """Env-unit actions -> normalised ``[-1, 1]`` ``[B, A]``."""
         return to_unit(action, self.low, self.high).clamp(-1.0, 1.0)
+
+    @torch.no_grad()
+    def critic_values(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
+        """Critic members ``[E, N, G]`` of raw observation groups ``obs`` and env actions ``[N, A]``: the
+        critic reads the normalised critic group (through ``critic.encode``) and the action in ``[-1, 1]``."""
+        x = self.critic.encode(self.normalize(obs)[self.critic_group])
+        return self.critic(x, self.from_env_action(action), reduce="none")
 
     def normalize(self, obs: Obs) -> Obs:
         """Normalise the stored groups of ``obs`` with the current statistics."""

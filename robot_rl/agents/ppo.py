@@ -265,6 +265,12 @@ class PPO(Agent):
 
     # --- persistence and export --------------------------------------------------------------
 
+    @torch.no_grad()
+    def critic_values(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
+        """``V`` members ``[E, N, G]`` of the raw critic group of ``obs`` (the critic normalises inside; ``action``
+        is not used)."""
+        return self.critic(obs[self.critic_group], reduce="none")
+
     def state_dict(self) -> dict[str, Any]:
         """Networks (with normaliser statistics), optimiser, learning rate and update count."""
         return {

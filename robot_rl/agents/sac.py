@@ -92,7 +92,6 @@ class SAC(OffPolicyAgent):
             next_action, next_log_prob = self.actor.sample(batch.next_obs["policy"])
             next_q = self.critic(
                 batch.next_obs[self.critic_group], next_action, reduce=self.cfg.target_reduce, target=True,
-                subset=self.critic.subset,
             )
             soft = next_q - self.alpha * next_log_prob.unsqueeze(-1) if self.cfg.backup_entropy else next_q
             return batch.reward.unsqueeze(-1) + batch.discount.unsqueeze(-1) * soft

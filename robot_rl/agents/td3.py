@@ -99,7 +99,6 @@ class TD3(OffPolicyAgent):
         """TD target ``[B, 1]``: ``r + discount * min Q'(s', a')``."""
         next_q = self.critic(
             batch.next_obs[self.critic_group], next_action, reduce=self.cfg.target_reduce, target=True,
-            subset=self.critic.subset,
         )
         return batch.reward.unsqueeze(-1) + batch.discount.unsqueeze(-1) * next_q
 

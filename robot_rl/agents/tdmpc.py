@@ -15,8 +15,8 @@ critic (:class:`robot_rl.critics.world_model.WorldModelCritic`, Q kind) *is* the
 5. moves the target critic by Polyak averaging.
 
 Acting (``act_with``): ``plan`` runs MPPI over the latent model with the Q ensemble as terminal value and
-policy-prior rollouts among the candidates (``critic.plan_*``; exploration adds the planner's final std
-as noise); ``policy`` acts with the policy prior only (no planning: ~10-100x cheaper per step).
+policy-prior rollouts among the candidates (:mod:`robot_rl.agents.mppi`, ``agent.plan.*``; exploration adds the
+planner's final std as noise); ``policy`` acts with the policy prior only (no planning: ~10-100x cheaper per step).
 
 The world model encodes the ``policy`` observation group (not privileged ``critic`` observations): the
 planner and the prior act from it at deployment. The exported policy is the policy prior on the encoder:
@@ -33,15 +33,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from robot_rl.agents.base import EnvSpec, Obs, register_agent
+from robot_rl.agents.mppi import MPPI, MPPIConfig, first_action, shift_plan
 from robot_rl.agents.off_policy import Metrics, OffPolicyAgent, OffPolicyConfig, SquashedGaussianActor
-from robot_rl.critics.world_model import WorldModelCritic, first_action, shift_plan
+from robot_rl.critics.world_model import WorldModelCritic
 from robot_rl.math.chunk_targets import WindowBatch, sample_windows
 
 ACT_WITH = ("plan", "policy")
@@ -57,6 +58,7 @@ class TDMPCConfig(OffPolicyConfig):
         entropy_coef: weight of the prior's entropy bonus (TD-MPC2: 1e-4).
         scale_tau: rate of the running Q-scale estimate.
         max_grad_norm: gradient-norm clip of the world model (TD-MPC2: 20).
+        plan: the MPPI planner's settings (:class:`robot_rl.agents.mppi.MPPIConfig`).
 
     ``normalize_obs`` stays false: the world model normalises inside its encoder (``critic.normalize_obs``).
     """
@@ -70,6 +72,7 @@ class TDMPCConfig(OffPolicyConfig):
     entropy_coef: float = 1e-4
     scale_tau: float = 0.01
     max_grad_norm: float = 20.0
+    plan: MPPIConfig = field(default_factory=MPPIConfig)
 
     critics: ClassVar[tuple[str, ...]] = ("world_model",)
     """The only ``critic=`` this agent trains: the world model it plans with."""
@@ -133,20 +136,14 @@ class TDMPC(OffPolicyAgent):
         super().__init__(cfg, critic_cfg, policy_only, device)
         self.actor_optimizer = self._optimizer(self.actor.parameters(), cfg.actor_lr)
         self.q_scale = torch.ones((), device=self.device)
-        self.plan_mean = torch.zeros(env.num_envs, self.critic.cfg.plan_horizon, env.action_dim, device=self.device)
+        self.planner = MPPI(cfg.plan, self.critic)
+        self.plan_mean = torch.zeros(env.num_envs, cfg.plan.horizon, env.action_dim, device=self.device)
         """``[N, H, A]`` each training env's last MPPI mean: shifted by one it warm-starts the next plan
         (TD-MPC2); zero for an env whose episode just ended (:meth:`on_step`)."""
 
-    def check_critic(self) -> None:
-        """Refuse any critic but the world model (Q kind) it plans with."""
-        if not isinstance(self.critic, WorldModelCritic):
-            raise ValueError(f"agent=tdmpc needs the world-model critic (critic=world_model), got "
-                             f"{type(self.critic).__name__}; its encoder, dynamics and reward head are the model it "
-                             "plans with")
-
     def build_actor(self, obs_dim: int, action_dim: int) -> nn.Module:
         """The policy prior: a squashed Gaussian on latents ``[B, Z]``."""
-        Z = self.critic.cfg.latent_dim
+        Z = self.critic.latent_dim
         return SquashedGaussianActor(Z, action_dim, list(self.cfg.actor_hidden_dims), self.cfg.activation).to(
             self.device)
 
@@ -159,7 +156,7 @@ class TDMPC(OffPolicyAgent):
     def plan(self, obs: torch.Tensor, explore: bool) -> torch.Tensor:
         """MPPI action ``[B, A]`` in ``[-1, 1]`` for raw policy obs ``[B, D]`` (prior samples among candidates),
         planned from scratch (no warm start: any batch, e.g. evaluation envs)."""
-        return self.critic.plan(obs, policy=self._prior_sample, explore=explore)
+        return self.planner.plan(obs, policy=self._prior_sample, explore=explore)
 
     @torch.no_grad()
     def plan_warm(self, obs: torch.Tensor) -> torch.Tensor:
@@ -169,7 +166,7 @@ class TDMPC(OffPolicyAgent):
             raise ValueError(f"act(deterministic=False) plans for the {self.plan_mean.shape[0]} training envs "
                              f"(warm-started per env), got {obs.shape[0]} observations; evaluate other envs with "
                              "deterministic=True or planning_policy()")
-        mean, std = self.critic.plan_sequence(obs, policy=self._prior_sample, warm_start=shift_plan(self.plan_mean))
+        mean, std = self.planner.plan_sequence(obs, policy=self._prior_sample, warm_start=shift_plan(self.plan_mean))
         self.plan_mean = mean
         return first_action(mean, std, explore=True)
 
@@ -232,7 +229,7 @@ class TDMPC(OffPolicyAgent):
             spread = torch.quantile(q, 0.95) - torch.quantile(q, 0.05)
             self.q_scale.lerp_(spread.clamp(min=1.0), cfg.scale_tau)
         T = obs.shape[0]
-        weight = (critic.cfg.rho ** torch.arange(T, device=obs.device, dtype=q.dtype))[:, None] * alive.float()
+        weight = (critic.rho ** torch.arange(T, device=obs.device, dtype=q.dtype))[:, None] * alive.float()
         per_sample = (cfg.entropy_coef * log_prob - q / self.q_scale).reshape(T, -1)
         loss = (per_sample * weight).sum() / weight.sum().clamp(min=1.0)
         self.actor_optimizer.zero_grad(set_to_none=True)

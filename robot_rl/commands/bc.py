@@ -153,7 +153,7 @@ def _build(overrides: list[str], dataset: Path, task: str | None) -> tuple[Any, 
     import torch
 
     from robot_rl.agents import EnvSpec, make_agent
-    from robot_rl.config import compose
+    from robot_rl.compose import compose
     from robot_rl.data.lerobot import LeRobotDataset
     from robot_rl.train.on_policy_runner import sim_env_factory
 

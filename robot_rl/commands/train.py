@@ -94,7 +94,7 @@ def check_overrides(argv: list[str]) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     import sim
-    from robot_rl.config import compose
+    from robot_rl.compose import compose
     from robot_rl.config.io import load_train_config
     from robot_rl.errors import InputError
 
@@ -120,7 +120,8 @@ def main(argv: list[str]) -> int:
     import hydra
     from omegaconf import OmegaConf
 
-    from robot_rl.config import CONFIG_DIR, load_schemas
+    from robot_rl.compose import load_schemas
+    from robot_rl.config import CONFIG_DIR
     from robot_rl.errors import EXIT_BAD_INPUT, user_error_types
 
     load_schemas()

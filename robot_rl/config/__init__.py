@@ -1,8 +1,8 @@
 """Typed configs: dataclass schemas registered in Hydra's ConfigStore, values in ``configs/``.
 
-:func:`compose` builds a :class:`TrainConfig` from the ``configs/`` tree and overrides (the same
-overrides ``robot-rl train`` accepts); :func:`load_schemas` imports every module that registers a
-schema, and must run before Hydra composes.
+This package imports no agent or critic: they register their schemas here when imported.
+:func:`robot_rl.compose.compose` builds a :class:`TrainConfig` from the ``configs/`` tree and overrides (the
+same overrides ``robot-rl train`` accepts) after :func:`robot_rl.compose.load_schemas` imported them.
 """
 
 from __future__ import annotations
@@ -16,12 +16,6 @@ from robot_rl.errors import InputError
 
 CONFIG_DIR = Path(os.environ.get("ROBOT_RL_CONFIGS", Path(__file__).resolve().parents[2] / "configs"))
 """The Hydra config tree (``configs/`` at the repository root; ``ROBOT_RL_CONFIGS`` overrides)."""
-
-
-def load_schemas() -> None:
-    """Import agents and critics so their ``register_*`` decorators store their schemas."""
-    import robot_rl.agents
-    import robot_rl.critics  # noqa: F401
 
 
 def unknown_keys(node: object, obj: object, prefix: str = "") -> list[str]:
@@ -76,17 +70,6 @@ def as_input_error(fn, *args, file: object = None):
                          fix="correct the value (`robot-rl train --help` lists every key)") from None
 
 
-def compose(overrides: list[str] | None = None) -> TrainConfig:
-    """Compose ``configs/config.yaml`` with Hydra-style ``overrides`` (no run directory, no logging)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    load_schemas()
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=list(overrides or []))
-    return to_train_config(cfg)
-
-
 __all__ = [
     "CONFIG_DIR",
     "LoggerConfig",
@@ -94,10 +77,8 @@ __all__ = [
     "TaskConfig",
     "TrainConfig",
     "as_input_error",
-    "compose",
     "config_class",
     "key_of",
-    "load_schemas",
     "register_config",
     "registered",
     "to_train_config",

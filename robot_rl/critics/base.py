@@ -9,13 +9,19 @@ interface covers every family the project plans, so agents never branch on the c
 - **Distributional critics** (C51, quantiles) still return expected values from ``estimates``;
   their distribution is exposed by :meth:`Critic.distribution`, and their loss by :meth:`Critic.loss`
   against a target of :attr:`Critic.target_shape`.
-- **Chunked critics** take an action *sequence* ``[B, H, A]`` (``H = spec.chunk_len``); single-step
-  critics take ``[B, A]`` (or ``[B, 1, A]``, squeezed).
+- **Chunked critics** take an action *sequence* ``[B, H, A]`` (``H = critic.chunk_len``, set by the family from
+  its own config); single-step critics (``chunk_len = 1``) take ``[B, A]`` (or ``[B, 1, A]``, squeezed).
 - **World-model critics** work on latent states: :meth:`Critic.encode` maps observations
   ``[B, D]`` to the critic's input ``[B, Z]`` (identity for every other family), so an agent can
   always call ``critic(critic.encode(obs), action)``.
 - **Multi-critics** output one value per reward group (``G = spec.num_values = len(reward_groups)``);
   single-objective critics have ``G = 1``.
+
+What an agent needs to know about a critic it reads from the critic object, never from the critic's config:
+:attr:`Critic.chunk_len`, :attr:`Critic.on_truncation`, :attr:`Critic.subset`, :attr:`Critic.needs_successors`
+with :meth:`Critic.aux_loss`, :attr:`Critic.target_shape`, :attr:`Critic.takes_action`. The agent gives the
+critic only the env's shapes (:class:`CriticSpec`) and checks the critic it got in one place
+(``OffPolicyAgent.check_critic``; PPO gets a V critic, which a family without ``"V"`` in ``kinds`` refuses).
 
 Target networks are part of the critic (``target=True`` evaluates them; :meth:`Critic.update_target`
 moves them), so an agent never deep-copies a critic itself.
@@ -36,23 +42,22 @@ Reduce = Literal["mean", "min", "random_min", "none"]
 
 @dataclass(frozen=True)
 class CriticSpec:
-    """The shapes a critic is built for; agents fill it from the env, configs never do.
+    """The env's shapes a critic is built for; agents fill it from the env, configs never do (what the critic
+    itself decides, such as how many actions it scores, it declares as attributes of :class:`Critic`).
 
     Attributes:
         obs_dim: size ``D`` of the critic's observation (the ``"critic"`` group when the env has
             one, else ``"policy"``).
         action_dim: size ``A`` of one action; 0 for a state-value critic.
         num_values: ``G``, one value per reward group for multi-critics, else 1.
-        chunk_len: ``H``, the number of consecutive actions a Q critic scores (1 = single step).
     """
 
     obs_dim: int
     action_dim: int = 0
     num_values: int = 1
-    chunk_len: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("obs_dim", "num_values", "chunk_len"):
+        for name in ("obs_dim", "num_values"):
             if getattr(self, name) < 1:
                 raise ValueError(f"CriticSpec.{name} must be >= 1, got {getattr(self, name)}")
         if self.action_dim < 0:
@@ -64,7 +69,7 @@ class Critic(nn.Module, abc.ABC):
 
     A critic built with ``spec.action_dim > 0`` is a Q critic, else a V critic; a family that
     supports only one kind lists it in ``kinds`` and construction fails clearly otherwise.
-    Shapes: ``B`` batch, ``E`` ensemble members, ``G = spec.num_values``, ``H = spec.chunk_len``,
+    Shapes: ``B`` batch, ``E`` ensemble members, ``G = spec.num_values``, ``H = chunk_len``,
     ``A = spec.action_dim``.
     """
 
@@ -72,7 +77,16 @@ class Critic(nn.Module, abc.ABC):
     """Which of ``V(s)`` and ``Q(s, a)`` this family can be."""
 
     subset: int = 2
-    """Members the ``random_min`` reduction draws (REDQ's subset); ensemble families set theirs in ``__init__``."""
+    """Members the ``random_min`` reduction draws (REDQ's subset; :meth:`forward` uses it); ensemble families set
+    theirs in ``__init__``."""
+
+    chunk_len: int = 1
+    """``H``, consecutive actions a Q critic scores (1 = single step); chunked families set theirs in ``__init__``.
+    Agents size their actors and replay chunks from it."""
+
+    on_truncation: str = "bootstrap"
+    """How targets of action chunks cut by a time limit are built, ``bootstrap`` or ``mask``
+    (:func:`robot_rl.math.chunk_targets.chunk_return`); chunked families set theirs in ``__init__``."""
 
     needs_successors: ClassVar[bool] = False
     """True for families whose :meth:`aux_loss` learns from each step's successor (next critic obs, reward,
@@ -153,14 +167,13 @@ class Critic(nn.Module, abc.ABC):
         action: torch.Tensor | None = None,
         reduce: Reduce = "mean",
         target: bool = False,
-        subset: int = 2,
     ) -> torch.Tensor:
         """Reduced estimate ``[B, G]`` (or ``[E, B, G]`` with ``reduce="none"``).
 
         Args:
             obs: ``[B, D]`` (or latents ``[B, Z]``).
             action: ``[B, A]`` / ``[B, H, A]`` for Q critics, None for V critics.
-            reduce: ``mean`` / ``min`` over members, ``random_min`` = min over a random ``subset``
+            reduce: ``mean`` / ``min`` over members, ``random_min`` = min over a random :attr:`subset`
                 of members (REDQ), ``none`` keeps ``[E, B, G]``.
             target: evaluate the target copy (see :meth:`update_target`), without gradients.
         """
@@ -170,24 +183,24 @@ class Critic(nn.Module, abc.ABC):
                 values = self.target_critic().estimates(obs, action)
         else:
             values = self.estimates(obs, action)
-        return reduce_members(values, reduce, subset)
+        return reduce_members(values, reduce, self.subset)
 
     def check_action(self, action: torch.Tensor | None) -> torch.Tensor | None:
-        """Validate ``action`` against the spec; return ``[B, A]`` (H = 1) or ``[B, H, A]``."""
+        """Validate ``action`` against :attr:`chunk_len` and the spec; return ``[B, A]`` (H = 1) or ``[B, H, A]``."""
         if not self.takes_action:
             if action is not None:
                 raise ValueError(f"{type(self).__name__} is a V critic; call it without an action")
             return None
         if action is None:
             raise ValueError(f"{type(self).__name__} is a Q critic and needs an action")
-        H, A = self.spec.chunk_len, self.spec.action_dim
+        H, A = self.chunk_len, self.spec.action_dim
         if action.dim() == 3 and H == 1 and action.shape[1] == 1:
             action = action[:, 0]
         expected = (A,) if H == 1 else (H, A)
         if tuple(action.shape[1:]) != expected:
             raise ValueError(
                 f"{type(self).__name__} expects actions [B, {', '.join(map(str, expected))}], "
-                f"got {list(action.shape)}; set CriticSpec.chunk_len/action_dim to match"
+                f"got {list(action.shape)}"
             )
         return action
 

@@ -13,8 +13,9 @@ the long-chunk critic *optimistically*, ``Q_P(s, a_{:l}) ~ max_{a_{l:h}} Q(s, a_
 regression with ``expectile > 0.5`` on chunks from the data. The policy then acts on short chunks
 (closed loop every ``l`` steps) while values still back up over ``h`` steps.
 
-Agents read ``critic.chunk_len`` from this config to build the critic's spec (``CriticSpec.chunk_len``)
-and their chunked actor (:mod:`robot_rl.models.chunked_actor`).
+The critic declares what an agent needs (:attr:`~robot_rl.critics.base.Critic.chunk_len` ``h``,
+:attr:`ChunkedCritic.actor_len` ``l`` or ``h``, :attr:`~robot_rl.critics.base.Critic.on_truncation`); the agent sizes
+its chunked actor (:mod:`robot_rl.models.chunked_actor`) and its replay chunks from the critic object.
 
 Shapes: ``B`` batch, ``E`` members, ``G`` values, ``h`` critic chunk, ``l`` partial chunk, ``A`` actions.
 """
@@ -48,7 +49,7 @@ class ChunkedCriticConfig:
     """``critic=chunked``: Q over action chunks (Q-chunking), optionally with DQC's partial critic.
 
     Attributes:
-        chunk_len: ``h``, actions the critic scores; the agent's spec must use the same.
+        chunk_len: ``h``, actions the critic scores (the agent's chunked actor follows it).
         partial_len: ``l``; ``0`` = plain Q-chunking, ``0 < l < h`` = DQC partial-chunk critic.
         expectile: DQC's distillation expectile in ``(0.5, 1)`` (optimism towards the best completion).
         num_members: ``E`` (2 = clipped double Q).
@@ -88,14 +89,11 @@ class ChunkedCritic(Critic):
 
     def __init__(self, spec: CriticSpec, cfg: ChunkedCriticConfig) -> None:
         super().__init__(spec)
-        if spec.chunk_len != cfg.chunk_len:
-            raise ValueError(
-                f"critic=chunked has chunk_len={cfg.chunk_len} but the agent built the spec with chunk_len="
-                f"{spec.chunk_len}; build CriticSpec(chunk_len=critic.chunk_len) (a chunked actor)"
-            )
         self.cfg = cfg
         self.chunk_len = cfg.chunk_len
+        self.on_truncation = cfg.on_truncation
         self.partial_len = cfg.partial_len
+        """``l``, actions DQC's partial critic scores (0 = no partial critic)."""
         self.subset = min(2, cfg.num_members)
         dims = list(cfg.hidden_dims)
         A, D, G = spec.action_dim, spec.obs_dim, spec.num_values
@@ -109,6 +107,16 @@ class ChunkedCritic(Critic):
         """``[E, B, G]`` values of executing the chunk ``action`` ``[B, h, A]`` open loop from ``obs`` ``[B, D]``."""
         chunk = self.check_action(action)
         return self.members(torch.cat([obs, chunk.flatten(1)], dim=-1))
+
+    @property
+    def actor_len(self) -> int:
+        """Actions per chunk an actor trained against this critic outputs: DQC's ``l``, else ``h``."""
+        return self.partial_len or self.chunk_len
+
+    def actor_estimates(self, obs: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        """``[E, B, G]`` value an actor maximises, of its chunk ``[B, actor_len, A]`` at ``obs`` ``[B, D]``: DQC's
+        partial critic ``Q_P`` when ``l < h``, else ``Q``."""
+        return self.partial_estimates(obs, chunk) if self.partial is not None else self.estimates(obs, chunk)
 
     def partial_estimates(self, obs: torch.Tensor, partial: torch.Tensor) -> torch.Tensor:
         """DQC: ``[E, B, G]`` optimistic value of the first ``l`` actions ``partial`` ``[B, l, A]``."""

@@ -26,13 +26,13 @@ from robot_rl.models.mlp import activation as activation_module
 
 
 def critic_input(obs: torch.Tensor, action: torch.Tensor | None) -> torch.Tensor:
-    """Concatenate ``obs [B, D]`` with the flattened action ``[B, A]`` / ``[B, H, A]`` -> ``[B, D + H*A]``."""
+    """Concatenate ``obs [B, D]`` with the action ``[B, A]`` -> ``[B, D + A]`` (None: ``obs``)."""
     return obs if action is None else torch.cat([obs, action.flatten(1)], dim=-1)
 
 
 def input_dim(spec: CriticSpec) -> int:
     """Size of :func:`critic_input`'s output for ``spec``."""
-    return spec.obs_dim + spec.chunk_len * spec.action_dim
+    return spec.obs_dim + spec.action_dim
 
 
 class StackedMLP(nn.Module):

@@ -33,19 +33,19 @@ class MLPCriticConfig:
 
 @register_critic("mlp", MLPCriticConfig)
 class MLPCritic(Critic):
-    """One MLP over ``[obs, flattened action chunk]`` with ``G`` outputs; ``E = 1`` member."""
+    """One MLP over ``[obs, action]`` with ``G`` outputs; ``E = 1`` member."""
 
     def __init__(self, spec: CriticSpec, cfg: MLPCriticConfig) -> None:
         super().__init__(spec)
-        in_dim = spec.obs_dim + spec.action_dim * spec.chunk_len
+        in_dim = spec.obs_dim + spec.action_dim
         self.normalizer = EmpiricalNormalizer(spec.obs_dim) if cfg.normalize_obs else None
         self.net = mlp(in_dim, cfg.hidden_dims, spec.num_values, cfg.activation)
 
     def estimates(self, obs: torch.Tensor, action: torch.Tensor | None = None) -> torch.Tensor:
-        """``[1, B, G]`` for ``obs`` ``[B, D]`` (and ``action`` ``[B, A]`` / ``[B, H, A]`` for Q)."""
+        """``[1, B, G]`` for ``obs`` ``[B, D]`` (and ``action`` ``[B, A]`` for Q)."""
         x = self.normalizer(obs) if self.normalizer is not None else obs
         if action is not None:
-            x = torch.cat([x, action.flatten(1)], dim=-1)
+            x = torch.cat([x, action], dim=-1)
         return self.net(x).unsqueeze(0)
 
     def update_normalizer(self, obs: torch.Tensor) -> None:

@@ -1,4 +1,5 @@
-"""World-model critics: a latent model trained jointly with its value heads, and MPPI planning over it.
+"""World-model critics: a latent model trained jointly with its value heads (TD-MPC2's planner over it is
+:mod:`robot_rl.agents.mppi`).
 
 ``critic=world_model`` follows TD-MPC2 (Hansen, Su & Wang, "TD-MPC2: Scalable, Robust World Models
 for Continuous Control", ICLR 2024). Its latent is also what MR.Q / DR.Q call a model-based
@@ -17,7 +18,7 @@ group trained with squared error; ``two_hot`` (TD-MPC2's discrete regression) ou
 logits per group over bins on ``[vmin, vmax]`` in symlog space, trained with cross-entropy against the
 two-hot encoding of ``symlog(target)`` and read out as ``symexp(E[bins])`` (:mod:`robot_rl.math.two_hot`);
 its last layers start at zero (uniform logits, a read-out of 0), as in TD-MPC2. Every public method
-(:meth:`estimates`, :meth:`predict_reward`, :meth:`td_targets`, :meth:`plan`) returns read-out scalars
+(:meth:`estimates`, :meth:`predict_reward`, :meth:`td_targets`) returns read-out scalars
 either way; only the losses see the logits. A V critic's value is trained by the agent's own
 value loss (PPO: squared error) and stays scalar; there ``value_head`` applies to the reward head of
 :meth:`latent_loss`.
@@ -30,11 +31,9 @@ observation and sums, with weights ``rho^t``: latent consistency ``||d(z_t, a_t)
 reward regression, and TD regression of every Q head at the *predicted* latents. Q critics work on
 latents: agents call ``critic(critic.encode(obs), action)`` (the critic interface contract).
 
-:meth:`WorldModelCritic.plan` is MPPI over the latent model (TD-MPC2's planner): sample action
-sequences around a Gaussian, score them by predicted rewards plus the critic as terminal value,
-refit the Gaussian to the softmax-weighted elites, and return the first action of the mean.
-:meth:`plan_sequence` returns the whole planned mean and std and takes a warm start (the agent passes
-the previous step's mean shifted by one, :func:`shift_plan`, as TD-MPC2 does).
+MPPI planning over this model belongs to the agent that plans (:mod:`robot_rl.agents.mppi`, used by
+``agent=tdmpc``); it reads the model through :meth:`encode`, :meth:`next`, :meth:`predict_reward` and
+:meth:`estimates`.
 
 As a **V critic** (``action_dim = 0``, for PPO) it is World-Critic-Model style: ``V(h(o))`` is
 trained end to end on returns by the agent's value loss, and :meth:`WorldModelCritic.latent_loss`
@@ -49,7 +48,7 @@ Shapes: ``T`` rollout steps, ``B`` batch, ``D`` obs, ``Z`` latent, ``A`` actions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -102,13 +101,7 @@ class WorldModelCriticConfig:
         normalize_obs: running observation normalisation before the encoder.
         rho: temporal weight ``rho^t`` of the losses along the latent rollout.
         consistency_coef, reward_coef, value_coef: loss weights (TD-MPC2: 20, 0.1, 0.1).
-        plan_horizon, plan_samples, plan_elites, plan_iterations: MPPI settings.
-        plan_temperature: softmax temperature of the elite weights.
-        plan_min_std, plan_max_std: bounds of the sampling std (actions live in ``[-1, 1]``).
-        plan_gamma: discount of the planned returns.
         aux_coef: V kind: weight of :meth:`WorldModelCritic.aux_loss` in PPO's loss (0 = returns only).
-        plan_policy_samples: sequences per MPPI round sampled from the latent policy prior when the
-            planner is given one (TD-MPC2: 24), rolled through the latent dynamics.
         value_head: ``scalar`` (squared-error regression) or ``two_hot`` (TD-MPC2's cross-entropy over
             ``num_bins`` symlog bins on ``[vmin, vmax]``) for the reward and Q heads (V kind: the reward
             head only; PPO trains the value itself).
@@ -128,15 +121,6 @@ class WorldModelCriticConfig:
     consistency_coef: float = 20.0
     reward_coef: float = 0.1
     value_coef: float = 0.1
-    plan_horizon: int = 3
-    plan_samples: int = 256
-    plan_elites: int = 32
-    plan_iterations: int = 4
-    plan_temperature: float = 0.5
-    plan_min_std: float = 0.05
-    plan_max_std: float = 2.0
-    plan_gamma: float = 0.99
-    plan_policy_samples: int = 24
     aux_coef: float = 1.0
     value_head: str = "scalar"
     num_bins: int = 101
@@ -155,14 +139,6 @@ class WorldModelCriticConfig:
             raise ValueError(f"critic.rho must be in (0, 1], got {self.rho}")
         if self.aux_coef < 0:
             raise ValueError(f"critic.aux_coef must be >= 0, got {self.aux_coef}")
-        if self.plan_policy_samples < 0:
-            raise ValueError(f"critic.plan_policy_samples must be >= 0, got {self.plan_policy_samples}")
-        if not 1 <= self.plan_elites <= self.plan_samples:
-            raise ValueError(f"critic.plan_elites must be in [1, plan_samples={self.plan_samples}], "
-                             f"got {self.plan_elites}")
-        if not 0.0 < self.plan_min_std <= self.plan_max_std:
-            raise ValueError(f"critic.plan_min_std must be in (0, plan_max_std={self.plan_max_std}], "
-                             f"got {self.plan_min_std}")
         if self.td_encoder not in TD_ENCODERS:
             raise ValueError(f"critic.td_encoder must be one of {TD_ENCODERS}, got {self.td_encoder!r}")
         if self.value_head not in VALUE_HEADS:
@@ -179,10 +155,12 @@ class WorldModelCritic(Critic):
 
     def __init__(self, spec: CriticSpec, cfg: WorldModelCriticConfig) -> None:
         super().__init__(spec)
-        if spec.chunk_len != 1:
-            raise ValueError("critic=world_model scores single actions; use critic=chunked for action chunks")
         self.cfg = cfg
         self.subset = 2
+        self.latent_dim = cfg.latent_dim
+        """``Z``, the size of :meth:`encode`'s latent (an agent's latent policy reads it)."""
+        self.rho = cfg.rho
+        """Temporal weight ``rho^t`` of losses along a latent rollout (an agent weights its own losses alike)."""
         Z, A, G, dims = cfg.latent_dim, spec.action_dim, spec.num_values, list(cfg.hidden_dims)
         self.normalizer = EmpiricalNormalizer(spec.obs_dim) if cfg.normalize_obs else nn.Identity()
         squash = SimNorm(cfg.simnorm_dim) if cfg.simnorm_dim else nn.Sequential(nn.LayerNorm(Z), nn.Tanh())
@@ -362,99 +340,3 @@ class WorldModelCritic(Critic):
         loss, metrics = self.latent_loss(
             batch["critic_obs"], batch["next_critic_obs"], batch["rewards"], batch["next_valid"])
         return self.cfg.aux_coef * loss, metrics
-
-    # --- planning ------------------------------------------------------------------------------
-
-    @torch.no_grad()
-    def plan(
-        self, obs: torch.Tensor, policy: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        generator: torch.Generator | None = None, explore: bool = False, warm_start: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """MPPI over the latent model: first action ``[B, A]`` in ``[-1, 1]`` for raw ``obs`` ``[B, D]``.
-
-        :meth:`plan_sequence` plans (see there for ``policy`` and ``warm_start``); ``explore`` adds the
-        final sampling std times Gaussian noise to the returned action (TD-MPC2's exploration while training).
-        """
-        mean, std = self.plan_sequence(obs, policy, generator, warm_start)
-        return first_action(mean, std, explore, generator)
-
-    @torch.no_grad()
-    def plan_sequence(
-        self, obs: torch.Tensor, policy: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        generator: torch.Generator | None = None, warm_start: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """MPPI over the latent model: the planned mean and std ``[B, H, A]`` for raw ``obs`` ``[B, D]``.
-
-        Returns are ``sum_t gamma^t sum_g r_g(z_t, a_t) + gamma^H mean_e sum_g Q_e(z_H, a_H)`` with
-        ``a_H = policy(z_H)`` (a latent policy ``[N, Z] -> [N, A]``, may sample) or, without one, the
-        sequence's last action. With a policy, ``plan_policy_samples`` of the candidate sequences in every
-        round are the policy's own rollouts through the latent model (TD-MPC2). The first round samples
-        around ``warm_start`` ``[B, H, A]`` (TD-MPC2: the previous step's mean shifted by one,
-        :func:`shift_plan`) or zeros; the std always starts at ``plan_max_std``.
-        """
-        if not self.takes_action:
-            raise ValueError("plan needs a Q world-model critic (action_dim > 0)")
-        c = self.cfg
-        B, A, H = obs.shape[0], self.spec.action_dim, c.plan_horizon
-        if warm_start is not None and warm_start.shape != (B, H, A):
-            raise ValueError(f"warm_start must be [B, plan_horizon, A] = {[B, H, A]}, got {list(warm_start.shape)}")
-        P = c.plan_policy_samples if policy is not None else 0
-        S = c.plan_samples + P
-        z = self._encode(obs)
-        prior = self._policy_sequences(z.repeat_interleave(P, dim=0), policy, H).reshape(B, P, H, A) if P else None
-        z0 = z.repeat_interleave(S, dim=0)  # [B*S, Z]
-        mean = torch.zeros(B, H, A, device=obs.device) if warm_start is None else warm_start.clone()
-        std = torch.full((B, H, A), c.plan_max_std, device=obs.device)
-        for _ in range(c.plan_iterations):
-            noise = torch.randn(B, c.plan_samples, H, A, device=obs.device, generator=generator)
-            actions = (mean[:, None] + std[:, None] * noise).clamp(-1.0, 1.0)  # [B, S, H, A]
-            if prior is not None:
-                actions = torch.cat([prior, actions], dim=1)
-            value = self._sequence_value(z0, actions.reshape(B * S, H, A), policy).reshape(B, S)
-            elite_value, idx = value.topk(c.plan_elites, dim=1)
-            elites = actions.gather(1, idx[:, :, None, None].expand(-1, -1, H, A))  # [B, K, H, A]
-            score = torch.softmax(c.plan_temperature * (elite_value - elite_value.max(1, keepdim=True).values), 1)
-            mean = (score[:, :, None, None] * elites).sum(1)
-            var = (score[:, :, None, None] * (elites - mean[:, None]).pow(2)).sum(1)
-            std = var.sqrt().clamp(c.plan_min_std, c.plan_max_std)
-        return mean, std
-
-    def _policy_sequences(
-        self, z: torch.Tensor, policy: Callable[[torch.Tensor], torch.Tensor], horizon: int
-    ) -> torch.Tensor:
-        """``[N, H, A]`` actions of ``policy`` rolled ``horizon`` steps through the latent model from ``[N, Z]``."""
-        actions = []
-        for _ in range(horizon):
-            actions.append(policy(z))
-            z = self.next(z, actions[-1])
-        return torch.stack(actions, dim=1)
-
-    def _sequence_value(
-        self, z: torch.Tensor, actions: torch.Tensor, policy: Callable[[torch.Tensor], torch.Tensor] | None
-    ) -> torch.Tensor:
-        """Discounted predicted return ``[N]`` of action sequences ``[N, H, A]`` from latents ``[N, Z]``."""
-        total = torch.zeros(z.shape[0], device=z.device)
-        discount = 1.0
-        for t in range(actions.shape[1]):
-            total += discount * self.predict_reward(z, actions[:, t]).sum(-1)
-            z = self.next(z, actions[:, t])
-            discount *= self.cfg.plan_gamma
-        last = policy(z) if policy is not None else actions[:, -1]
-        return total + discount * self.estimates(z, last).mean(0).sum(-1)
-
-
-def first_action(
-    mean: torch.Tensor, std: torch.Tensor, explore: bool, generator: torch.Generator | None = None
-) -> torch.Tensor:
-    """The action to execute ``[B, A]`` from a plan's mean and std ``[B, H, A]``: the mean's first step, plus
-    ``std`` times Gaussian noise when exploring (clamped to ``[-1, 1]``)."""
-    if not explore:
-        return mean[:, 0]
-    noise = torch.randn(mean[:, 0].shape, device=mean.device, generator=generator)
-    return (mean[:, 0] + std[:, 0] * noise).clamp(-1.0, 1.0)
-
-
-def shift_plan(mean: torch.Tensor) -> torch.Tensor:
-    """TD-MPC2's warm start: a plan ``[B, H, A]`` advanced one step, ``out[:, t] = mean[:, t + 1]``, with the
-    last step zero (the planner's cold start)."""
-    return torch.cat([mean[:, 1:], torch.zeros_like(mean[:, :1])], dim=1)

@@ -211,7 +211,7 @@ def build_report(
     stats = value_stats(traces)
     points.append(CheckpointPoint(env_steps, stats))
     G = traces[0].values.shape[-1]
-    env_groups = list(getattr(env, "reward_groups", ()))
+    env_groups = list(env.reward_groups)
     groups = env_groups if G > 1 and len(env_groups) == G else (["total"] if G == 1 else [f"g{g}" for g in range(G)])
     figures = [
         plot_values_vs_returns(traces, groups, out_dir / "values_vs_returns.png").name,
@@ -224,11 +224,12 @@ def build_report(
         figures.append(plot_disagreement(traces, out_dir / "disagreement.png").name)
     else:
         notes.append("single-network critic: no ensemble disagreement to show")
-    if agent.critic.spec.chunk_len == 1:
-        notes.append("execute vs re-plan: not applicable, the critic scores single actions (chunk_len = 1)")
+    chunk_len = agent.policy_chunking()[0]
+    if chunk_len == 1:
+        notes.append("execute vs re-plan: not applicable, the policy plays single actions (chunk_len = 1)")
     else:
         open_loop = collect_traces(agent, env, episodes, gamma, seed, tail, execution="open_loop")
-        notes += execute_vs_replan_lines(traces, open_loop, agent.critic.spec.chunk_len)
+        notes += execute_vs_replan_lines(traces, open_loop, chunk_len)
     notes.append(f"{len(points)} checkpoint(s) kept in the run (the runner keeps the newest 3)")
     info = {"critic": type(agent.critic).__name__, "members": E, "value groups": ", ".join(groups),
             "gamma": gamma, "episodes": episodes, "seed": seed,

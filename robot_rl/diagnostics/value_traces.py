@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.models.chunked_actor import ChunkExecutor
+from robot_rl.agents.base import Agent
+from robot_rl.deploy.artifact import ChunkExecution
+from robot_rl.models.chunked_actor import ChunkPlayer
 
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
@@ -66,53 +68,30 @@ class EpisodeTrace:
     truncated: bool
 
 
-def critic_estimates(agent: Any, obs: dict[str, torch.Tensor], action: torch.Tensor) -> torch.Tensor:
-    """The agent's critic members ``[E, N, G]`` for observation groups ``obs`` and env actions ``[N, A]``.
-
-    Follows the agents' own conventions: the critic reads ``agent.critic_group``; off-policy agents
-    feed it normalised observations (``agent.normalize``) and actions in ``[-1, 1]``
-    (``agent.from_env_action``); world-model critics go through ``critic.encode``. A chunked critic
-    scores the chunk the agent's actor plans at ``obs`` (``agent.actor``), whose first action is ``action``;
-    with DQC (the actor plans ``l < h`` actions) the partial critic ``Q_P`` scores it.
-    """
-    critic = agent.critic
-    normalize = getattr(agent, "normalize", None)
-    groups = normalize(obs) if normalize is not None else obs
-    x = critic.encode(groups[agent.critic_group])
-    if not critic.takes_action:
-        return critic(x, reduce="none")
-    if critic.spec.chunk_len > 1:
-        chunk = agent.actor(groups["policy"])
-        if chunk.shape[1] < critic.spec.chunk_len:
-            return critic.partial_estimates(x, chunk)
-        return critic(x, chunk, reduce="none")
-    to_unit = getattr(agent, "from_env_action", None)
-    return critic(x, to_unit(action) if to_unit is not None else action, reduce="none")
-
-
 EXECUTIONS = ("replan", "open_loop")
 TAILS = ("bootstrap", "exclude")
 
 
 @torch.no_grad()
 def collect_traces(
-    agent: Any, env: Any, episodes: int, gamma: float, seed: int = 0, tail: str = "bootstrap",
+    agent: Agent, env: Any, episodes: int, gamma: float, seed: int = 0, tail: str = "bootstrap",
     tail_weight: float = 0.05, execution: str = "replan",
 ) -> list[EpisodeTrace]:
     """Run ``episodes`` deterministic episodes of ``agent`` on ``env`` (a ``sim.VecEnv``), recording values.
 
     Every env contributes a fixed quota of episodes (as :func:`robot_rl.train.evaluation.evaluate`);
     ``tail`` handles time-limit cuts (see the module docstring). ``execution="open_loop"`` (chunked
-    agents) plays every planned chunk to its end instead of re-planning at every step.
+    agents) plays every chunk of the agent's deployable policy (``agent.policy()``, ``agent.policy_chunking()``)
+    to its end instead of re-planning at every step. The values are ``agent.critic_values``.
     """
     if execution not in EXECUTIONS:
         raise ValueError(f"execution must be one of {EXECUTIONS}, got {execution!r}")
-    executor = None
+    player = None
     if execution == "open_loop":
-        H = getattr(agent, "actor_len", agent.critic.spec.chunk_len)  # DQC executes its l-action chunks
+        H = agent.policy_chunking()[0]  # DQC executes its l-action chunks
         if H == 1:
             raise ValueError("open-loop execution needs a chunked agent (critic.chunk_len > 1)")
-        executor = ChunkExecutor(env.num_envs, H, env.action_dim, "open_loop", device=env.device)
+        player = ChunkPlayer(agent.policy(), H, env.action_dim, ChunkExecution("open_loop", H, 0.0))
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if tail not in TAILS:
@@ -127,12 +106,9 @@ def collect_traces(
     for _ in range((max(quota) + 1) * env.max_episode_steps + 1):
         if all(c >= q for c, q in zip(done_count, quota, strict=True)):
             break
-        if executor is None:
-            action = agent.act(obs, deterministic=True)
-        else:
-            action = agent.to_env_action(executor.act(agent.normalize(obs)["policy"], agent.actor))
+        action = agent.act(obs, deterministic=True) if player is None else player(obs["policy"])
         action = action.clamp(env.action_low, env.action_high)
-        values = critic_estimates(agent, obs, action).permute(1, 0, 2).cpu().numpy()  # [N, E, G]
+        values = agent.critic_values(obs, action).permute(1, 0, 2).cpu().numpy()  # [N, E, G]
         step = env.step(action)
         G = values.shape[-1]
         if G > 1:
@@ -146,9 +122,9 @@ def collect_traces(
         if tail == "bootstrap" and truncated.any():
             final = step.info["final_obs"]
             final_action = agent.act(final, deterministic=True).clamp(env.action_low, env.action_high)
-            tail_values = critic_estimates(agent, final, final_action).mean(0).cpu().numpy()
-        if executor is not None:
-            executor.reset(step.terminated | step.truncated)
+            tail_values = agent.critic_values(final, final_action).mean(0).cpu().numpy()
+        if player is not None:
+            player.reset(step.terminated | step.truncated)
         for i in range(N):
             open_steps[i].append((values[i], rewards[i]))
             if not done[i]:

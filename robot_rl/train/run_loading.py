@@ -6,7 +6,7 @@ import importlib
 from pathlib import Path
 
 from robot_rl.agents import agent_class
-from robot_rl.config import load_schemas
+from robot_rl.compose import load_schemas
 from robot_rl.config.io import load_train_config
 from robot_rl.config.schema import TrainConfig
 from robot_rl.train.on_policy_runner import OnPolicyRunner
