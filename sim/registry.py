@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,6 +20,9 @@ from sim.vecenv import VecEnv
 _TASKS: dict[str, str] = {}
 GYM_PREFIX = "gym:"
 """``make_env("gym:Pendulum-v1")`` wraps any gymnasium id with :class:`sim.gym_adapter.GymVecEnvAdapter`."""
+BACKENDS = ("mujoco", "isaaclab")
+"""``mujoco``: our tasks (MuJoCo >= 4 ``Batch``) and ``gym:<id>``; ``isaaclab``: an Isaac Lab task id,
+through :class:`sim.isaaclab_adapter.IsaacLabVecEnvAdapter`."""
 
 
 def register_task(name: str, factory: str) -> None:
@@ -33,17 +37,25 @@ def list_tasks() -> list[str]:
     return sorted(_TASKS)
 
 
-def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides: Any) -> VecEnv:
-    """Build the batched env of ``task`` with ``num_envs`` copies on ``device``.
+def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, backend: str = "mujoco",
+             **overrides: Any) -> VecEnv:
+    """Build the batched env of ``task`` with ``num_envs`` copies on ``device`` (``backend``: :data:`BACKENDS`).
 
     Raises:
         UnknownTaskError: unknown task (a ``KeyError``; the message lists the known ones).
-        SimInputError: a seed outside ``[0, 2**63)`` or ``num_envs < 1``.
+        SimInputError: a seed outside ``[0, 2**63)``, ``num_envs < 1``, an unknown backend, or one of our
+            tasks where MuJoCo >= 4 is not installed (e.g. in an Isaac Lab environment).
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise SimInputError(f"seed {seed!r} must be an integer in [0, 2**63); fix: pick a smaller seed, e.g. 0")
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise SimInputError(f"num_envs {num_envs!r} must be an integer >= 1")
+    if backend not in BACKENDS:
+        raise SimInputError(f"sim backend {backend!r} is not one of {', '.join(BACKENDS)}")
+    if backend == "isaaclab":
+        from sim.isaaclab_adapter import make_isaaclab_env  # imported here: isaaclab only when asked for
+
+        return make_isaaclab_env(task, num_envs=num_envs, device=device, seed=seed, **overrides)
     if task.startswith(GYM_PREFIX):
         from sim.gym_adapter import make_gym_env  # imported here: gymnasium only when asked for
 
@@ -52,7 +64,20 @@ def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, *
         raise UnknownTaskError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}, "
                        f"or {GYM_PREFIX}<gymnasium id> (e.g. {GYM_PREFIX}Pendulum-v1)")
     module, _, function = _TASKS[task].partition(":")
-    factory: Callable[..., VecEnv] = getattr(importlib.import_module(module), function)
+    try:
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("mujoco", "mujoco.batch"):
+            raise
+        try:
+            found = f"mujoco {importlib.metadata.version('mujoco')}"
+        except importlib.metadata.PackageNotFoundError:
+            found = "no mujoco"
+        raise SimInputError(f"task {task!r} runs on our MuJoCo backend, which needs mujoco>=4.0 (mujoco.batch); this "
+                            f"environment has {found} (an Isaac Lab venv pins mujoco 3); fix: train Isaac Lab tasks "
+                            "here (sim.backend=isaaclab task.name=Isaac-Cartpole), or use the default install "
+                            "for our tasks") from None
+    factory: Callable[..., VecEnv] = getattr(imported, function)
     return factory(num_envs=num_envs, device=device, seed=seed, **overrides)
 
 

@@ -21,6 +21,8 @@ POSITIVE_ENV_KEYS = ("episode_s", "physics_dt", "policy_hz", "decimation", "max_
 EXPORT_FORMATS = ("onnx", "torchscript")
 """What ``export_formats`` may list (``robot_rl.export.FORMATS``, not imported here: it loads the exporters)."""
 LOGGER_BACKENDS = ("tensorboard", "wandb")
+SIM_BACKENDS = ("mujoco", "isaaclab")
+"""``sim.registry.BACKENDS`` (not imported here: the config schema does not import sim)."""
 SEED_MAX = 2**31 - 1 - 20_000
 """Largest seed: env, evaluation (``seed + 10_000``) and reset seeds stay within a signed 32-bit int."""
 
@@ -75,13 +77,16 @@ class SimConfig:
     Attributes:
         device: torch device of the env tensors and the networks (``cpu``, ``cuda``).
         num_threads: torch intra-op threads for the networks (0 = torch's default).
+        backend: ``mujoco`` (our tasks and ``gym:<id>``) or ``isaaclab`` (``task.name`` is an Isaac Lab
+            task id; docs/isaaclab.md).
     """
 
     device: str = "cpu"
     num_threads: int = 0
+    backend: str = "mujoco"
 
     def __post_init__(self) -> None:
-        check(self, "sim", at_least_0=("num_threads",))
+        check(self, "sim", at_least_0=("num_threads",), choices={"backend": SIM_BACKENDS})
         if not (self.device == "cpu" or self.device.split(":")[0] in ("cuda", "mps")):
             raise fail(self, "sim", "device", "is not a torch device", "cpu, cuda or cuda:<index> (or sim=cuda)")
 

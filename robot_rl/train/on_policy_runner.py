@@ -55,7 +55,7 @@ def sim_env_factory(cfg: TrainConfig) -> EnvFactory:
     def make(num_envs: int, seed: int) -> Any:
         try:
             return sim.make_env(cfg.task.name, num_envs=num_envs, device=cfg.sim.device, seed=seed,
-                                **dict(cfg.task.env))
+                                backend=cfg.sim.backend, **dict(cfg.task.env))
         except SimInputError as exc:  # sim's refusal of a task name or setting (a bug still raises as itself)
             raise InputError(f"sim refused the task: {exc}", key="task.name / task.env",
                              value={"name": cfg.task.name, "env": dict(cfg.task.env)},
