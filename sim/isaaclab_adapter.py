@@ -105,8 +105,9 @@ class IsaacLabVecEnvAdapter(VecEnv):
         return dims
 
     def _groups(self, obs: Mapping[str, torch.Tensor]) -> Obs:
-        """Isaac Lab's observation dict -> our groups, each ``[N, D]`` float32."""
-        return {g: obs[g].reshape(self.num_envs, -1).float() for g in self.observation_dims}
+        """Isaac Lab's observation dict -> our groups, each ``[N, D]`` float32, copied (Isaac Lab 3.0 computes
+        into buffers it reuses next step, and agents keep what ``step`` returns)."""
+        return {g: obs[g].reshape(self.num_envs, -1).to(torch.float32, copy=True) for g in self.observation_dims}
 
     def _check_open(self) -> None:
         if self.closed:
@@ -130,8 +131,8 @@ class IsaacLabVecEnvAdapter(VecEnv):
             raise ValueError(f"action has shape {tuple(action.shape)}, expected ({self.num_envs}, {self.action_dim})")
         action = torch.minimum(torch.maximum(action.to(self.device), self.action_low), self.action_high)
         obs, reward, terminated, time_outs, extras = self.env.step(action)
-        reward = reward.float()
-        terminated = terminated.bool()
+        reward = reward.to(torch.float32, copy=True)  # copies: Isaac Lab reuses these buffers next step
+        terminated = terminated.to(torch.bool, copy=True)
         truncated = time_outs.bool() & ~terminated
         done = terminated | truncated
         any_done = bool(done.any())

@@ -8,7 +8,8 @@ reads of a ``ManagerBasedRLEnv`` (Isaac Lab 3.0), with its semantics:
   some env resets (and left stale otherwise), as Isaac Lab does;
 - a reward manager whose ``_step_reward`` holds each term's weighted reward per second (times
   ``step_dt`` they sum to the reward), a termination manager with ``active_terms``/``get_term``;
-- ``single_observation_space`` (a gymnasium Dict of groups), an unbounded ``single_action_space``.
+- ``single_observation_space`` (a gymnasium Dict of groups), an unbounded ``single_action_space``;
+- the reward and ``terminated`` tensors it returns are buffers it overwrites next step.
 
 The task: a point on a line, ``x' = x + 0.5 * a``, starts at ``x0`` (env ``i``: ``0.5 + 0.1 i``), succeeds
 (terminates) when ``|x| < 0.1`` and times out after ``max_episode_length`` steps. Rewards: ``alive``
@@ -62,6 +63,8 @@ class StandInIsaacEnv:
         self.single_observation_space = spaces.Dict(groups)
         self.single_action_space = spaces.Box(-np.inf, np.inf, (1,))
         self.reward_manager = StandInRewardManager(num_envs)
+        self.reward_buf = torch.zeros(num_envs)
+        self.terminated_buf = torch.zeros(num_envs, dtype=torch.bool)
         self.termination_manager = StandInTerminationManager(num_envs)
         self.x0 = 0.5 + 0.1 * torch.arange(num_envs, dtype=torch.float32)
         self.x = self.x0.clone()
@@ -96,7 +99,9 @@ class StandInIsaacEnv:
             self.extras["log"] = {"Episode_Termination/success": success[done].float().mean()}
             self.x[done] = self.x0[done]
             self.t[done] = 0
-        return self._obs(), reward, success.clone(), time_out.clone(), self.extras
+        self.reward_buf[:] = reward
+        self.terminated_buf[:] = success
+        return self._obs(), self.reward_buf, self.terminated_buf, time_out, self.extras
 
     def close(self) -> None:
         self.closed = True

@@ -61,7 +61,10 @@ def test_termination_truncation_final_obs_reward_terms_and_log_by_hand():
     assert log["episode_reward/distance"] == pytest.approx(-0.0005)
 
     zero = torch.zeros(3, 1)
+    first = step
     step = adapter.step(zero)  # nobody ends: Isaac Lab's extras still hold step 1's final_obs and log
+    assert first.terminated.tolist() == [True, False, False]  # a copy, not Isaac Lab's reused buffer
+    torch.testing.assert_close(first.reward, alive + distance)
     assert step.info["log"] == {}
     torch.testing.assert_close(step.info["final_obs"]["policy"], step.obs["policy"])
     adapter.step(zero)
@@ -111,7 +114,7 @@ def test_refusals_name_the_fix():
         sim.make_env("so101_reach", backend="physx")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("isaaclab") is not None, reason="Isaac Lab is installed here")
+@pytest.mark.skipif(importlib.util.find_spec("isaaclab_tasks") is not None, reason="Isaac Lab is installed here")
 def test_isaaclab_backend_without_isaaclab_names_the_setup_script():
     with pytest.raises(SimInputError, match=r"\.ci/setup_isaaclab"):
         sim.make_env("Isaac-Cartpole", backend="isaaclab")
