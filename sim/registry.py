@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sim.backends import check_backend
+from sim.backends import check_backend, mujoco_4_missing
 from sim.errors import SimInputError, UnknownTaskError
 from sim.vecenv import VecEnv
 
 _TASKS: dict[str, str] = {}
 GYM_PREFIX = "gym:"
 """``make_env("gym:Pendulum-v1")`` wraps any gymnasium id with :class:`sim.gym_adapter.GymVecEnvAdapter`."""
+BACKENDS = ("mujoco_batch", "mujoco_warp", "isaaclab")
+"""``mujoco_batch`` / ``mujoco_warp`` (:mod:`sim.backends`): our tasks, and ``gym:<id>`` on ``mujoco_batch``;
+``isaaclab``: an Isaac Lab task id, through :class:`sim.isaaclab_adapter.IsaacLabVecEnvAdapter`."""
 
 
 def register_task(name: str, factory: str) -> None:
@@ -38,18 +42,26 @@ def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, b
              **overrides: Any) -> VecEnv:
     """Build the batched env of ``task`` with ``num_envs`` copies on ``device``, simulated by ``backend``.
 
-    ``backend`` is ``mujoco_batch`` (CPU, the default) or ``mujoco_warp`` (MuJoCo Warp, the ``[gpu]`` extra),
-    for the robot tasks; the gymnasium tasks run on ``mujoco_batch`` / gymnasium only.
+    ``backend`` (:data:`BACKENDS`) is ``mujoco_batch`` (CPU, the default) or ``mujoco_warp`` (MuJoCo Warp, the
+    ``[gpu]`` extra) for our robot tasks (the gymnasium tasks run on ``mujoco_batch`` / gymnasium only), or
+    ``isaaclab`` with an Isaac Lab task id.
 
     Raises:
         UnknownTaskError: unknown task (a ``KeyError``; the message lists the known ones).
         SimInputError: a seed outside ``[0, 2**63)``, ``num_envs < 1``, an unknown backend or one the task
-            cannot run on, mujoco_warp not installed.
+            cannot run on, mujoco_warp not installed, or one of our tasks where MuJoCo >= 4 is not installed
+            (e.g. in an Isaac Lab environment).
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise SimInputError(f"seed {seed!r} must be an integer in [0, 2**63); fix: pick a smaller seed, e.g. 0")
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise SimInputError(f"num_envs {num_envs!r} must be an integer >= 1")
+    if backend not in BACKENDS:
+        raise SimInputError(f"unknown sim backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    if backend == "isaaclab":
+        from sim.isaaclab_adapter import make_isaaclab_env  # imported here: isaaclab only when asked for
+
+        return make_isaaclab_env(task, num_envs=num_envs, device=device, seed=seed, **overrides)
     if check_backend(backend) != "mujoco_batch":
         if task.startswith(GYM_PREFIX) or task in GYM_ONLY_BATCH:
             raise SimInputError(f"task {task!r} runs on sim.backend=mujoco_batch only, not {backend}")
@@ -62,7 +74,13 @@ def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, b
         raise UnknownTaskError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}, "
                        f"or {GYM_PREFIX}<gymnasium id> (e.g. {GYM_PREFIX}Pendulum-v1)")
     module, _, function = _TASKS[task].partition(":")
-    factory: Callable[..., VecEnv] = getattr(importlib.import_module(module), function)
+    try:
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("mujoco", "mujoco.batch"):
+            raise
+        raise mujoco_4_missing(f"task {task!r}") from None
+    factory: Callable[..., VecEnv] = getattr(imported, function)
     return factory(num_envs=num_envs, device=device, seed=seed, **overrides)
 
 

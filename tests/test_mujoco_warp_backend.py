@@ -20,7 +20,7 @@ from robot_rl.compose import compose
 from robot_rl.config.schema import SIM_BACKENDS, SimConfig
 from robot_rl.errors import InputError
 from robot_rl.train.on_policy_runner import sim_env_factory
-from sim.backends import BACKENDS, make_backend
+from sim.backends import make_backend
 from sim.errors import SimInputError
 
 OBS_ATOL, REWARD_ATOL = 1e-3, 1e-4
@@ -122,7 +122,7 @@ def test_missing_mujoco_warp_names_the_extra(monkeypatch):
 
 
 def test_backend_choice_is_checked():
-    assert SIM_BACKENDS == BACKENDS
+    assert SIM_BACKENDS == sim.registry.BACKENDS
     assert SimConfig(backend="mujoco_warp").backend == "mujoco_warp"
     with pytest.raises(InputError, match=r"sim\.backend"):
         SimConfig(backend="physx")

@@ -97,6 +97,7 @@ def check_overrides(argv: list[str]) -> None:
     from robot_rl.compose import compose
     from robot_rl.config.io import load_train_config
     from robot_rl.errors import InputError
+    from sim.errors import SimInputError
 
     if any(a in _HYDRA_FLAGS for a in argv):
         return
@@ -111,8 +112,17 @@ def check_overrides(argv: list[str]) -> None:
     if cfg.resume:  # before Hydra makes the run directory, which is the resumed one
         load_train_config(Path(cfg.resume) / "config.yaml")
     name = cfg.task.name
-    if not name.startswith("gym:") and name not in sim.list_tasks():
-        raise InputError("unknown task", key="task.name", value=name, fix=f"use one of {', '.join(sim.list_tasks())}")
+    if cfg.sim.backend == "isaaclab":
+        from sim.isaaclab_adapter import check_task
+
+        try:
+            check_task(name)
+        except SimInputError as exc:
+            raise InputError(str(exc), key="task.name", value=name) from None
+    elif not name.startswith("gym:") and name not in sim.list_tasks():
+        hint = " (an Isaac Lab id: add sim.backend=isaaclab)" if name.startswith("Isaac") else ""
+        raise InputError("unknown task", key="task.name", value=name,
+                         fix=f"use one of {', '.join(sim.list_tasks())}{hint}")
 
 
 def main(argv: list[str]) -> int:

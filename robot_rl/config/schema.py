@@ -21,8 +21,8 @@ POSITIVE_ENV_KEYS = ("episode_s", "physics_dt", "policy_hz", "decimation", "max_
 EXPORT_FORMATS = ("onnx", "torchscript")
 """What ``export_formats`` may list (``robot_rl.export.FORMATS``, not imported here: it loads the exporters)."""
 LOGGER_BACKENDS = ("tensorboard", "wandb")
-SIM_BACKENDS = ("mujoco_batch", "mujoco_warp")
-"""What ``sim.backend`` may name (``sim.backends.BACKENDS``, not imported here: config does not load sim)."""
+SIM_BACKENDS = ("mujoco_batch", "mujoco_warp", "isaaclab")
+"""``sim.registry.BACKENDS`` (not imported here: the config schema does not import sim)."""
 SEED_MAX = 2**31 - 1 - 20_000
 """Largest seed: env, evaluation (``seed + 10_000``) and reset seeds stay within a signed 32-bit int."""
 
@@ -77,8 +77,9 @@ class SimConfig:
     Attributes:
         device: torch device of the env tensors and the networks (``cpu``, ``cuda``).
         num_threads: torch intra-op threads for the networks (0 = torch's default).
-        backend: the physics: ``mujoco_batch`` (MuJoCo's CPU batch) or ``mujoco_warp`` (MuJoCo Warp, the
-            ``[gpu]`` extra; ``sim.device=cuda`` for a GPU). See docs/gpu.md.
+        backend: ``mujoco_batch`` (MuJoCo's CPU batch: our tasks and ``gym:<id>``), ``mujoco_warp`` (MuJoCo
+            Warp, the ``[gpu]`` extra; ``sim.device=cuda`` for a GPU; docs/gpu.md) or ``isaaclab`` (``task.name``
+            is an Isaac Lab task id; docs/isaaclab.md).
     """
 
     device: str = "cpu"

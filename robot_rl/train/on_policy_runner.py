@@ -57,10 +57,12 @@ def sim_env_factory(cfg: TrainConfig) -> EnvFactory:
             return sim.make_env(cfg.task.name, num_envs=num_envs, device=cfg.sim.device, seed=seed,
                                 backend=cfg.sim.backend, **dict(cfg.task.env))
         except SimInputError as exc:  # sim's refusal of a task name or setting (a bug still raises as itself)
+            fix = ("an Isaac Lab task id and keys of its env cfg (docs/isaaclab.md)" if cfg.sim.backend == "isaaclab"
+                   else "pick a task of `robot-rl sim list`, only the settings it lists, and a backend it runs on "
+                   "(docs/gpu.md)")
             raise InputError(f"sim refused the task: {exc}", key="task.name / task.env / sim.backend",
                              value={"name": cfg.task.name, "env": dict(cfg.task.env), "backend": cfg.sim.backend},
-                             fix="pick a task of `robot-rl sim list`, only the settings it lists, and a backend "
-                             "it runs on (docs/gpu.md)") from None
+                             fix=fix) from None
 
     return make
 

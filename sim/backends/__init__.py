@@ -6,6 +6,8 @@ GPU or warp's CPU device (the ``[gpu]`` extra). Both implement :class:`sim.backe
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import mujoco
 import torch
 
@@ -22,11 +24,28 @@ def check_backend(name: str) -> str:
     return name
 
 
+def mujoco_4_missing(what: str) -> SimInputError:
+    """The refusal where MuJoCo >= 4 (``mujoco.batch``) is absent, e.g. in an Isaac Lab venv (mujoco 3)."""
+    try:
+        found = f"mujoco {importlib.metadata.version('mujoco')}"
+    except importlib.metadata.PackageNotFoundError:
+        found = "no mujoco"
+    return SimInputError(f"{what} runs on our MuJoCo backend, which needs mujoco>=4.0 (mujoco.batch); this "
+                         f"environment has {found} (an Isaac Lab venv pins mujoco 3); fix: train Isaac Lab tasks "
+                         "here (sim.backend=isaaclab task.name=Isaac-Cartpole), or use the default install "
+                         "for our tasks")
+
+
 def make_backend(name: str, model: mujoco.MjModel, num_envs: int, joint_names: list[str], sites: dict[str, str],
                  bodies: list[str], decimation: int, device: torch.device | str, nthread: int = 0) -> SimBackend:
     """The backend ``name`` over ``model`` (arguments as :class:`SimBackend`; ``nthread`` is mujoco_batch's)."""
     if check_backend(name) == "mujoco_batch":
-        from sim.backends.mujoco_batch import MujocoBatchBackend
+        try:
+            from sim.backends.mujoco_batch import MujocoBatchBackend
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("mujoco", "mujoco.batch"):
+                raise
+            raise mujoco_4_missing("this task") from None
 
         return MujocoBatchBackend(model, num_envs, joint_names, sites, bodies, decimation, device, nthread)
     try:
