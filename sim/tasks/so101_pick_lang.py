@@ -1,7 +1,8 @@
 """so101_pick_lang: three coloured cubes on the floor, lift the one the instruction names 5 cm.
 
-so101_lift with ``cube_count`` cubes (red, green, blue; :data:`sim.tasks.lang.COLOURS`) dropped at
-random positions and yaws, at least ``cube_min_separation`` apart, and one instruction per episode (a
+so101_lift with three cubes (red, green, blue; :data:`sim.tasks.lang.COLOURS`) dropped at random
+positions and yaws in the spawn box (within ``cube_spawn_radius`` of the base axis), at least
+``cube_min_separation`` apart, and one instruction per episode (a
 colour and a paraphrase of :data:`INSTRUCTIONS`). Success is so101_lift's on the named cube: it is
 ``lift_height`` above its start with the gripper at it, for ``hold_steps`` control steps; lifting
 another cube does not count. The reward is sparse (1 on success, which ends the episode).
@@ -134,6 +135,8 @@ class So101PickLangEnv(InstructedTask, TaskEnv):
         (cx, cy), (hx, hy) = self.cfg.params["cube_spawn_center"], self.cfg.params["cube_spawn_half_extent"]
         grid = torch.stack(torch.meshgrid(torch.linspace(cx - hx, cx + hx, 41), torch.linspace(cy - hy, cy + hy, 41),
                                           indexing="ij"), dim=-1).reshape(-1, 2)
+        lo, hi = self.cfg.params["cube_spawn_radius"]  # from the base axis: the corners are out of easy reach
+        grid = grid[(grid.norm(dim=1) >= lo) & (grid.norm(dim=1) <= hi)]
         self._spawn_grid = torch.cat([grid, torch.zeros(len(grid), 1)], dim=1).to(self.device)
         self._init_instructions()
 
@@ -182,7 +185,7 @@ def so101_pick_lang_cfg() -> TaskCfg:
         rewards={"success": RewardTerm(success_reward, weight=1.0)},
         bodies=(*(cube_body(c) for c in CUBE_COLOURS), GRIPPER),
         params={"cube_spawn_center": (0.165, 0.0), "cube_spawn_half_extent": (0.04, 0.08),
-                "cube_min_separation": 0.06, "paraphrases": True},
+                "cube_spawn_radius": (0.13, 0.2), "cube_min_separation": 0.06, "paraphrases": True},
     )
 
 
