@@ -79,8 +79,20 @@ class TaskCfg:
     """Add each policy term's ``noise`` (sim-to-real robustness); evaluation may turn it off."""
     params: dict[str, Any] = field(default_factory=dict)
     """Task-specific settings (target ranges, command ranges, thresholds)."""
+    cameras: tuple[str, ...] = ()
+    """MJCF cameras rendered as observation groups ``camera_<name>`` (uint8 ``[N, 3, H, W]``); none: no GL."""
+    image_size: int = 64
+    """Height and width (pixels) of the camera groups' images."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.cameras, str) or not all(isinstance(c, str) and c for c in self.cameras):
+            raise SimInputError(f"task setting cameras = {self.cameras!r} must be a list of camera names, "
+                                "e.g. [front, wrist]")
+        self.cameras = tuple(self.cameras)
+        if isinstance(self.image_size, bool) or not isinstance(self.image_size, int) \
+                or not 8 <= self.image_size <= 1024:
+            raise SimInputError(f"task setting image_size = {self.image_size!r} must be an integer in [8, 1024] "
+                                "(pixels), e.g. 64")
         for name, value in (("episode_s", self.episode_s), ("init_joint_noise", self.init_joint_noise)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
                     or value < 0 or (name == "episode_s" and value == 0):
@@ -198,6 +210,14 @@ class TaskEnv(VecEnv):
                   zip(self.observation_layout["policy"], cfg.observations["policy"].values(), strict=True)]
         noise = torch.cat(widths).to(self.device)
         self._policy_noise = noise if cfg.observation_noise and bool(noise.any()) else None
+        size = cfg.image_size
+        self.image_shapes: dict[str, tuple[int, int, int]] = {f"camera_{c}": (3, size, size) for c in cfg.cameras}
+        """Camera observation groups (uint8 ``[N, 3, H, W]``, RGB), by group name; empty without cameras."""
+        self._camera = None
+        if cfg.cameras:
+            from sim.render import CameraGroup  # GL only for a task built with cameras
+
+            self._camera = CameraGroup(self.model, cfg.cameras, size, size)
 
     # ----------------------------------------------------------------------------- helpers
     def _read_state(self) -> None:
@@ -288,7 +308,7 @@ class TaskEnv(VecEnv):
             log = self._episode_log(done_ids, success)
             self._reset_envs(done_ids)
             self._read_state()
-            fresh = self._observations()
+            fresh = self._observations(images=final_obs, image_ids=done_ids)
             # Envs that did not reset keep final_obs (same state, same noise draw): their obs continues the
             # trajectory exactly. The fresh draw covers every env, so the random stream does not depend on
             # which envs reset.
@@ -437,13 +457,30 @@ class TaskEnv(VecEnv):
             log["episode/success"] = success[ids].float().mean().item()
         return log
 
-    def _observations(self) -> Obs:
+    def _observations(self, images: Obs | None = None, image_ids: torch.Tensor | None = None) -> Obs:
+        """Every observation group; camera groups are copied from ``images`` except envs ``image_ids``, re-rendered."""
         raw = {key: func(self, **params) for key, (func, params) in self._obs_terms.items()}
         out = {group: torch.cat([raw[key] * scale if scale != 1.0 else raw[key] for key, scale in plan], dim=1)
                for group, plan in self._obs_plan.items()}
         if self._policy_noise is not None:
             u = torch.rand(out["policy"].shape, generator=self.generator, device=self.device)
             out["policy"] = out["policy"] + (2.0 * u - 1.0) * self._policy_noise
+        if self._camera is not None:
+            out.update(self._render_cameras(images, image_ids))
+        return out
+
+    def _render_cameras(self, images: Obs | None, ids: torch.Tensor | None) -> Obs:
+        """``{"camera_<name>": uint8 [N, 3, H, W]}``: envs ``ids`` (None: all) rendered, the rest from ``images``."""
+        index = self._env_ids(ids)
+        physics = self.backend.capture(index)
+        frames = self._camera.render(physics["qpos"], physics["mocap_pos"], physics["mocap_quat"])
+        out = {}
+        for name, shape in self.image_shapes.items():
+            full = images[name].clone() if images is not None else \
+                torch.empty(self.num_envs, *shape, dtype=torch.uint8, device=self.device)
+            full[torch.as_tensor(index, device=self.device)] = torch.from_numpy(frames[name[len("camera_"):]]).to(
+                self.device)
+            out[name] = full
         return out
 
     def render(self, env_index: int = 0, width: int = 320, height: int = 240,
@@ -462,7 +499,10 @@ class TaskEnv(VecEnv):
         return self.backend.snapshot(env_index)
 
     def close(self) -> None:
-        """Close the renderer, if one was opened."""
+        """Close the renderers, if any were opened."""
         from sim.render import close_renderers
 
+        if self._camera is not None:
+            self._camera.close()
+            self._camera = None
         close_renderers()

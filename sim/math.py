@@ -52,3 +52,9 @@ def clip_norm(vec: torch.Tensor, max_norm: float) -> torch.Tensor:
     """``[N, k]`` rows of ``vec`` scaled down to norm at most ``max_norm``."""
     norm = torch.linalg.norm(vec, dim=1, keepdim=True).clamp_min(1e-9)
     return vec * torch.clamp(max_norm / norm, max=1.0)
+
+
+def quat_from_yaw(yaw: torch.Tensor) -> torch.Tensor:
+    """``[n, 4]`` wxyz quaternion of a rotation by ``yaw [n]`` (rad) about the world z axis."""
+    zero = torch.zeros_like(yaw)
+    return torch.stack([torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)], dim=1)

@@ -120,6 +120,8 @@ for _name, _factory in {
     "g1_reach_walk": "sim.tasks.g1_reach_walk:make",
     "so101_lift": "sim.tasks.so101_lift:make",
     "so101_lift_shaped": "sim.tasks.so101_lift:make_shaped",
+    "so101_reach_lang": "sim.tasks.so101_reach_lang:make",
+    "so101_pick_lang": "sim.tasks.so101_pick_lang:make",
     "panda_reach": "sim.tasks.panda_reach:make",
     "panda_reach_torque": "sim.tasks.panda_reach:make_torque",
     "half_cheetah": "sim.tasks.gym_locomotion:make_half_cheetah",

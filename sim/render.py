@@ -7,11 +7,16 @@ installed and loads (Mesa renders through it without a GPU, ~2x faster than OSMe
 ``libosmesa6`` is. With none of them, rendering raises an error naming the Debian packages to
 install, and nothing else is affected. A headless backend chosen here is taken to be software GL:
 shadows and multisampling, ~8x the cost of a small frame there, are turned off.
+
+The small-image settings (:func:`small_image_model`, :func:`small_image_scene`: no shadow map, no
+multisampling, no shadows, reflections or skybox) are set here only; camera observations
+(:class:`CameraGroup`) and the demo camera always use them.
 """
 
 from __future__ import annotations
 
 import atexit
+import copy
 import ctypes.util
 import os
 from pathlib import Path
@@ -19,7 +24,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from sim.errors import GLUnavailableError
+from sim.errors import GLUnavailableError, SimInputError
 
 _RENDERERS: dict[tuple[int, int, int], mujoco.Renderer] = {}
 _HEADLESS_BACKENDS = (("egl", "EGL", "libegl1"), ("osmesa", "OSMesa", "libosmesa6"))
@@ -88,6 +93,18 @@ def _software_gl() -> bool:
     return gl_backend() == "osmesa" or _software
 
 
+def small_image_model(model: mujoco.MjModel) -> None:
+    """Small-image settings of ``model``, set before a renderer opens: no shadow map, no multisampling."""
+    model.vis.quality.shadowsize = 0
+    model.vis.quality.offsamples = 0
+
+
+def small_image_scene(scene: mujoco.MjvScene) -> None:
+    """Turn off shadows, reflections and the skybox of ``scene``; needed after every ``update_scene``."""
+    for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_SKYBOX):
+        scene.flags[flag] = 0
+
+
 def open_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
     """A new ``mujoco.Renderer`` on the chosen GL backend (the caller closes it); grows the offscreen buffer.
 
@@ -99,7 +116,7 @@ def open_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Rend
         model.vis.global_.offwidth = max(width, model.vis.global_.offwidth)
         model.vis.global_.offheight = max(height, model.vis.global_.offheight)
     if _software_gl():
-        model.vis.quality.offsamples = 0
+        small_image_model(model)
     try:
         return mujoco.Renderer(model, height=height, width=width)
     except Exception as exc:  # GL context creation raises several unrelated types
@@ -140,12 +157,12 @@ def render_frame(model: mujoco.MjModel, data: mujoco.MjData, width: int = 320, h
             camera.distance = 3.0
     renderer.update_scene(data, camera=camera)
     if _software_gl():
-        renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
+        small_image_scene(renderer.scene)
     return renderer.render().copy()
 
 
 class SimCamera:
-    """Renders frames at a fixed size with one renderer of its own (shadows and reflections off), for demos.
+    """Renders frames at a fixed size with one renderer of its own (small-image settings), for demos.
 
     Software rendering (OSMesa) of the SO-101 takes ~0.6 s a frame with shadows and ~0.2 s
     without, on one busy CPU core; demos turn them off.
@@ -163,8 +180,7 @@ class SimCamera:
     def render(self, data: mujoco.MjData) -> np.ndarray:
         """uint8 ``[H, W, 3]`` image of ``data``."""
         self.renderer.update_scene(data, camera=self.camera)
-        self.renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
-        self.renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
+        small_image_scene(self.renderer.scene)
         return self.renderer.render().copy()
 
     def render_env(self, env, index: int) -> np.ndarray:
@@ -179,6 +195,58 @@ class SimCamera:
             data.mocap_pos[int(self.model.body(self.TARGET_BODY).mocapid[0])] = target
         mujoco.mj_forward(self.model, data)
         return self.render(data)
+
+    def close(self) -> None:
+        """Free the GL context."""
+        self.renderer.close()
+
+
+class CameraGroup:
+    """Images of a batch of envs from named model cameras, with the small-image settings.
+
+    Holds its own copy of the model (the settings do not touch the env's) and one renderer. An env is
+    drawn from its positions alone (``qpos``, mocap poses, forward kinematics): per-env randomised
+    model fields (masses, friction, gains) do not show in a picture.
+
+    Args:
+        model: the env's compiled model; it must define every camera in ``cameras``.
+        cameras: MJCF camera names.
+        height, width: image size in pixels.
+
+    Raises:
+        SimInputError: a camera the model does not define (the message lists those it does).
+        GLUnavailableError: no GL backend (see :func:`gl_backend`).
+    """
+
+    def __init__(self, model: mujoco.MjModel, cameras: tuple[str, ...], height: int, width: int) -> None:
+        known = [model.camera(i).name for i in range(model.ncam)]
+        missing = [name for name in cameras if name not in known]
+        if missing:
+            raise SimInputError(f"camera {missing[0]!r} is not in the task's model; its cameras: {known}")
+        self.cameras = tuple(cameras)
+        self.model = copy.deepcopy(model)
+        small_image_model(self.model)
+        self.data = mujoco.MjData(self.model)
+        self.height, self.width = height, width
+        self.renderer = open_renderer(self.model, width, height)
+
+    def render(self, qpos: np.ndarray, mocap_pos: np.ndarray, mocap_quat: np.ndarray) -> dict[str, np.ndarray]:
+        """``{camera: uint8 [n, 3, H, W]}`` of ``n`` envs given ``qpos [n, nq]``, ``mocap_pos [n, nmocap, 3]``
+        and ``mocap_quat [n, nmocap, 4]``."""
+        n = len(qpos)
+        out = {name: np.empty((n, 3, self.height, self.width), dtype=np.uint8) for name in self.cameras}
+        data = self.data
+        for i in range(n):
+            data.qpos[:] = qpos[i]
+            data.mocap_pos[:] = mocap_pos[i]
+            data.mocap_quat[:] = mocap_quat[i]
+            mujoco.mj_kinematics(self.model, data)
+            mujoco.mj_camlight(self.model, data)
+            for name in self.cameras:
+                self.renderer.update_scene(data, camera=name)
+                small_image_scene(self.renderer.scene)
+                out[name][i] = self.renderer.render().transpose(2, 0, 1)
+        return out
 
     def close(self) -> None:
         """Free the GL context."""

@@ -66,6 +66,8 @@ class VecEnv(abc.ABC):
     """Names of the columns of ``info["reward_by_group"]``."""
     has_expert: bool = False
     """Whether the task declares a scripted expert (:meth:`expert_action`)."""
+    has_instructions: bool = False
+    """Whether each env carries a language instruction (:meth:`instructions`; the language tasks)."""
 
     @abc.abstractmethod
     def reset(self, seed: int | None = None) -> Obs:
@@ -91,6 +93,11 @@ class VecEnv(abc.ABC):
         """
         raise SimInputError(f"task {type(self).__name__} has no scripted expert; record a trained policy instead "
                             "(robot-rl record --policy <artifact dir>)")
+
+    def instructions(self) -> list[str]:
+        """The instruction of every env's current episode (``num_envs`` strings); tasks with them set
+        :attr:`has_instructions`."""
+        raise SimInputError(f"task {type(self).__name__} has no language instructions")
 
     def close(self) -> None:  # noqa: B027 - optional hook, most envs hold nothing to release
         """Release resources (threads, renderers)."""

@@ -21,7 +21,11 @@ examples:
   robot-rl record --task so101_reach --episodes 2 --camera 96x96 --out outputs/demos/reach_cam
   robot-rl record --task so101_reach --policy outputs/export/so101_reach --episodes 10 --out outputs/demos/ppo
 
-Scripted experts exist for so101_reach(_deploy), so101_lift and so101_lift_shaped. Each finished episode is
+Scripted experts exist for so101_reach(_deploy), so101_lift(_shaped), so101_reach_lang and so101_pick_lang.
+The language tasks store each episode's instruction as its task string; their cameras record with
+--override 'cameras=["front","wrist"]' --override image_size=64 (observation.images.<camera>):
+  robot-rl record --task so101_pick_lang --episodes 20 --override 'cameras=["front"]' --out outputs/demos/pick_lang
+Each finished episode is
 committed to disk before the next one starts: stopping the recorder keeps every saved episode. After a crash
 or kill, run the same command with --resume: it keeps every complete episode and records the rest.
 Rendering a camera is slow on CPU (OSMesa, ~0.2-0.4 s per frame); keep --num-envs 1 with --camera.
@@ -69,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--camera", type=image_size, help="render a front camera of HEIGHTxWIDTH (even sizes)")
     parser.add_argument("--only-success", action="store_true", help="save only episodes that succeed")
-    parser.add_argument("--instruction", help="task text stored per frame (default: from the task name)")
+    parser.add_argument("--instruction", help="task text stored per frame (default: from the task name; language "
+                                              "tasks store each episode's own instruction)")
     parser.add_argument(
         "--override",
         action="append",
@@ -126,7 +131,7 @@ def _teleop(args: argparse.Namespace) -> int:
     except NoKeyboardError as err:
         print(f"robot-rl record: {err}", file=sys.stderr)
         return 2
-    text = args.instruction or INSTRUCTIONS.get(args.task, args.task.replace("_", " "))
+    text = args.instruction or INSTRUCTIONS.get(args.task)
     try:
         with keys:
             print(f"teleop ({args.teleop_mode} mode) on {args.task}: esc stops, Ctrl-C too; see --help for the keys",
@@ -181,7 +186,7 @@ def main(argv: list[str]) -> int:
             run = artifact_policy(args.policy, probe.robot.joint_names, probe.observation_dims["policy"])
             policy, source = observation_policy(run), f"policy:{args.policy}"
             probe.close()
-        text = args.instruction or INSTRUCTIONS.get(args.task, args.task.replace("_", " "))
+        text = args.instruction or INSTRUCTIONS.get(args.task)
         summary = record(
             args.task,
             policy,

@@ -30,6 +30,9 @@ from robot_rl.demos.sim_io import (
 )
 from robot_rl.errors import InputError
 
+IMAGES_PREFIX = "observation.images."
+"""LeRobot's prefix of camera features: a task's camera group ``camera_<name>`` records as ``<prefix><name>``."""
+
 Policy = Callable[[object, dict[str, torch.Tensor]], torch.Tensor]
 """``policy(env, obs) -> action [num_envs, action_dim]``."""
 
@@ -106,7 +109,7 @@ def record(
     policy: Policy,
     root: Path,
     num_episodes: int,
-    task_text: str,
+    task_text: str | None,
     num_envs: int = 1,
     seed: int = 0,
     camera: tuple[int, int] | None = None,
@@ -124,10 +127,12 @@ def record(
         policy: ``policy(env, obs) -> action``; :func:`expert_policy` records the task's scripted expert.
         root: dataset folder to create.
         num_episodes: episodes to save.
-        task_text: the natural-language task stored with every frame.
+        task_text: the natural-language task stored with every frame; None: each episode's instruction for
+            a task with instructions (``env.instructions()``), else the task name with spaces.
         num_envs: parallel envs (rendering a camera costs one render per env per step).
         seed: env seed.
-        camera: ``(height, width)`` of a rendered front camera, or None.
+        camera: ``(height, width)`` of a rendered front camera, or None. A task built with camera groups
+            (``overrides={"cameras": ["front"]}``) also stores each as ``observation.images.<camera>``.
         only_success: save only episodes in which the task succeeded at some step.
         source: recorded in ``meta/robot_rl.json`` (``expert:<task>`` or ``policy:<path>``).
         overwrite: replace an existing dataset at ``root``.
@@ -155,6 +160,9 @@ def record(
         env.close()
         raise ValueError(f"task {task!r} has no scripted expert; record a trained policy instead "
                          "(robot-rl record --policy <artifact dir>)")
+    if task_text is not None and env.has_instructions:
+        env.close()
+        raise ValueError(f"task {task!r} draws an instruction per episode and stores it; drop --instruction")
     fps = round(1.0 / env.dt)
     if abs(fps * env.dt - 1.0) > 1e-6:
         raise ValueError(f"task {task!r} runs at {1 / env.dt:.4f} Hz; LeRobot datasets need an integer fps")
@@ -167,6 +175,14 @@ def record(
     sidecar = {"sim_task": task, "overrides": {k: v for k, v in overrides.items() if k != "randomization"}}
     try:
         features = dataset_features(env, camera)
+        groups = {f"{IMAGES_PREFIX}{name[len('camera_'):]}": name for name in env.image_shapes}
+        if camera is not None and CAMERA_KEY in groups:
+            raise ValueError(f"--camera and the task's camera group {groups[CAMERA_KEY]!r} both make {CAMERA_KEY}; "
+                             "drop --camera")
+        for key, name in groups.items():
+            _, height, width = env.image_shapes[name]
+            features[key] = {"dtype": "video", "shape": [height, width, 3], "names": ["height", "width", "channels"]}
+        default_text = task_text or task.replace("_", " ")
         with open_writer(root, fps, features, env.robot.name, sidecar, overwrite, resume) as writer:
             kept = writer.info.total_episodes
             if not read_sidecar(root):
@@ -179,6 +195,8 @@ def record(
                     )
                 state = capture(env)
                 images = [cam.render_env(env, i) for i in range(num_envs)] if cam else None
+                texts = env.instructions() if env.has_instructions else [default_text] * num_envs
+                views = {key: obs[name].permute(0, 2, 3, 1).cpu().numpy() for key, name in groups.items()}
                 action = torch.clamp(policy(env, obs), env.action_low, env.action_high)
                 targets = actuator_targets(env, action).cpu().numpy()
                 joint_pos, joint_vel = env.state.joint_pos.cpu().numpy(), env.state.joint_vel.cpu().numpy()
@@ -204,6 +222,8 @@ def record(
                         "next.observation.policy": next_obs[i],
                         "next.success": bool(success[i]),
                         **{k: v[i] for k, v in state.items()},
+                        **{k: v[i] for k, v in views.items()},
+                        "task": texts[i],
                     }
                     if images is not None:
                         frame[CAMERA_KEY] = images[i]
@@ -215,7 +235,7 @@ def record(
                     if saved >= num_episodes - kept or (only_success and not succeeded):
                         continue
                     for f in episode:
-                        writer.add_frame(f, task=task_text)
+                        writer.add_frame(f)
                     writer.save_episode()
                     saved, frames, successes = saved + 1, frames + len(episode), successes + int(succeeded)
                 obs = step.obs

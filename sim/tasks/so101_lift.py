@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from sim.env import ObsTerm, RewardTerm, TaskCfg, TaskEnv
-from sim.math import clip_norm, dls_step, quat_rotate, yaw_from_quat
+from sim.math import clip_norm, dls_step, quat_from_yaw, quat_rotate, yaw_from_quat
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
 from sim.tasks import terms
@@ -217,8 +217,7 @@ class So101LiftEnv(TaskEnv):
         qpos[:, a] = x
         qpos[:, a + 1] = y
         qpos[:, a + 2] = p["cube_half_size"]
-        qpos[:, a + 3:a + 7] = torch.stack([torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw),
-                                            torch.sin(yaw / 2)], dim=1)
+        qpos[:, a + 3:a + 7] = quat_from_yaw(yaw)
         return qpos, qvel
 
     def _reset_task(self, ids: torch.Tensor) -> None:
@@ -298,7 +297,8 @@ def wrap_quarter_turn(angle: torch.Tensor) -> torch.Tensor:
 
 
 def scripted_expert(env: So101LiftEnv, hover: float = 0.04, z_offset: float = 0.0, jaw_open: float = 0.6,
-                    jaw_closed: float = -0.17, grasped_jaw: float = 0.16, max_step: float = 0.02) -> torch.Tensor:
+                    jaw_closed: float = -0.17, grasped_jaw: float = 0.16, max_step: float = 0.02,
+                    cube_pose: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """Batched pick-and-lift demonstrator for :class:`So101LiftEnv`: approach, descend, close, lift.
 
     Stateless: the stage of each env follows from the current state (the jaw angle is its memory),
@@ -314,6 +314,9 @@ def scripted_expert(env: So101LiftEnv, hover: float = 0.04, z_offset: float = 0.
         jaw_open, jaw_closed: gripper joint targets (rad) to open and to squeeze.
         grasped_jaw: the jaw is taken to hold the cube once it is closed below this angle (rad).
         max_step: largest Cartesian move of the gripper site per control step (m).
+        cube_pose: world position ``[N, 3]`` and wxyz orientation ``[N, 4]`` of the cube to lift (default: the
+            ``cube`` body); the env also provides ``cube_start_z [N]``, ``gripper_index`` and the params
+            ``cube_half_size``, ``grasp_radius``, ``lift_height``.
 
     Returns:
         ``[num_envs, action_dim]`` actions in ``[-1, 1]``.
@@ -323,7 +326,7 @@ def scripted_expert(env: So101LiftEnv, hover: float = 0.04, z_offset: float = 0.
     q = state.joint_pos
     site = state.site("end_effector")
     grip_quat = state.body(GRIPPER)[1]
-    cube, cube_q = state.body(CUBE)
+    cube, cube_q = state.body(CUBE) if cube_pose is None else cube_pose
     n = env.num_envs
     ex = torch.zeros(n, 3, device=env.device)
     ex[:, 0] = 1.0

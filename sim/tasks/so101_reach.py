@@ -128,8 +128,10 @@ class So101ReachEnv(ReachEnv):
         return reach_expert(self)
 
 
-def reach_expert(env: So101ReachEnv, max_step: float = 0.015, damping: float = 0.05) -> torch.Tensor:
-    """Move the SO-101 gripper site straight at the target by damped-least-squares IK.
+def reach_expert(env: So101ReachEnv, max_step: float = 0.015, damping: float = 0.05,
+                 target: torch.Tensor | None = None) -> torch.Tensor:
+    """Move the SO-101 gripper site straight at the target (``target [N, 3]``, default ``env.target``) by
+    damped-least-squares IK.
 
     Each control step asks for a Cartesian move of at most ``max_step`` metres towards the target and
     maps it to the five arm joints with the MuJoCo Jacobian of the gripper body at the site; the
@@ -144,7 +146,8 @@ def reach_expert(env: So101ReachEnv, max_step: float = 0.015, damping: float = 0
     dofs = [int(env.model.joint(name).dofadr[0]) for name in arm]
     jacp, _ = env.jacobian(env.model.body(GRIPPER_BODY).id, site)
     q_target = state.joint_pos.clone()
-    q_target[:, :5] += dls_step(jacp[:, :, dofs].float(), clip_norm(env.target - site, max_step), damping)
+    goal = env.target if target is None else target
+    q_target[:, :5] += dls_step(jacp[:, :, dofs].float(), clip_norm(goal - site, max_step), damping)
     q_target[:, 5] = env.default_joint_pos[5]
     return env.action_for_targets(q_target)
 

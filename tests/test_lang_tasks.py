@@ -1,0 +1,157 @@
+"""Language tasks (so101_reach_lang, so101_pick_lang): experts, instructions, camera groups, recording."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import sim
+from robot_rl.data.lerobot import LeRobotDataset
+from robot_rl.demos.recorder import expert_policy, record
+from sim.errors import SimInputError
+from sim.tasks.so101_pick_lang import INSTRUCTIONS as PICK
+from sim.tasks.so101_reach_lang import INSTRUCTIONS as REACH
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _episode_successes(env, target_id: torch.Tensor | None = None) -> torch.Tensor:
+    """``[N]`` bool: whether each env's first episode succeeded at some step, driven by the expert
+    (aimed at the named target, or at target ``target_id [N]``)."""
+    success = torch.zeros(env.num_envs, dtype=torch.bool)
+    running = torch.ones(env.num_envs, dtype=torch.bool)
+    for _ in range(env.max_episode_steps):
+        step = env.step(env.expert_action(target_id))
+        success |= step.info["success"] & running
+        running &= ~(step.terminated | step.truncated)
+        if not running.any():
+            break
+    return success
+
+
+@pytest.mark.parametrize(("task", "num_envs"), [("so101_reach_lang", 32), ("so101_pick_lang", 32)])
+def test_the_expert_succeeds_and_the_instruction_picks_the_target(task: str, num_envs: int) -> None:
+    env = sim.make_env(task, num_envs=num_envs, seed=5, nthread=1)
+    env.reset(seed=5)
+    assert len(set(env.target_id.tolist())) == len(env.instruction_set.targets)  # every colour is asked for
+    rate = _episode_successes(env).float().mean().item()
+    assert rate >= 0.9, f"{task}: expert succeeded in {rate:.0%} of {num_envs} episodes"
+    env.reset(seed=6)
+    other = (env.target_id + 1) % len(env.instruction_set.targets)
+    assert not _episode_successes(env, other).any(), "the expert aimed at another colour must fail the task"
+    env.close()
+
+
+def test_reset_draws_paraphrases_and_separated_targets() -> None:
+    env = sim.make_env("so101_reach_lang", num_envs=64, seed=0, nthread=1)
+    texts = env.instructions()
+    assert len(texts) == 64 and set(texts) <= set(REACH.table())
+    assert len(set(texts)) > 8  # colours times paraphrases
+    for text, target in zip(texts, env.target_id.tolist(), strict=True):
+        assert REACH.parse(text) == target
+    xy = env.targets[..., :2]
+    gaps = torch.cdist(xy, xy) + torch.eye(4) * 1.0
+    assert gaps.min() >= env.cfg.params["target_min_separation"]
+    rows = torch.arange(64)
+    assert torch.equal(env.target, env.targets[rows, env.target_id])
+    critic_one_hot = env.reset()["critic"][:, -7:-3]  # target_id one-hot sits before ee_to_target [3]
+    assert torch.equal(critic_one_hot.argmax(dim=1), env.target_id)
+    env.close()
+
+
+@pytest.mark.parametrize("table", [REACH, PICK], ids=["reach", "pick"])
+def test_paraphrases_parse_to_the_same_target(table) -> None:
+    for k, colour in enumerate(table.targets):
+        parsed = {table.parse(table.text(k, p)) for p in range(len(table.templates))}
+        assert parsed == {k}
+        assert table.parse(f"Please, {colour.upper()}!") == k
+    with pytest.raises(SimInputError, match="names 0"):
+        table.parse("pick up the purple cube")
+    with pytest.raises(SimInputError, match="names 2"):
+        table.parse(f"{table.targets[0]} or {table.targets[1]}")
+
+
+def test_set_instruction_retargets_and_the_log_splits_success_by_target() -> None:
+    env = sim.make_env("so101_reach_lang", num_envs=4, seed=1, nthread=1, episode_s=0.2)
+    env.reset(seed=1)
+    env.set_instruction("touch the blue sphere")
+    assert env.target_id.tolist() == [2] * 4
+    assert env.instructions() == ["touch the blue sphere"] * 4
+    assert torch.equal(env.target, env.targets[:, 2])
+    env.set_instruction("the yellow please", env_ids=[0])
+    assert env.target_id.tolist() == [3, 2, 2, 2] and env.instructions()[0] == "reach the yellow target"
+    log = {}
+    for _ in range(env.max_episode_steps):
+        log = env.step(env.expert_action()).info["log"] or log
+    assert set(log) >= {"episode/success/yellow", "episode/success/blue"}
+    assert "episode/success/red" not in log
+    env.close()
+
+
+def test_a_task_without_cameras_renders_nothing() -> None:
+    env = sim.make_env("so101_pick_lang", num_envs=2, nthread=1)
+    assert env.image_shapes == {} and set(env.reset()) == {"policy", "critic"}
+    with pytest.raises(SimInputError, match="image_size"):
+        sim.make_env("so101_pick_lang", image_size=4)
+    env.close()
+
+
+@pytest.mark.render
+def test_camera_groups_have_the_stated_layout_and_follow_the_arm() -> None:
+    env = sim.make_env("so101_reach_lang", num_envs=2, seed=0, nthread=1, cameras=["front", "wrist"], image_size=32)
+    obs = env.reset(seed=0)
+    assert env.image_shapes == {"camera_front": (3, 32, 32), "camera_wrist": (3, 32, 32)}
+    for name in env.image_shapes:
+        assert obs[name].shape == (2, 3, 32, 32) and obs[name].dtype == torch.uint8
+        assert obs[name].float().std() > 5  # a picture, not a blank buffer
+    first = {name: obs[name].clone() for name in env.image_shapes}
+    action = torch.zeros(2, env.action_dim)
+    action[:, 0] = 1.0  # swing the shoulder pan
+    for _ in range(10):
+        step = env.step(action)
+    for name in env.image_shapes:
+        changed = (step.obs[name].int() - first[name].int()).abs().float().mean()
+        assert changed > 1.0, f"{name} did not change as the arm moved"
+        assert torch.equal(step.info["final_obs"][name], step.obs[name])  # no env reset in between
+    with pytest.raises(SimInputError, match="not in the task's model"):
+        sim.make_env("so101_reach_lang", cameras=["top"])
+    env.close()
+
+
+@pytest.mark.render
+def test_after_a_reset_the_camera_groups_show_the_reset_envs() -> None:
+    env = sim.make_env("so101_pick_lang", num_envs=2, seed=0, nthread=1, cameras=["front"], image_size=16,
+                       episode_s=0.1)
+    env.reset(seed=0)
+    step = env.step(torch.zeros(2, env.action_dim))
+    while not step.truncated.all():
+        step = env.step(torch.zeros(2, env.action_dim))
+    fresh = env._observations()["camera_front"]  # every env rendered again
+    assert torch.equal(step.obs["camera_front"], fresh)
+    env.close()
+
+
+@pytest.mark.render
+def test_a_recorded_lang_dataset_keeps_each_episodes_instruction(tmp_path: Path) -> None:
+    root = tmp_path / "pick_lang"
+    summary = record("so101_pick_lang", expert_policy, root, 3, None, num_envs=3, seed=2,
+                     overrides={"episode_s": 0.2, "cameras": ["front"], "image_size": 16})
+    assert summary.episodes == 3
+    dataset = LeRobotDataset(root)
+    tasks = [dataset.episode_task(e) for e in range(3)]
+    assert all(PICK.parse(t) in range(3) for t in tasks) and set(tasks) <= set(PICK.table())
+    env = sim.make_env("so101_pick_lang", num_envs=3, seed=2, episode_s=0.2)
+    env.reset(seed=2)
+    assert sorted(tasks) == sorted(env.instructions())  # the envs' first episodes, saved in finishing order
+    assert dataset[0]["observation.images.front"].shape[-2:] == (16, 16)
+    with pytest.raises(ValueError, match="drop --instruction"):
+        record("so101_pick_lang", expert_policy, tmp_path / "x", 1, "lift it")
+    env.close()
