@@ -73,7 +73,7 @@ class OffPolicyConfig:
         actor_reduce: how critic members combine in the actor loss.
         checkpoint_buffer: save the replay buffer in :meth:`state_dict` (exact resume; large).
         iteration_steps: transitions (all envs) per runner iteration: one log line, and
-            ``checkpoint_interval`` counts iterations (see ``robot_rl.train.off_policy_runner``).
+            ``checkpoint_interval`` counts iterations (:meth:`OffPolicyAgent.iteration_done`).
         amp: ``none`` (float32) or ``bf16``: :meth:`OffPolicyAgent.learn` runs under
             ``torch.autocast(dtype=bfloat16)``, so hidden-layer matmuls run in bfloat16 while master
             weights, optimiser state, output layers, log-probabilities, temperature and losses stay
@@ -193,9 +193,6 @@ class ExportedPolicy(nn.Module):
 class OffPolicyAgent(Agent, abc.ABC):
     """Replay-based agent; subclasses build ``self.actor`` and implement :meth:`learn`, :meth:`explore` (and the
     optional hooks of the module docstring)."""
-
-    runner: ClassVar[str] = "off_policy"
-    """The loop that drives it: ``robot_rl.train.off_policy_runner.OffPolicyRunner``."""
 
     critic_family: ClassVar[type[Critic] | None] = None
     """The critic class the agent trains (TQC: quantile, FastTD3: C51); ``None`` = any Q critic that
@@ -360,6 +357,11 @@ class OffPolicyAgent(Agent, abc.ABC):
     def ready(self) -> bool:
         """True past warm-up with at least one update owed."""
         return self.env_steps >= self.cfg.learning_starts and self.update_credit >= 1.0 and len(self.buffer) > 0
+
+    def iteration_done(self, collected: int, updated: bool, final: bool) -> bool:
+        """An iteration is ``iteration_steps`` transitions (at least one vector step; an agent may update after
+        every vector step), and the run's last steps are one too."""
+        return final or collected >= max(self.cfg.iteration_steps, self.env.num_envs)
 
     def sample_batch(self) -> Any:
         """One training batch (``batch_size`` transitions, n-step returns, observations normalised).
