@@ -32,11 +32,11 @@ import torch
 from _results import RESULTS, write_rows
 
 from robot_rl.compose import compose
-from robot_rl.train.on_policy_runner import OnPolicyRunner
+from robot_rl.train.runner import Runner
 
 
 @torch.no_grad()
-def reach_stats(runner: OnPolicyRunner, episodes: int, seed: int) -> dict[str, float]:
+def reach_stats(runner: Runner, episodes: int, seed: int) -> dict[str, float]:
     """Deterministic-policy statistics over ``episodes`` episodes: ``reach`` (share of episodes in which the
     success flag was ever set), ``time_to_target`` (mean first-success step of reached episodes, nan if none),
     ``min_distance`` (mean over episodes of the closest the right hand came to its target, metres: a graded
@@ -78,7 +78,7 @@ def run(per_group: bool, steps: int, seed: int, num_envs: int, device: str, epis
     ])
     with tempfile.TemporaryDirectory() as run_dir:
         start = time.monotonic()
-        runner = OnPolicyRunner(cfg, Path(run_dir))
+        runner = Runner(cfg, Path(run_dir))
         result = runner.learn(evaluate_and_export=False)
         stats = reach_stats(runner, episodes, seed + 1000)
     return {**stats, "wall_s": time.monotonic() - start,

@@ -56,7 +56,7 @@ from _results import RESULTS, write_rows
 import sim
 from robot_rl.compose import compose
 from robot_rl.train.evaluation import evaluate
-from robot_rl.train.on_policy_runner import OnPolicyRunner
+from robot_rl.train.runner import Runner
 
 
 class Recorder(sim.VecEnv):
@@ -151,7 +151,7 @@ def rsl_train_cfg(cfg: Any) -> dict:
 def run_ours(cfg: Any, seed: int) -> tuple[Recorder, Any, float]:
     """Train our PPO; returns the recorder, the deterministic policy and the training wall seconds."""
     rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed))
-    runner = OnPolicyRunner(cfg, Path(os.environ.get("TMPDIR", "/tmp")) / f"ppo_bench_{os.getpid()}_{seed}",
+    runner = Runner(cfg, Path(os.environ.get("TMPDIR", "/tmp")) / f"ppo_bench_{os.getpid()}_{seed}",
                             env_factory=lambda n, s: rec)
     start = time.monotonic()
     runner.learn(evaluate_and_export=False)

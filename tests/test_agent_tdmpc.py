@@ -16,7 +16,6 @@ from robot_rl.critics.world_model import WorldModelCriticConfig
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.errors import InputError
 from robot_rl.export import PolicyHead, export_policy, make_meta
-from robot_rl.math.chunk_targets import sample_windows
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -30,7 +29,7 @@ def test_sample_windows_follow_episode_ends_and_the_ring_by_hand():
         obs = torch.tensor([[float(t)], [10.0 + t]])
         buf.add({"policy": obs}, torch.full((2, 1), float(t)), torch.tensor([t, 10.0 + t]),
                 {"policy": obs + 0.5}, torch.tensor([t == 2, False]), torch.tensor([False, t == 3]))
-    w = sample_windows(buf, 400, 3, generator=torch.Generator().manual_seed(0))
+    w = buf.sample_windows(400, 3, generator=torch.Generator().manual_seed(0))
     assert w.obs["policy"].shape == (4, 400, 1) and w.actions.shape == (3, 400, 1) and w.alive.shape == (3, 400)
     starts = set()
     for b in range(400):

@@ -22,7 +22,7 @@ from robot_rl.train.checkpoint import (
     save_checkpoint,
     unflatten,
 )
-from robot_rl.train.on_policy_runner import OnPolicyRunner
+from robot_rl.train.runner import Runner
 
 TESTS = Path(__file__).parent
 OVERRIDES = [
@@ -74,9 +74,9 @@ def test_kill_9_then_resume_continues_counters_and_optimizer(tmp_path):
         sys.path[:0] = [{str(TESTS)!r}, {str(TESTS.parent)!r}]
         from test_checkpoint import OVERRIDES, toy_factory
         from robot_rl.compose import compose
-        from robot_rl.train.on_policy_runner import OnPolicyRunner
+        from robot_rl.train.runner import Runner
         cfg = compose(OVERRIDES + ["task.total_steps=100000000"])
-        OnPolicyRunner(cfg, {str(run)!r}, env_factory=toy_factory).learn()
+        Runner(cfg, {str(run)!r}, env_factory=toy_factory).learn()
     """)
     proc = subprocess.Popen([sys.executable, "-c", script])
     try:
@@ -94,7 +94,7 @@ def test_kill_9_then_resume_continues_counters_and_optimizer(tmp_path):
     assert step == updates * 16 * 8 and updates >= 4
 
     cfg = compose([*OVERRIDES, f"task.total_steps={step + 3 * 128}"])
-    runner = OnPolicyRunner(cfg, run, env_factory=toy_factory, resume=True)
+    runner = Runner(cfg, run, env_factory=toy_factory, resume=True)
     assert runner.env_steps == step and runner.updates == updates
     saved = state["agent"]["optimizer"]["state"][0]["exp_avg"]
     torch.testing.assert_close(runner.agent.optimizer.state_dict()["state"][0]["exp_avg"], saved)

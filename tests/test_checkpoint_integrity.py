@@ -20,7 +20,7 @@ from robot_rl.train.checkpoint import (
     prune,
     save_checkpoint,
 )
-from robot_rl.train.on_policy_runner import OnPolicyRunner, TrainingDivergedError
+from robot_rl.train.runner import Runner, TrainingDivergedError
 
 
 def _corrupt(ckpt, name=TENSORS_FILE):
@@ -32,7 +32,7 @@ def _corrupt(ckpt, name=TENSORS_FILE):
 def _train(run, total_steps):
     """Train the toy task from scratch into ``run`` (a checkpoint every 2 updates of 128 env steps)."""
     cfg = compose([*OVERRIDES, f"task.total_steps={total_steps}"])
-    OnPolicyRunner(cfg, run, env_factory=toy_factory).learn(evaluate_and_export=False)
+    Runner(cfg, run, env_factory=toy_factory).learn(evaluate_and_export=False)
 
 
 def test_checksums_are_written_last_and_catch_any_change(tmp_path):
@@ -69,7 +69,7 @@ def test_resume_falls_back_to_the_newest_intact_checkpoint_and_says_so(tmp_path,
     good, bad = list_checkpoints(run)
     good_bytes = {p.name: p.read_bytes() for p in good.iterdir()}
     _corrupt(bad)
-    runner = OnPolicyRunner(compose([*OVERRIDES, "task.total_steps=768"]), run, env_factory=toy_factory,
+    runner = Runner(compose([*OVERRIDES, "task.total_steps=768"]), run, env_factory=toy_factory,
                             resume=True)
     err = capfd.readouterr().err
     assert runner.env_steps == 256 and runner.updates == 2
@@ -88,7 +88,7 @@ def test_strict_open_refuses_a_corrupt_newest_checkpoint(tmp_path):
     _corrupt(bad, "state.yaml")
     expected = rf"{bad.name}/state\.yaml: checksum mismatch.*intact one is .*{good.name}"
     with pytest.raises(CheckpointError, match=expected):
-        OnPolicyRunner(compose(OVERRIDES), run, env_factory=toy_factory, resume=True, strict=True)
+        Runner(compose(OVERRIDES), run, env_factory=toy_factory, resume=True, strict=True)
 
 
 @pytest.mark.parametrize("interval", [1, 1000])  # caught by the weights check at the save / by the losses
@@ -96,7 +96,7 @@ def test_nan_learning_rate_stops_training_without_a_nan_checkpoint(tmp_path, int
     run = tmp_path / "run"
     cfg = compose([*OVERRIDES, "task.total_steps=1280", f"checkpoint_interval={interval}"])
     cfg.agent.schedule = "fixed"
-    runner = OnPolicyRunner(cfg, run, env_factory=toy_factory)
+    runner = Runner(cfg, run, env_factory=toy_factory)
     for group in runner.agent.optimizer.param_groups:  # past the config check (and torch's), as a bug would be
         group["lr"] = float("nan")
     with pytest.raises(TrainingDivergedError, match=r"training diverged at update \d+ .*non-finite"):
@@ -131,5 +131,5 @@ def test_resume_removes_temporary_directories_a_kill_left_behind(tmp_path):
     run = tmp_path / "run"
     _train(run, 2 * 128)
     (run / "checkpoints" / ".tmp_killed").mkdir()
-    OnPolicyRunner(compose([*OVERRIDES, "task.total_steps=512"]), run, env_factory=toy_factory, resume=True)
+    Runner(compose([*OVERRIDES, "task.total_steps=512"]), run, env_factory=toy_factory, resume=True)
     assert not (run / "checkpoints" / ".tmp_killed").exists()

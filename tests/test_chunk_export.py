@@ -16,7 +16,7 @@ from robot_rl.deploy.runtime import PolicyRuntime, chunk_executor
 from robot_rl.export import PolicyHead, export_policy, make_meta
 from robot_rl.train.artifact_eval import ArtifactPolicy
 from robot_rl.train.evaluation import evaluate, playable
-from robot_rl.train.off_policy_runner import OffPolicyRunner
+from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -31,7 +31,7 @@ def chunked_run(tmp_path_factory):
                    "agent.actor_hidden_dims=[16]", "agent.learning_starts=32", "agent.batch_size=16",
                    "agent.buffer_size=1000", f"agent.execute_len={EXECUTE}", "agent.normalize_obs=true",
                    "task.num_envs=4", "task.total_steps=96", "eval_episodes=1", "logger=none"])
-    runner = OffPolicyRunner(cfg, tmp_path_factory.mktemp("chunked") / "run")
+    runner = Runner(cfg, tmp_path_factory.mktemp("chunked") / "run")
     result = runner.learn()
     return runner, result
 
@@ -62,7 +62,7 @@ def test_artifact_evaluation_plays_chunks_open_loop(chunked_run):
     _, result = chunked_run
     env = sim.make_env("so101_reach", num_envs=1, seed=0)
     policy = ArtifactPolicy(PolicyRuntime(result.artifact))
-    lengths = evaluate(policy, env, episodes=1, seed=0).lengths
+    lengths = evaluate(policy, env, episodes=1, seed=0, on_done=policy.reset).lengths
     assert lengths[0] > 2 * EXECUTE  # long enough for re-planning every step to differ
     assert policy.queries == math.ceil(lengths[0] / EXECUTE)  # one inference per execute_len steps
 

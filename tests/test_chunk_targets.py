@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from robot_rl.data.replay_buffer import ReplayBuffer
-from robot_rl.math.chunk_targets import chunk_return, intra_chunk_returns, sample_chunks
+from robot_rl.math.chunk_targets import alive_mask, chunk_return, intra_chunk_returns
 
 
 def _chunk(rewards, terminated=None, truncated=None):
@@ -56,6 +56,14 @@ def test_rows_are_independent_and_bad_input_is_named():
         chunk_return(r, term, term, 1.5)
 
 
+def test_alive_mask_keeps_steps_up_to_the_first_end_along_either_axis():
+    term = torch.tensor([[False, False, True, False], [False, False, False, False]])
+    trunc = torch.tensor([[False, False, False, False], [True, False, False, True]])
+    expected = [[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]]
+    assert alive_mask(term, trunc).tolist() == expected
+    assert alive_mask(term.T, trunc.T, dim=0).T.tolist() == expected  # time-major [T, B]
+
+
 def test_intra_chunk_returns_one_target_per_prefix():
     r, term, trunc = _chunk([1.0, 2.0, 4.0])
     v = torch.tensor([[10.0, 20.0, 30.0]])
@@ -80,7 +88,7 @@ def test_sample_chunks_from_replay_masks_episode_ends_and_pads_actions():
     for t in range(6):
         buf.add({"policy": torch.tensor([[float(t)]])}, torch.tensor([[float(t)]]), torch.tensor([t + 1.0]),
                 {"policy": torch.tensor([[t + 0.5]])}, torch.tensor([t == 2]), torch.tensor([False]))
-    batch = sample_chunks(buf, 400, chunk_len=3, gamma=0.5, generator=torch.Generator().manual_seed(0))
+    batch = buf.sample_chunks(400, chunk_len=3, gamma=0.5, generator=torch.Generator().manual_seed(0))
     first = batch.obs["policy"][:, 0].long()
     for t in range(6):
         rows = first == t

@@ -13,9 +13,10 @@ from expert_demos import record_expert_demos
 
 import sim
 from robot_rl.agents import EnvSpec, make_agent
-from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config, sample_mixed_chunks
+from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config
 from robot_rl.critics.chunked import ChunkedCriticConfig
-from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.data.demo_mix import sample_mixed
+from robot_rl.data.replay_buffer import ChunkBatch, ReplayBuffer
 from robot_rl.data.transitions import demo_transitions
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
@@ -37,6 +38,14 @@ EXPECTED = {
     5: ([60, 70, 70], [0, 1, 0], 0.5, 0.25, 6, False),  # cut by the time limit: bootstrap gamma^2, or masked
     6: ([70, 70, 70], [1, 0, 0], 1.0, 0.5, 6, False),
 }
+
+
+def mixed_chunks(online: ReplayBuffer, demos: ReplayBuffer | None, batch_size: int, chunk_len: int, gamma: float,
+                 on_truncation: str = "bootstrap", fraction: float = 0.5,
+                 generator: torch.Generator | None = None) -> tuple[ChunkBatch, int]:
+    """The demo mixer drawing chunks from each partition (what chunked TD3's ``sample_batch`` does, unnormalised)."""
+    return sample_mixed(lambda buf, n: buf.sample_chunks(n, chunk_len, gamma, on_truncation, generator), online,
+                        demos, batch_size, fraction)
 
 
 def hand_demos() -> ReplayBuffer:
@@ -63,7 +72,7 @@ def online_buffer() -> ReplayBuffer:
 @pytest.mark.parametrize("on_truncation", ["bootstrap", "mask"])
 def test_demo_chunks_match_hand_computed_windows(on_truncation: str) -> None:
     gen = torch.Generator().manual_seed(0)
-    batch, n_demo = sample_mixed_chunks(online_buffer(), hand_demos(), 200, 3, GAMMA, on_truncation, 0.5, gen)
+    batch, n_demo = mixed_chunks(online_buffer(), hand_demos(), 200, 3, GAMMA, on_truncation, 0.5, gen)
     assert n_demo == 100 and batch.actions.shape == (200, 3, 1)
     starts = batch.obs["policy"][:n_demo, 0].long() - 1
     assert set(starts.tolist()) == set(EXPECTED)  # every start row of the partition is drawn
@@ -76,9 +85,9 @@ def test_demo_chunks_match_hand_computed_windows(on_truncation: str) -> None:
         assert batch.next_obs["policy"][i, 0].item() == 100 + boot
         assert bool(batch.target.valid[i]) == (valid or on_truncation == "bootstrap")
     assert (batch.obs["policy"][n_demo:] < 0).all()  # then online chunks only, never mixed with demo rows
-    only_online, none = sample_mixed_chunks(online_buffer(), None, 16, 3, GAMMA, on_truncation, 0.5, gen)
+    only_online, none = mixed_chunks(online_buffer(), None, 16, 3, GAMMA, on_truncation, 0.5, gen)
     assert none == 0 and (only_online.obs["policy"] < 0).all()
-    all_demo, n = sample_mixed_chunks(online_buffer(), hand_demos(), 16, 3, GAMMA, on_truncation, 1.0, gen)
+    all_demo, n = mixed_chunks(online_buffer(), hand_demos(), 16, 3, GAMMA, on_truncation, 1.0, gen)
     assert n == 16 and (all_demo.obs["policy"] > 0).all()
 
 
@@ -101,13 +110,13 @@ def test_agent_samples_demo_chunks_of_the_recorded_dataset(lift_demos: Path) -> 
     t = demo_transitions(lift_demos)
     agent = _agent(lift_demos)
     assert agent.critic_group == "policy"  # the demos hold no observation.critic
-    assert len(agent.demos) == len(t["reward"]) and t["terminated"].sum() >= 1
-    np.testing.assert_array_equal(agent.demos.obs["policy"][:, 0].numpy(), t["obs"])
+    demos = agent.demo_source.buffer
+    assert len(demos) == len(t["reward"]) and t["terminated"].sum() >= 1
+    np.testing.assert_array_equal(demos.obs["policy"][:, 0].numpy(), t["obs"])
     # stored in the agent's normalised box; so101's bounds are [-1, 1], so equal up to float rounding
-    np.testing.assert_allclose(agent.demos.action[:, 0].numpy(), t["action"], atol=1e-6)
+    np.testing.assert_allclose(demos.action[:, 0].numpy(), t["action"], atol=1e-6)
     ends = t["terminated"] | t["truncated"]
-    batch, n_demo = sample_mixed_chunks(agent.buffer, agent.demos, 64, 4, 0.9, "bootstrap", 1.0,
-                                        torch.Generator().manual_seed(1))
+    batch, n_demo = mixed_chunks(agent.buffer, demos, 64, 4, 0.9, "bootstrap", 1.0, torch.Generator().manual_seed(1))
     for i in range(n_demo):
         start = int(batch.rows[i, 0])
         actions, rewards, k = [], [], start  # walk the recorded sequence until the chunk or its episode ends
@@ -130,7 +139,7 @@ def test_bc_term_pulls_the_actor_to_the_demo_chunks(lift_demos: Path) -> None:
     agent = _agent(lift_demos, bc_weight=100.0, policy_delay=1, demo_fraction=1.0, intra_chunk_returns=True)
     first = last = None
     for i in range(150):
-        batch, n_demo = sample_mixed_chunks(agent.buffer, agent.demos, 32, 4, 0.99, "bootstrap", 1.0)
+        batch, n_demo = mixed_chunks(agent.buffer, agent.demo_source.buffer, 32, 4, 0.99, "bootstrap", 1.0)
         metrics = agent.learn(batch, n_demo)
         first = metrics["loss/bc"] if i == 0 else first
         last = metrics["loss/bc"]
@@ -145,7 +154,8 @@ def test_online_steps_then_mixed_updates_and_checkpoint(lift_demos: Path, tmp_pa
     path = save_checkpoint(tmp_path, agent.env_steps, agent.state_dict())
     again = _agent(lift_demos, bc_weight=1.0, utd_ratio=1.0)
     again.load_state_dict(load_checkpoint(path)[1])
-    assert again.updates == 12 and torch.equal(again.demos.obs["policy"], agent.demos.obs["policy"])
+    assert again.updates == 12
+    assert torch.equal(again.demo_source.buffer.obs["policy"], agent.demo_source.buffer.obs["policy"])
     state = agent.state_dict()
     state["demos"] = {**state["demos"], "transitions": 5}
     with pytest.raises(ValueError, match="demo transitions"):

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 from expert_demos import clone_demos, record_expert_demos
+from test_chunked_demos import mixed_chunks
 
 import sim
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.bc import load_clone
-from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config, sample_mixed_chunks
+from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config
 from robot_rl.critics.chunked import ChunkedCriticConfig
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
@@ -90,7 +91,7 @@ def test_critic_warmup_then_the_clone_anchor_keeps_the_actor_near_the_clone(reac
         history = []
         gen = torch.Generator().manual_seed(0)
         for _ in range(23):
-            batch, n_demo = sample_mixed_chunks(agent.buffer, agent.demos, 32, 4, 0.99, generator=gen)
+            batch, n_demo = mixed_chunks(agent.buffer, agent.demo_source.buffer, 32, 4, 0.99, generator=gen)
             batch.obs, batch.next_obs = agent.normalize(batch.obs), agent.normalize(batch.next_obs)
             history.append(agent.learn(batch, n_demo))
             agent.updates += 1

@@ -11,7 +11,6 @@ from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3Config
 from robot_rl.compose import compose
 from robot_rl.critics.chunked import ChunkedCriticConfig
-from robot_rl.math.chunk_targets import sample_chunks
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -63,7 +62,7 @@ def test_intra_chunk_targets_average_the_executed_prefix_returns_by_hand():
     agent = _agent(ToyReach(num_envs=2), intra_chunk_returns=True, gamma=0.5)
     _fill(agent, {2: (0, False, True)})  # env 0 terminates at step 2
     agent.policy_value = lambda obs, target=False: obs["critic"][:, :1]  # V(s') = 10 + t + 0.5, by hand
-    batch = sample_chunks(agent.buffer, 300, 3, 0.5, generator=torch.Generator().manual_seed(0))
+    batch = agent.buffer.sample_chunks(300, 3, 0.5, generator=torch.Generator().manual_seed(0))
     target = agent.critic_target(batch)[:, 0]
     start, env = batch.obs["critic"][:, 0] - 10, batch.obs["critic"][:, 1]
     # y_k = sum_{j<k} 0.5^j r_{t+j} + 0.5^k V(s'_{t+k-1}) over executed prefixes, r_t = t + 1.
@@ -84,12 +83,12 @@ def test_success_only_actor_marks_successful_episodes_and_trains_only_on_them(tm
     _fill(agent, {2: (0, True, False), 3: (1, False, True)})  # env 0 succeeds at step 2, env 1 fails at 3
     assert agent.succeeded[:5, 0].tolist() == [True, True, True, False, False]
     assert not agent.succeeded[:5, 1].any()
-    batch = sample_chunks(agent.buffer, 256, 3, 0.9, generator=torch.Generator().manual_seed(1))
+    batch = agent.buffer.sample_chunks(256, 3, 0.9, generator=torch.Generator().manual_seed(1))
     from_success = (batch.obs["critic"][:, 1] == 0) & (batch.obs["critic"][:, 0] <= 12)
     metrics = agent.learn(batch)
     assert metrics["train/success_states"] == pytest.approx(float(from_success.float().mean()))
     # A batch without successful states leaves the actor untouched (the critic still learns).
-    failed = sample_chunks(agent.buffer, 64, 3, 0.9, generator=torch.Generator().manual_seed(2))
+    failed = agent.buffer.sample_chunks(64, 3, 0.9, generator=torch.Generator().manual_seed(2))
     keep = failed.obs["critic"][:, 1] == 1
     for field in ("actions", "rewards", "terminated", "truncated", "rows", "env"):
         setattr(failed, field, getattr(failed, field)[keep])
@@ -124,7 +123,7 @@ def test_dqc_agent_acts_on_partial_chunks_bootstraps_with_the_partial_critic_and
     print(f"DQC chunked_td3 (h=4, l=2) on ToyReach: success {before:.2f} -> {after:.2f}, metrics {metrics}")
     assert before < 0.2 and after >= 0.9
     assert "loss/distill_loss" in metrics
-    batch = sample_chunks(agent.buffer, 32, 4, agent.cfg.gamma, generator=torch.Generator().manual_seed(0))
+    batch = agent.buffer.sample_chunks(32, 4, agent.cfg.gamma, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         q_p = agent.critic.target_critic().partial_estimates(batch.next_obs["critic"],
                                                               agent.actor_target(batch.next_obs["policy"]))

@@ -11,7 +11,7 @@ from robot_rl.compose import compose
 from robot_rl.diagnostics.report import build_report
 from robot_rl.diagnostics.value_traces import EpisodeTrace, counted_steps, discounted_returns, value_stats
 from robot_rl.train.checkpoint import list_checkpoints, load_checkpoint
-from robot_rl.train.on_policy_runner import OnPolicyRunner
+from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -48,7 +48,7 @@ def test_report_from_a_toy_run_has_per_group_tables_and_figures(tmp_path):
     def factory(num_envs, seed):
         return ToyReach(num_envs=num_envs, seed=seed, max_episode_steps=60)  # 60 > 29 = gamma-horizon
 
-    runner = OnPolicyRunner(_toy_cfg(), tmp_path, env_factory=factory)
+    runner = Runner(_toy_cfg(), tmp_path, env_factory=factory)
     runner.learn(evaluate_and_export=False)
     found = list_checkpoints(tmp_path)
     assert len(found) == 3
@@ -79,7 +79,7 @@ def test_cli_on_a_real_so101_reach_run(tmp_path, capsys):
         "agent.num_steps_per_env=8", "task.num_envs=4", "task.total_steps=64", "checkpoint_interval=1",
         "logger=none", "logger.progress=false", "eval_episodes=0", "export_formats=[]",
     ])
-    OnPolicyRunner(cfg, tmp_path).learn(evaluate_and_export=False)
+    Runner(cfg, tmp_path).learn(evaluate_and_export=False)
     assert critic_report.main([str(tmp_path), "--episodes", "2", "--num-envs", "2", "--latest-only"]) == 0
     out = capsys.readouterr().out.strip()
     assert out.endswith("report.md") and "| total |" in (tmp_path / "critic_report" / "report.md").read_text()
@@ -88,7 +88,7 @@ def test_cli_on_a_real_so101_reach_run(tmp_path, capsys):
 
 
 def test_report_of_a_chunked_run_compares_execute_and_replan(tmp_path):
-    from robot_rl.train.off_policy_runner import OffPolicyRunner
+    from robot_rl.train.runner import Runner
 
     def factory(num_envs, seed):
         return ToyReach(num_envs=num_envs, seed=seed, max_episode_steps=60)
@@ -99,7 +99,7 @@ def test_report_of_a_chunked_run_compares_execute_and_replan(tmp_path):
         "agent.batch_size=64", "agent.iteration_steps=512", "task.num_envs=8", "task.total_steps=1024",
         "logger=none", "logger.progress=false", "eval_episodes=0", "export_formats=[]",
     ])
-    runner = OffPolicyRunner(cfg, tmp_path, env_factory=factory)
+    runner = Runner(cfg, tmp_path, env_factory=factory)
     runner.learn(evaluate_and_export=False)
     agent = runner.agent
     path = list_checkpoints(tmp_path)[-1]

@@ -39,7 +39,7 @@ def test_demo_partition_matches_the_env_step_for_step(lift_demos: Path) -> None:
     spec = EnvSpec.from_env(env)
     agent = make_agent(RLPDConfig(demos=str(lift_demos), critic_obs="policy", batch_size=8, buffer_size=100),
                        LayerNormEnsembleCriticConfig(hidden_dims=[16, 16]), spec)
-    demos = agent.buffer.demos
+    demos = agent.demo_source.buffer
     assert demos is not None and len(demos) == agent.demo_transitions
     ds = LeRobotDataset(lift_demos)
     episodes, recorded_targets = ds.column("episode_index"), ds.column("action")
@@ -96,7 +96,7 @@ def test_critic_warmup_learns_positive_q_on_demo_success_frames(lift_demos: Path
         agent.learn(agent.sample_batch())
         agent.updates += 1
     assert all(torch.equal(a, b) for a, b in zip(actor_before, agent.actor.parameters(), strict=True))
-    demos = agent.buffer.demos
+    demos = agent.demo_source.buffer
     success = demos.reward[:, 0] > 0
     start = torch.ones_like(success)
     start[1:] = demos.terminated[:-1, 0]  # the frame after an episode end starts the next episode

@@ -16,7 +16,7 @@ import sim
 from robot_rl.commands.train import check_overrides
 from robot_rl.compose import compose
 from robot_rl.errors import InputError
-from robot_rl.train.on_policy_runner import OnPolicyRunner
+from robot_rl.train.runner import Runner
 from sim.errors import SimInputError
 from sim.isaaclab_adapter import IsaacLabVecEnvAdapter
 
@@ -127,7 +127,7 @@ def test_isaaclab_backend_without_isaaclab_names_the_setup_script():
 def test_our_tasks_without_mujoco_4_say_so():
     """As in an Isaac Lab venv (mujoco 3, no mujoco.batch): sim and the trainer import, our tasks refuse."""
     code = ("import sys; sys.modules['mujoco.batch'] = None\n"
-            "import sim, robot_rl.train.on_policy_runner\n"
+            "import sim, robot_rl.train.runner\n"
             "from sim.errors import SimInputError\n"
             "try:\n    sim.make_env('so101_reach')\nexcept SimInputError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -147,7 +147,7 @@ def test_ppo_trains_and_evaluates_through_the_adapter(tmp_path):
         made.append(env)
         return IsaacLabVecEnvAdapter(env, env.reward_manager, env.termination_manager)
 
-    result = OnPolicyRunner(cfg, tmp_path, env_factory=factory).learn()
+    result = Runner(cfg, tmp_path, env_factory=factory).learn()
     assert result.env_steps == 64 and result.eval["episodes"] == 4 and len(made) == 2
     logged = set().union(*(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()))
     assert {"episode_reward/alive", "episode_reward/distance"} <= {k.removeprefix("env/") for k in logged}

@@ -19,7 +19,7 @@ import sim
 from robot_rl.compose import compose
 from robot_rl.config.schema import SIM_BACKENDS, SimConfig
 from robot_rl.errors import InputError
-from robot_rl.train.on_policy_runner import sim_env_factory
+from robot_rl.train.runner import sim_env_factory
 from sim.backends import make_backend
 from sim.errors import SimInputError
 

@@ -93,3 +93,34 @@ def test_errors_name_the_problem():
         buffer.add(one, torch.zeros(1, 1), torch.zeros(1), one, no, no)
     with pytest.raises(ValueError, match="capacity and num_envs"):
         ReplayBuffer(0, 1, {"policy": 1}, 1)
+
+
+def test_extend_stores_what_as_many_adds_store_and_wraps_the_ring():
+    added, extended = ReplayBuffer(4, 2, {"policy": 1}, 1), ReplayBuffer(4, 2, {"policy": 1}, 1)
+    rewards = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+    _fill(added, rewards + rewards, terminated=[[False, True]] * 6)  # 6 steps into 4 rows: the ring wraps
+    obs = torch.tensor([[[100.0 * t + e] for e in range(2)] for t in range(6)])  # [6, 2, 1] as _fill writes them
+    kw = dict(reward=torch.tensor(rewards + rewards), terminated=torch.tensor([[False, True]] * 6),
+              truncated=torch.zeros(6, 2, dtype=torch.bool))
+    extended.extend({"policy": obs[:3]}, obs[:3], next_obs={"policy": obs[:3] + 0.5},
+                    **{k: v[:3] for k, v in kw.items()})
+    extended.extend({"policy": obs[3:]}, obs[3:], next_obs={"policy": obs[3:] + 0.5},
+                    **{k: v[3:] for k, v in kw.items()})
+    for key, value in added.state_dict().items():
+        got = extended.state_dict()[key]
+        if isinstance(value, dict):
+            assert all(torch.equal(got[g], v) for g, v in value.items()), key
+        else:
+            assert torch.equal(got, value) if isinstance(value, torch.Tensor) else got == value, key
+    assert (extended.position, extended.size, len(extended)) == (2, 4, 8)
+    # oldest stored step first (step 2 sits in ring row 2), envs within a step
+    assert extended.observations("policy")[:, 0].tolist() == [200.0, 201.0, 300.0, 301.0, 400.0, 401.0, 500.0, 501.0]
+    with pytest.raises(ValueError, match=r"extend needs 1\.\.4 steps"):
+        extended.extend({"policy": obs}, obs, next_obs={"policy": obs}, **kw)
+
+
+def test_next_obs_at_reads_the_true_next_observation_of_each_step():
+    buffer = ReplayBuffer(8, 2, {"policy": 1}, 1)
+    _fill(buffer, [[0.0, 0.0]] * 3)
+    rows, env = torch.tensor([[0, 1, 2], [2, 2, 1]]), torch.tensor([1, 0])
+    assert buffer.next_obs_at(rows, env)["policy"][..., 0].tolist() == [[1.5, 101.5, 201.5], [200.5, 200.5, 100.5]]

@@ -16,8 +16,7 @@ from robot_rl.agents.bc import load_clone
 from robot_rl.agents.rlpd import RLPD, RLPDConfig
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.layer_norm import LayerNormEnsembleCritic, LayerNormEnsembleCriticConfig
-from robot_rl.data.demo_buffer import DemoMixReplay, demo_replay
-from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.data.demo_buffer import demo_replay
 from robot_rl.data.transitions import demo_transitions
 from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
@@ -28,43 +27,6 @@ SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
 def reach_demos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """4 scripted-expert so101_reach episodes of 25 frames."""
     return record_expert_demos(tmp_path_factory.mktemp("rlpd") / "reach", "so101_reach", 4, 2, 4, SHORT)
-
-
-def marked_buffers(batch: int = 64) -> DemoMixReplay:
-    """Demo rows hold observation +1..+N, online rows -1..-M: every sampled row says where it came from."""
-    demos = ReplayBuffer(30, 1, {"policy": 1}, 2)
-    demos.obs["policy"][:, 0, 0] = torch.arange(1, 31).float()
-    demos.size = 30
-    mix = DemoMixReplay(50, 2, {"policy": 1}, 2, demos, 0.5)
-    for i in range(40):
-        value = -torch.tensor([[2.0 * i + 1], [2.0 * i + 2]])
-        mix.add({"policy": value}, torch.zeros(2, 2), torch.zeros(2), {"policy": value}, torch.zeros(2, dtype=bool),
-                torch.zeros(2, dtype=bool))
-    return mix
-
-
-def test_symmetric_sampling_is_exactly_half_and_never_mixes() -> None:
-    mix = marked_buffers()
-    torch.manual_seed(0)
-    seen_demo, seen_online = set(), set()
-    for batch_size in (64, 256, 7):
-        b = mix.sample(batch_size)
-        obs = b.obs["policy"][:, 0]
-        n_demo = mix.demo_rows(batch_size)
-        assert n_demo == round(batch_size / 2) and len(obs) == batch_size
-        assert (obs[:n_demo] > 0).all() and (obs[n_demo:] < 0).all()  # demo rows first, online rows after
-        seen_demo |= set(obs[:n_demo].tolist())
-        seen_online |= set(obs[n_demo:].tolist())
-    assert seen_demo <= set(range(1, 31)) and len(seen_demo) > 20  # uniform over the whole demo partition
-    assert seen_online <= {-float(v) for v in range(1, 81)} and len(seen_online) > 40
-    # len() and the checkpoint state are the online partition only
-    assert len(mix) == 80 and mix.state_dict()["obs"]["policy"].shape == (50, 2, 1)
-    only_demo = DemoMixReplay(50, 2, {"policy": 1}, 2, mix.demos, 1.0)
-    assert (only_demo.sample(16).obs["policy"] > 0).all()
-    with pytest.raises(ValueError, match="demo_fraction must be in"):
-        DemoMixReplay(5, 1, {"policy": 1}, 2, mix.demos, 1.5)
-    with pytest.raises(ValueError, match="do not match the online"):
-        DemoMixReplay(5, 1, {"critic": 1}, 2, mix.demos)
 
 
 def test_demo_partition_holds_the_dataset(reach_demos: Path) -> None:
@@ -93,8 +55,8 @@ def test_rlpd_maps_demo_actions_into_its_box_with_the_env_bounds(reach_demos: Pa
                    action_low=torch.full((6,), -2.0), action_high=torch.full((6,), 2.0))
     agent = make_agent(RLPDConfig(demos=str(reach_demos), critic_obs="policy", batch_size=8, buffer_size=100),
                        LayerNormEnsembleCriticConfig(hidden_dims=[16, 16]), spec)
-    torch.testing.assert_close(agent.buffer.demos.action[:, 0], raw / 2.0)
-    torch.testing.assert_close(agent.to_env_action(agent.buffer.demos.action[:, 0]), raw)
+    torch.testing.assert_close(agent.demo_source.buffer.action[:, 0], raw / 2.0)
+    torch.testing.assert_close(agent.to_env_action(agent.demo_source.buffer.action[:, 0]), raw)
 
 
 def test_layer_norm_critic_is_scale_invariant() -> None:
@@ -220,7 +182,7 @@ def test_backup_entropy_off_leaves_log_pi_out_of_the_target(reach_demos: Path) -
     soft, hard = (make_rlpd(reach_demos, env, backup_entropy=flag, init_alpha=0.5) for flag in (True, False))
     hard.load_state_dict(soft.state_dict())
     torch.manual_seed(1)
-    batch = hard.buffer.demos.sample(16)
+    batch = hard.demo_source.buffer.sample(16)
     torch.manual_seed(2)
     with_entropy = soft.critic_target(batch)
     torch.manual_seed(2)  # the same next actions

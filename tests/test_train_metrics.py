@@ -8,9 +8,9 @@ import torch
 from pendulum_vecenv import PendulumVecEnv
 
 from robot_rl.compose import compose
-from robot_rl.train import off_policy_runner
+from robot_rl.train import runner as runner_module
 from robot_rl.train.metrics_log import MetricLogger, scalars
-from robot_rl.train.off_policy_runner import OffPolicyRunner
+from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -39,8 +39,8 @@ def test_logged_metrics_equal_the_per_update_float_path(tmp_path, monkeypatch, a
             logged_at.append(len(calls))
             super().log(metrics, step)
 
-    monkeypatch.setattr(off_policy_runner, "MetricLogger", Recorder)
-    runner = OffPolicyRunner(cfg, tmp_path, env_factory=lambda n, seed: PendulumVecEnv(n, seed=seed))
+    monkeypatch.setattr(runner_module, "MetricLogger", Recorder)
+    runner = Runner(cfg, tmp_path, env_factory=lambda n, seed: PendulumVecEnv(n, seed=seed))
     learner, learn, update = runner.agent, runner.agent.learn, runner.agent.update
     calls: list[tuple[list[dict[str, float]], float]] = []  # per update call: float metrics of each step, updates
     steps: list[dict[str, float]] = []

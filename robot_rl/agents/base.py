@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -74,9 +74,6 @@ class EnvSpec:
 class Agent(abc.ABC):
     """Base class of all agents. Shapes: ``N`` envs, ``A`` action size, ``D`` policy obs size."""
 
-    runner: ClassVar[str] = "on_policy"
-    """The loop that drives it: ``robot_rl.train.<runner>_runner`` (see ``robot_rl.train.runner_for``)."""
-
     def __init__(self, cfg: Any, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu") -> None:
         """``critic_cfg`` is only handed to :func:`robot_rl.critics.make_critic` by the agent that builds its critic
         and not kept: what an agent needs of its critic it asks the critic object (``robot_rl/critics/base.py``)."""
@@ -118,6 +115,19 @@ class Agent(abc.ABC):
         Observation normalisation is inside the module; it shares no state with training after
         being returned (a copy), so it can be exported or evaluated while training continues.
         """
+
+    def iteration_done(self, collected: int, updated: bool, final: bool) -> bool:
+        """Whether the runner's iteration (one log row, one progress-line update, one count towards
+        ``checkpoint_interval``) ends after this vector step (:class:`robot_rl.train.runner.Runner`).
+
+        Args:
+            collected: transitions (all envs) collected since the iteration began, this step's included.
+            updated: :meth:`update` ran after this step.
+            final: the run's ``task.total_steps`` are collected.
+
+        Default (on-policy): every :meth:`update` is one iteration; steps collected after the last one are not logged.
+        """
+        return updated
 
     def policy_chunking(self) -> tuple[int, ChunkExecution]:
         """``(H, execution)``: :meth:`policy` outputs ``H`` actions per query, ``[B, H*A]`` step-major, played one

@@ -29,8 +29,9 @@ Options:
 - **Demonstrations** (``agent.demos=<robot-rl record dataset>``, the setting Q-chunking is evaluated in):
   the demos form a separate, read-only replay partition (:class:`robot_rl.data.demo_source.DemoSource`);
   every batch is ``round(demo_fraction * B)`` demo *chunks* followed by online chunks, each partition
-  sampled by :func:`~robot_rl.math.chunk_targets.sample_chunks` (same episode-end rules and masks;
-  RLPD's symmetric sampling, Ball et al. 2023, at ``demo_fraction = 0.5``). ``bc_weight > 0`` adds
+  sampled by :meth:`~robot_rl.data.replay_buffer.ReplayBuffer.sample_chunks` (same episode-end rules and masks),
+  mixed by the one demo mixer (:mod:`robot_rl.data.demo_mix`; RLPD's symmetric sampling, Ball et al. 2023, at
+  ``demo_fraction = 0.5``). ``bc_weight > 0`` adds
   ``bc_weight * ||pi(s) - a_demo||^2`` (over the executed steps of each demo chunk) to the actor loss on
   the demo rows, a TD3+BC-style behaviour regulariser (Q-chunking's QC-FQL also keeps its policy near the
   data). Demos recorded without ``observation.critic`` make the critic read the policy observation.
@@ -61,10 +62,10 @@ from robot_rl.agents.bc import load_clone
 from robot_rl.agents.off_policy import Metrics, OffPolicyAgent, OffPolicyConfig
 from robot_rl.critics.base import reduce_members
 from robot_rl.critics.chunked import ChunkedCritic
-from robot_rl.data.demo_source import DemoSource, check_demo_settings, demo_groups, start_from_clone
-from robot_rl.data.replay_buffer import ReplayBuffer
+from robot_rl.data.demo_source import check_demo_settings, demo_groups, start_from_clone
+from robot_rl.data.replay_buffer import ChunkBatch, ReplayBuffer
 from robot_rl.deploy.artifact import ChunkExecution
-from robot_rl.math.chunk_targets import ChunkBatch, ChunkReturn, OnTruncation, intra_chunk_returns, sample_chunks
+from robot_rl.math.chunk_targets import intra_chunk_returns
 from robot_rl.models.chunked_actor import MODES, ChunkedActor, ChunkExecutor, FlatChunk
 
 
@@ -140,45 +141,6 @@ class ChunkedTD3Config(OffPolicyConfig):
                              "(demo states then count as states of successful episodes)")
 
 
-def cat_chunks(a: ChunkBatch, b: ChunkBatch) -> ChunkBatch:
-    """The rows of ``a`` followed by those of ``b`` (every field concatenated along the batch)."""
-    cat = torch.cat
-    return ChunkBatch(
-        obs={k: cat([a.obs[k], b.obs[k]]) for k in a.obs},
-        actions=cat([a.actions, b.actions]),
-        rewards=cat([a.rewards, b.rewards]),
-        target=ChunkReturn(**{f.name: cat([getattr(a.target, f.name), getattr(b.target, f.name)])
-                              for f in dataclasses.fields(ChunkReturn)}),
-        next_obs={k: cat([a.next_obs[k], b.next_obs[k]]) for k in a.next_obs},
-        terminated=cat([a.terminated, b.terminated]),
-        truncated=cat([a.truncated, b.truncated]),
-        rows=cat([a.rows, b.rows]),
-        env=cat([a.env, b.env]),
-    )
-
-
-def sample_mixed_chunks(
-    online: ReplayBuffer,
-    demos: ReplayBuffer | None,
-    batch_size: int,
-    chunk_len: int,
-    gamma: float,
-    on_truncation: OnTruncation = "bootstrap",
-    demo_fraction: float = 0.5,
-    generator: torch.Generator | None = None,
-) -> tuple[ChunkBatch, int]:
-    """``(batch, n_demo)``: ``n_demo = round(demo_fraction * B)`` chunks of ``demos`` first, then ``B - n_demo``
-    chunks of ``online``, each drawn by :func:`sample_chunks` from its own partition (a chunk never spans the two).
-
-    ``batch.rows`` / ``batch.env`` of the first ``n_demo`` rows index ``demos``, the rest ``online``.
-    """
-    n_demo = round(batch_size * demo_fraction) if demos is not None else 0
-    parts = [sample_chunks(buf, n, chunk_len, gamma, on_truncation, generator)
-             for buf, n in ((demos, n_demo), (online, batch_size - n_demo)) if n > 0]
-    return (parts[0] if len(parts) == 1 else cat_chunks(*parts)), n_demo
-
-
-
 @register_agent("chunked_td3", ChunkedTD3Config)
 class ChunkedTD3(OffPolicyAgent):
     """Chunked actor + chunked critic on the off-policy template; replay of single steps, sampled as chunks and
@@ -205,9 +167,6 @@ class ChunkedTD3(OffPolicyAgent):
         self.episode_id = torch.zeros(self.buffer.capacity, N, dtype=torch.long, device=self.device)
         self.succeeded = torch.zeros(self.buffer.capacity, N, dtype=torch.bool, device=self.device)
         self.current_episode = torch.zeros(N, dtype=torch.long, device=self.device)
-        self.demo_source: DemoSource | None = None
-        self.demos: ReplayBuffer | None = None
-        """The read-only demo partition (one env, episodes back to back), or None."""
         self.bc_prior: ChunkedActor | None = None
         """``bc_anchor=clone``: the frozen clone (normalised obs ``[B, D]`` -> ``[B, l, A]``); not checkpointed."""
         if cfg.bc_checkpoint:
@@ -215,12 +174,7 @@ class ChunkedTD3(OffPolicyAgent):
             if cfg.bc_anchor == "clone":
                 self.bc_prior = copy.deepcopy(self.actor).requires_grad_(False).eval()
         if cfg.demos:
-            groups = {g: self.buffer.obs[g].shape[-1] for g in self.buffer.obs}
-            self.demo_source = DemoSource(cfg.demos, groups, A, self.from_env_action, cfg.demo_fraction,
-                                          cfg.only_success_demos, self.device)
-            self.demos = self.demo_source.buffer
-            if not cfg.bc_checkpoint:
-                self.demo_source.prime(self.normalizers)
+            self.use_demos(cfg.demos, cfg.demo_fraction, cfg.only_success_demos, prime=not cfg.bc_checkpoint)
 
     def _load_bc(self, path: str) -> None:
         """Copy a ``robot-rl bc`` run's actor (into the actor and its target) and normaliser (then frozen)."""
@@ -298,17 +252,10 @@ class ChunkedTD3(OffPolicyAgent):
 
     # --- learning ------------------------------------------------------------------------------
 
-    def demo_rows(self, batch_size: int) -> int:
-        """How many of ``batch_size`` rows of a sampled batch are demo chunks (they come first)."""
-        return self.demo_source.rows(batch_size) if self.demo_source is not None else 0
-
-    def sample_batch(self) -> ChunkBatch:
-        """``batch_size`` chunks (:func:`sample_mixed_chunks`: demo chunks first), observations normalised."""
-        cfg = self.cfg
-        batch, _ = sample_mixed_chunks(self.buffer, self.demos, cfg.batch_size, self.critic.chunk_len, cfg.gamma,
-                                       self.critic.on_truncation, cfg.demo_fraction)
-        batch.obs, batch.next_obs = self.normalize(batch.obs), self.normalize(batch.next_obs)
-        return batch
+    def draw(self, buffer: ReplayBuffer, n: int) -> ChunkBatch:
+        """``n`` chunks of ``h`` steps of ``buffer`` with their chunk returns (``critic.on_truncation``); the template
+        mixes the demo chunks in first (:meth:`demo_rows`)."""
+        return buffer.sample_chunks(n, self.critic.chunk_len, self.cfg.gamma, self.critic.on_truncation)
 
     def policy_value(self, obs: Obs, target: bool = False) -> torch.Tensor:
         """``[B, G]`` value of the actor's chunk at normalised ``obs`` (groups ``[B, dim]``): the long critic's
@@ -333,10 +280,12 @@ class ChunkedTD3(OffPolicyAgent):
             next_v = self.policy_value(batch.next_obs, target=True)
             return batch.target.returns[:, None] + batch.target.discount[:, None] * next_v
         B, h = batch.rewards.shape
-        parts = [(self.demos, slice(0, n_demo)), (self.buffer, slice(n_demo, B))] if n_demo else [(self.buffer,
-                                                                                                    slice(0, B))]
-        step_next = self.normalize({g: torch.cat([buf.next_obs[g][batch.rows[i], batch.env[i, None]].flatten(0, 1)
-                                                  for buf, i in parts]) for g in self.buffer.next_obs})
+        parts = [(self.buffer, slice(n_demo, B))]
+        if n_demo:
+            parts.insert(0, (self.demo_source.buffer, slice(0, n_demo)))
+        stored = [buf.next_obs_at(batch.rows[i], batch.env[i]) for buf, i in parts]  # groups [n, h, dim] per part
+        step_next = self.normalize({g: torch.cat([part[g].flatten(0, 1) for part in stored])
+                                    for g in self.buffer.observation_dims})
         boot = self.policy_value(step_next, target=True).float().reshape(B, h, -1)  # [B, h, G]
         G = boot.shape[-1]
         targets, executed = intra_chunk_returns(
@@ -423,19 +372,14 @@ class ChunkedTD3(OffPolicyAgent):
         return {**super().optimizers(), "actor_optimizer": self.actor_optimizer}
 
     def state_dict(self) -> dict[str, Any]:
-        """The template's state plus the demo partition's path and size and AC3's episode labels (with the buffer)."""
+        """The template's state plus AC3's episode labels (with the buffer)."""
         state = super().state_dict()
-        if self.demo_source is not None:
-            state["demos"] = self.demo_source.state()
         if self.cfg.checkpoint_buffer:
             state["episodes"] = {"id": self.episode_id, "succeeded": self.succeeded, "current": self.current_episode}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`; plans in flight are dropped. With demos, the demo partition must hold as
-        many transitions as when the checkpoint was written."""
-        if self.demo_source is not None:
-            self.demo_source.check_resume(state.get("demos"))
+        """Restore :meth:`state_dict`; plans in flight are dropped."""
         super().load_state_dict(state)
         if "episodes" in state:
             self.episode_id.copy_(state["episodes"]["id"])

@@ -11,7 +11,10 @@ implements what differs:
 - :meth:`~OffPolicyAgent.learn` (required): one gradient update on a sampled batch;
 - :attr:`~OffPolicyAgent.critic_family` / :meth:`~OffPolicyAgent.check_critic`: which critics it trains (what
   it needs to know of the critic, e.g. its ``chunk_len``, it reads from the critic object);
-- :meth:`~OffPolicyAgent.sample_batch`: what a batch is (chunks, windows, demo mixes);
+- :meth:`~OffPolicyAgent.draw`: what a batch is (n-step transitions, chunks: a sampler of
+  :mod:`robot_rl.data.replay_buffer`); with demonstrations (:meth:`~OffPolicyAgent.use_demos`) every batch mixes
+  demo rows first (:class:`robot_rl.data.demo_source.DemoSource`); :meth:`~OffPolicyAgent.sample_batch` for
+  batches of another kind (TD-MPC's windows);
 - :meth:`~OffPolicyAgent.execute`, :meth:`~OffPolicyAgent.random_action`,
   :meth:`~OffPolicyAgent.deterministic_action`: how actions reach the env (an executor playing chunks);
 - :meth:`~OffPolicyAgent.on_step`: per-env state kept while collecting;
@@ -42,6 +45,7 @@ from robot_rl.config.checks import check, fail
 from robot_rl.config.registry import key_of
 from robot_rl.critics import Critic, CriticSpec, make_critic
 from robot_rl.critics.registry import key_of_class
+from robot_rl.data.demo_source import DemoSource
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.math.action_box import from_unit, to_unit
 from robot_rl.models.mlp import ACTIVATIONS, fp32_head, mlp
@@ -73,7 +77,7 @@ class OffPolicyConfig:
         actor_reduce: how critic members combine in the actor loss.
         checkpoint_buffer: save the replay buffer in :meth:`state_dict` (exact resume; large).
         iteration_steps: transitions (all envs) per runner iteration: one log line, and
-            ``checkpoint_interval`` counts iterations (see ``robot_rl.train.off_policy_runner``).
+            ``checkpoint_interval`` counts iterations (:meth:`OffPolicyAgent.iteration_done`).
         amp: ``none`` (float32) or ``bf16``: :meth:`OffPolicyAgent.learn` runs under
             ``torch.autocast(dtype=bfloat16)``, so hidden-layer matmuls run in bfloat16 while master
             weights, optimiser state, output layers, log-probabilities, temperature and losses stay
@@ -194,9 +198,6 @@ class OffPolicyAgent(Agent, abc.ABC):
     """Replay-based agent; subclasses build ``self.actor`` and implement :meth:`learn`, :meth:`explore` (and the
     optional hooks of the module docstring)."""
 
-    runner: ClassVar[str] = "off_policy"
-    """The loop that drives it: ``robot_rl.train.off_policy_runner.OffPolicyRunner``."""
-
     critic_family: ClassVar[type[Critic] | None] = None
     """The critic class the agent trains (TQC: quantile, FastTD3: C51); ``None`` = any Q critic that
     regresses scalar targets (``target_shape == ("B", "G")``). Checked by :meth:`check_critic`."""
@@ -223,6 +224,8 @@ class OffPolicyAgent(Agent, abc.ABC):
         groups = {g: env.observation_dims[g] for g in {"policy", self.critic_group}}
         capacity = max(1, math.ceil(cfg.buffer_size / env.num_envs))
         self.buffer = ReplayBuffer(capacity, env.num_envs, groups, A, self.device)
+        self.demo_source: DemoSource | None = None
+        """The read-only demo partition mixed into every batch (:meth:`use_demos`), or None."""
         self.env_steps = 0
         """Transitions collected (all envs)."""
         self.updates = 0
@@ -353,7 +356,8 @@ class OffPolicyAgent(Agent, abc.ABC):
     def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
         """Store the transition of the stored groups with its true next observation (``final_obs`` where done)."""
         done = step.terminated | step.truncated
-        next_obs = ReplayBuffer.true_next_obs({g: step.obs[g] for g in self.buffer.obs}, step.info["final_obs"], done)
+        next_obs = ReplayBuffer.true_next_obs({g: step.obs[g] for g in self.buffer.observation_dims},
+                                              step.info["final_obs"], done)
         self.on_step(obs, step, done)
         self.buffer.add(obs, self.from_env_action(action), step.reward, next_obs, step.terminated, step.truncated)
         for g, norm in self.normalizers.items():
@@ -367,14 +371,37 @@ class OffPolicyAgent(Agent, abc.ABC):
         """True past warm-up with at least one update owed."""
         return self.env_steps >= self.cfg.learning_starts and self.update_credit >= 1.0 and len(self.buffer) > 0
 
-    def sample_batch(self) -> Any:
-        """One training batch (``batch_size`` transitions, n-step returns, observations normalised).
+    def iteration_done(self, collected: int, updated: bool, final: bool) -> bool:
+        """An iteration is ``iteration_steps`` transitions (at least one vector step; an agent may update after
+        every vector step), and the run's last steps are one too."""
+        return final or collected >= max(self.cfg.iteration_steps, self.env.num_envs)
 
-        :meth:`update` calls it once per gradient update; agents that sample other shapes (chunks, windows)
-        override it.
-        """
-        cfg = self.cfg
-        batch = self.buffer.sample(cfg.batch_size, n_step=cfg.n_step, gamma=cfg.gamma)
+    def use_demos(self, root: str, fraction: float, only_success: bool, prime: bool) -> None:
+        """Compose the demos at ``root`` (a ``robot-rl record`` dataset) as :attr:`demo_source`: ``fraction`` of every
+        batch, in this agent's action box and stored groups; ``prime`` folds their observations into the
+        normalisers (not when a BC start-up froze them)."""
+        self.demo_source = DemoSource(root, self.buffer.observation_dims, self.env.action_dim, self.from_env_action,
+                                      fraction, only_success, self.device)
+        if prime:
+            self.demo_source.prime(self.normalizers)
+
+    def demo_rows(self, batch_size: int) -> int:
+        """How many of ``batch_size`` rows of a :meth:`sample_batch` batch are demo rows (they come first)."""
+        return self.demo_source.rows(batch_size) if self.demo_source is not None else 0
+
+    def draw(self, buffer: ReplayBuffer, n: int) -> Any:
+        """``n`` samples of ``buffer`` (raw observations): n-step transitions (a
+        :class:`~robot_rl.data.replay_buffer.ReplayBatch`). Agents learning from other samples (chunks) override it."""
+        return buffer.sample(n, n_step=self.cfg.n_step, gamma=self.cfg.gamma)
+
+    def sample_batch(self) -> Any:
+        """One training batch of ``batch_size`` :meth:`draw` samples, :meth:`demo_rows` of them from the demos first
+        (with :attr:`demo_source`), observations normalised. :meth:`update` calls it once per gradient update."""
+        B = self.cfg.batch_size
+        if self.demo_source is None:
+            batch = self.draw(self.buffer, B)
+        else:
+            batch = self.demo_source.sample(self.draw, self.buffer, B)
         batch.obs, batch.next_obs = self.normalize(batch.obs), self.normalize(batch.next_obs)
         return batch
 
@@ -405,17 +432,23 @@ class OffPolicyAgent(Agent, abc.ABC):
         return {"critic_optimizer": self.critic_optimizer}
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks, critic target, optimisers, counters and (optionally) the replay buffer."""
+        """Networks, critic target, optimisers, counters, (optionally) the replay buffer, and the demos' path and
+        size (never their data)."""
         state: dict[str, Any] = {k: m.state_dict() for k, m in self.networks().items()}
         state.update({k: o.state_dict() for k, o in self.optimizers().items()})
         state["critic_target"] = self.critic.target_state_dict()
         state["counters"] = {"env_steps": self.env_steps, "updates": self.updates, "credit": self.update_credit}
         if self.cfg.checkpoint_buffer:
             state["buffer"] = self.buffer.state_dict()
+        if self.demo_source is not None:
+            state["demos"] = self.demo_source.state()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (the buffer too, when it was saved)."""
+        """Restore :meth:`state_dict` (the buffer too, when it was saved); with demos, the demo partition must hold
+        as many transitions as when the checkpoint was written."""
+        if self.demo_source is not None:
+            self.demo_source.check_resume(state.get("demos"))
         for k, m in self.networks().items():
             m.load_state_dict(state[k])
         for k, o in self.optimizers().items():

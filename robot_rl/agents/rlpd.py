@@ -2,8 +2,8 @@
 
 ``agent=rlpd agent.demos=<dataset dir>`` (its critic defaults to ``critic=ensemble_ln``). Ball et al., "Efficient Online
 Reinforcement Learning with Offline Data" (ICML 2023): off-policy RL needs three changes to profit from
-offline data: *symmetric sampling* (each batch half demo, half online:
-:class:`~robot_rl.data.demo_buffer.DemoMixReplay`),
+offline data: *symmetric sampling* (each batch half demo, half online: the off-policy template's
+:class:`~robot_rl.data.demo_source.DemoSource`, mixed by :func:`robot_rl.data.demo_mix.sample_mixed`),
 *LayerNorm critics* (``critic=ensemble_ln``, bounds extrapolated Q values) and *sample efficiency
 knobs* (a larger ensemble, ``critic.num_members=10 agent.target_reduce=random_min``, and a high
 ``agent.utd_ratio``). Optionally the actor starts from a behaviour-cloning checkpoint
@@ -28,7 +28,6 @@ from torch import nn
 from robot_rl.agents.base import EnvSpec, register_agent
 from robot_rl.agents.bc import load_clone
 from robot_rl.agents.sac import SAC, SACConfig
-from robot_rl.data.demo_buffer import DemoMixReplay
 from robot_rl.data.demo_source import DemoSource, check_demo_settings, demo_groups, start_from_clone
 from robot_rl.data.replay_buffer import ReplayBatch
 
@@ -81,10 +80,10 @@ class RLPDConfig(SACConfig):
 
 @register_agent("rlpd", RLPDConfig)
 class RLPD(SAC):
-    """SAC whose replay is a :class:`DemoMixReplay` (online partition + demo partition)."""
+    """SAC with a demo partition (:attr:`demo_source`) beside its online replay, mixed into every batch."""
 
     cfg: RLPDConfig
-    buffer: DemoMixReplay
+    demo_source: DemoSource
 
     def __init__(self, cfg: RLPDConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
         if not cfg.demos:
@@ -93,11 +92,7 @@ class RLPD(SAC):
         dims = demo_groups(cfg.demos, env.observation_dims, "rlpd", cfg.critic_obs)
         super().__init__(cfg, critic_cfg, dataclasses.replace(env, observation_dims=dims), device)
         self.env = env
-        groups = {g: self.buffer.obs[g].shape[-1] for g in self.buffer.obs}
-        self.demo_source = DemoSource(cfg.demos, groups, env.action_dim, self.from_env_action, cfg.demo_fraction,
-                                      cfg.only_success_demos, self.device)
-        self.buffer = DemoMixReplay(self.buffer.capacity, env.num_envs, groups, env.action_dim,
-                                    self.demo_source.buffer, cfg.demo_fraction, self.device)
+        self.use_demos(cfg.demos, cfg.demo_fraction, cfg.only_success_demos, prime=not cfg.bc_checkpoint)
         self._anchor: torch.Tensor | None = None  # [n, A] actions the first n rows of the batch are pulled to
         self._bc_weight = cfg.bc_weight  # bc_weight of the update being learned (bc_weight_now)
         self._bc_mse: torch.Tensor | None = None  # mean squared (sampled - anchor) action per dim, for the metrics
@@ -107,8 +102,6 @@ class RLPD(SAC):
             self._load_bc(cfg.bc_checkpoint)
             if cfg.bc_anchor == "clone":
                 self.bc_prior = copy.deepcopy(self.actor).requires_grad_(False).eval()
-        else:
-            self.demo_source.prime(self.normalizers)
 
     @property
     def demo_transitions(self) -> int:
@@ -142,7 +135,7 @@ class RLPD(SAC):
 
     def learn(self, batch: ReplayBatch) -> dict[str, float | torch.Tensor]:
         """SAC's update; with ``bc_weight`` the demo rows (all rows with ``bc_anchor=clone``) anchor the actor."""
-        n_demo = self.buffer.demo_rows(batch.action.shape[0])
+        n_demo = self.demo_rows(batch.action.shape[0])
         self._bc_weight = self.bc_weight_now()
         self._anchor = None
         if self._bc_weight > 0 and self.bc_prior is not None:
@@ -175,12 +168,3 @@ class RLPD(SAC):
         penalty = (action[:n] - self._anchor).pow(2).sum(-1)
         self._bc_mse = penalty.detach().mean() / action.shape[-1]
         return torch.cat([q[:n] - self._bc_weight * penalty, q[n:]])
-
-    def state_dict(self) -> dict[str, Any]:
-        """SAC's state (online partition only) plus the demo partition's path and size."""
-        return {**super().state_dict(), "demos": self.demo_source.state()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`; the demo partition must still hold the same number of transitions."""
-        self.demo_source.check_resume(state.get("demos"))
-        super().load_state_dict(state)

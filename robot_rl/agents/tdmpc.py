@@ -5,7 +5,7 @@ critic (:class:`robot_rl.critics.world_model.WorldModelCritic`, Q kind) *is* the
 ``z = h(o)``, latent dynamics, reward head and a Q ensemble. Every update
 
 1. samples windows of ``horizon + 1`` observations and ``horizon`` actions/rewards from replay
-   (:func:`robot_rl.math.chunk_targets.sample_windows`; steps after an episode end are masked),
+   (:meth:`robot_rl.data.replay_buffer.ReplayBuffer.sample_windows`; steps after an episode end are masked),
 2. builds TD targets ``r_t + gamma (1 - term_t) min_2 Q_target(h_target(o_{t+1}), pi(h(o_{t+1})))``,
 3. trains encoder, dynamics, reward and Q heads jointly over the latent rollout
    (:meth:`~robot_rl.critics.world_model.WorldModelCritic.rollout_loss`: consistency, reward, TD),
@@ -43,7 +43,7 @@ from robot_rl.agents.base import EnvSpec, Obs, register_agent
 from robot_rl.agents.mppi import MPPI, MPPIConfig, first_action, shift_plan
 from robot_rl.agents.off_policy import Metrics, OffPolicyAgent, OffPolicyConfig, SquashedGaussianActor
 from robot_rl.critics.world_model import WorldModelCritic
-from robot_rl.math.chunk_targets import WindowBatch, sample_windows
+from robot_rl.data.replay_buffer import WindowBatch
 
 ACT_WITH = ("plan", "policy")
 
@@ -192,7 +192,7 @@ class TDMPC(OffPolicyAgent):
 
     def sample_batch(self) -> WindowBatch:
         """Windows of ``horizon + 1`` raw observations (the world model normalises inside its encoder)."""
-        return sample_windows(self.buffer, self.cfg.batch_size, self.cfg.horizon)
+        return self.buffer.sample_windows(self.cfg.batch_size, self.cfg.horizon)
 
     def learn(self, batch: WindowBatch) -> Metrics:
         """One joint world-model step over the latent rollout, one policy-prior step, one target step."""

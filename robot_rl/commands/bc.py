@@ -155,7 +155,7 @@ def _build(overrides: list[str], dataset: Path, task: str | None) -> tuple[Any, 
     from robot_rl.agents import EnvSpec, make_agent
     from robot_rl.compose import compose
     from robot_rl.data.lerobot import LeRobotDataset
-    from robot_rl.train.on_policy_runner import sim_env_factory
+    from robot_rl.train.runner import sim_env_factory
 
     cfg = compose(overrides)
     env = sim_env_factory(cfg)(1, cfg.seed) if task else None
@@ -195,7 +195,7 @@ def save_run(agent: Any, cfg: Any, out: Path, result: Fit, elapsed_s: float) -> 
 def _evaluate(agent: Any, cfg: Any, out: Path, episodes: int) -> dict[str, Any]:
     """``episodes`` deterministic episodes of the clone as deployed (chunks played as exported); writes eval.json."""
     from robot_rl.train.evaluation import evaluate, playable
-    from robot_rl.train.on_policy_runner import sim_env_factory
+    from robot_rl.train.runner import sim_env_factory
 
     env = sim_env_factory(cfg)(min(episodes, 64), 12345)
     summary = evaluate(playable(agent), env, episodes, seed=12345).summary()

@@ -45,7 +45,8 @@ def main(argv: list[str]) -> int:
 
         runner = open_run(args.path, num_envs=num_envs)
         env = runner.env_factory(num_envs, args.seed)
-        summary = evaluate(playable(runner.agent), env, args.episodes, args.seed, video).summary()
+        player = playable(runner.agent)
+        summary = evaluate(player, env, args.episodes, args.seed, video, on_done=player.reset).summary()
         summary["env_steps"] = runner.env_steps
     else:
         print(f"robot-rl eval: {args.path} has neither config.yaml (a run) nor policy.yaml (an artifact)",

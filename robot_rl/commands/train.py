@@ -56,7 +56,7 @@ def _train(cfg: DictConfig) -> None:
 
     from robot_rl.config import to_train_config
     from robot_rl.config.io import load_train_config
-    from robot_rl.train.run_loading import runner_for
+    from robot_rl.train.runner import Runner
 
     train_cfg = to_train_config(cfg)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -65,7 +65,7 @@ def _train(cfg: DictConfig) -> None:
         train_cfg = load_train_config(Path(train_cfg.resume) / "config.yaml")
         train_cfg.resume = str(run_dir)
         print(f"resuming {run_dir} (its saved config.yaml; other overrides are ignored)", file=sys.stderr)
-    runner = runner_for(train_cfg)(train_cfg, run_dir, resume=bool(train_cfg.resume))
+    runner = Runner(train_cfg, run_dir, resume=bool(train_cfg.resume))
     print(f"run directory: {run_dir}", file=sys.stderr)
     result = runner.learn()
     print(f"trained {result.env_steps:,} env steps in {result.wall_s:.0f} s ({result.updates} updates)")

@@ -1,14 +1,16 @@
 """The demonstrations an off-policy agent learns from: settings, partition, BC start-up, resume check.
 
-RLPD (:mod:`robot_rl.agents.rlpd`) and chunked TD3 (:mod:`robot_rl.agents.chunked_td3`) compose the same pieces:
+The off-policy template (:class:`robot_rl.agents.off_policy.OffPolicyAgent`) composes a :class:`DemoSource` for
+RLPD (:mod:`robot_rl.agents.rlpd`) and chunked TD3 (:mod:`robot_rl.agents.chunked_td3`) alike, from the same pieces:
 
 - :func:`check_demo_settings`: the shared ``agent.demos`` / ``demo_fraction`` / ``bc_*`` settings, checked
   when the config is read;
 - :func:`demo_groups`: the observation groups the agent stores (``critic`` only when the demos recorded
   ``observation.critic``);
-- :class:`DemoSource`: the read-only demo partition in the agent's ``[-1, 1]`` action box, how many rows of a
-  batch it fills, how it primes the observation normalisers, and what a checkpoint records of it (its path and
-  size, never the data) and checks again on resume;
+- :class:`DemoSource`: the read-only demo partition in the agent's ``[-1, 1]`` action box, its share of every batch
+  (:meth:`DemoSource.sample`, through the one demo mixer :func:`robot_rl.data.demo_mix.sample_mixed`), how it primes
+  the observation normalisers, and what a checkpoint records of it (its path and size, never the data) and checks
+  again on resume;
 - :func:`start_from_clone`: the BC start-up of the normalisers (the clone's statistics, then frozen).
 
 Shapes: ``n`` demo transitions, ``B`` batch, ``A`` actions.
@@ -19,14 +21,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch import nn
 
 from robot_rl.data.demo_buffer import demo_features, demo_replay
+from robot_rl.data.demo_mix import demo_rows, sample_mixed
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.models.normalizer import EmpiricalNormalizer
+
+Batch = TypeVar("Batch")
 
 BC_ANCHORS = ("demos", "clone")
 """What ``agent.bc_weight`` pulls the actor towards: the demo actions, or the frozen ``bc_checkpoint`` clone."""
@@ -85,7 +90,7 @@ class DemoSource:
         root: a ``robot-rl record`` dataset directory.
         observation_dims: the groups the agent stores (:func:`demo_groups`).
         action_dim: ``A``.
-        from_env_action: the agent's env units -> ``[-1, 1]`` mapping ``[n, A] -> [n, A]`` (the demos store env units).
+        from_env_action: the agent's env units -> ``[-1, 1]`` mapping, elementwise (the demos record env units).
         fraction: share of every batch drawn from the demos (``round(fraction * B)`` rows).
         only_success: keep only demo episodes that succeeded.
         device: where the partition lives.
@@ -95,8 +100,8 @@ class DemoSource:
                  from_env_action: Callable[[torch.Tensor], torch.Tensor], fraction: float = 0.5,
                  only_success: bool = False, device: torch.device | str = "cpu") -> None:
         self.root, self.fraction = str(root), fraction
-        self.buffer: ReplayBuffer = demo_replay(root, observation_dims, action_dim, device, only_success)
-        self.buffer.action[:] = from_env_action(self.buffer.action)
+        self.buffer: ReplayBuffer = demo_replay(root, observation_dims, action_dim, device, only_success,
+                                                from_env_action)
 
     def __len__(self) -> int:
         """Transitions in the partition."""
@@ -104,13 +109,18 @@ class DemoSource:
 
     def rows(self, batch_size: int) -> int:
         """How many of ``batch_size`` rows come from the demos (they come first in a batch)."""
-        return round(batch_size * self.fraction)
+        return demo_rows(batch_size, self.fraction)
+
+    def sample(self, draw: Callable[[ReplayBuffer, int], Batch], online: ReplayBuffer, batch_size: int) -> Batch:
+        """A batch of ``batch_size`` rows: :meth:`rows` of them drawn from the demos by ``draw`` ``(buffer, n) ->
+        batch``, then the rest from ``online`` (:func:`robot_rl.data.demo_mix.sample_mixed`)."""
+        return sample_mixed(draw, online, self.buffer, batch_size, self.fraction)[0]
 
     def prime(self, normalizers: nn.ModuleDict) -> None:
         """Fold the demo observations into the agent's empirical normalisers (one per stored group)."""
         for g, norm in normalizers.items():
             if isinstance(norm, EmpiricalNormalizer):
-                norm.update(self.buffer.obs[g][:, 0])
+                norm.update(self.buffer.observations(g))
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint records of the demos: the dataset path and the number of transitions."""

@@ -18,6 +18,9 @@ Episode ends inside a chunk (VecEnv contract, DESIGN.md contract 1):
 Intra-chunk n-step returns (AC3, 2025) give one target per prefix length ``k = 1..h`` so every
 step of the chunk gets a bootstrapped signal.
 
+Pure math on already-gathered tensors; the replay buffer gathers them
+(:meth:`robot_rl.data.replay_buffer.ReplayBuffer.sample_chunks`).
+
 Shapes: ``B`` batch, ``h`` chunk length, ``A`` action size.
 """
 
@@ -53,10 +56,11 @@ class ChunkReturn:
     valid: torch.Tensor
 
 
-def alive_mask(terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
-    """``[B, h]`` float: 1 for steps executed in the chunk's episode (up to and including the first end)."""
+def alive_mask(terminated: torch.Tensor, truncated: torch.Tensor, dim: int = 1) -> torch.Tensor:
+    """Float mask of the flags' shape (``[B, h]``, or time-major ``[T, B]`` with ``dim=0``): 1 for the steps of the
+    first step's episode along ``dim`` (up to and including its first termination or truncation), 0 after."""
     ended = (terminated | truncated).float()
-    return ((torch.cumsum(ended, dim=1) - ended) == 0).float()
+    return ((torch.cumsum(ended, dim=dim) - ended) == 0).float()
 
 
 def chunk_return(
@@ -131,128 +135,3 @@ def intra_chunk_returns(
     steps = torch.arange(h, device=rewards.device)[None, :]
     index = torch.minimum(steps.expand(rewards.shape[0], -1), last[:, None])
     return own.gather(1, index), steps <= last[:, None]
-
-
-@dataclass
-class ChunkBatch:
-    """Chunks sampled from a replay buffer, with their chunk returns.
-
-    Attributes:
-        obs: observation groups at the chunk's first step, each ``[B, dim]``.
-        actions: ``[B, h, A]`` stored actions; steps after the episode end repeat the last executed one.
-        rewards: ``[B, h]`` stored rewards (zero after the end).
-        target: :class:`ChunkReturn` of the chunk.
-        next_obs: bootstrap observation groups (true next obs of step ``target.last``), each ``[B, dim]``.
-        terminated, truncated: ``[B, h]`` bool flags of the chunk's steps as :func:`chunk_return` saw them
-            (the newest stored step counts as truncated), or None.
-        rows, env: where the chunk lies in the buffer: ``[B, h]`` ring rows of its steps (clamped at the
-            newest) and ``[B]`` env index, or None (e.g. to look up per-step next observations).
-    """
-
-    obs: dict[str, torch.Tensor]
-    actions: torch.Tensor
-    rewards: torch.Tensor
-    target: ChunkReturn
-    next_obs: dict[str, torch.Tensor]
-    terminated: torch.Tensor | None = None
-    truncated: torch.Tensor | None = None
-    rows: torch.Tensor | None = None
-    env: torch.Tensor | None = None
-
-
-def sample_chunks(
-    buffer: object,
-    batch_size: int,
-    chunk_len: int,
-    gamma: float,
-    on_truncation: OnTruncation = "bootstrap",
-    generator: torch.Generator | None = None,
-) -> ChunkBatch:
-    """Sample ``batch_size`` chunks of ``chunk_len`` consecutive steps of one env from a replay buffer.
-
-    ``buffer`` is a :class:`robot_rl.data.replay_buffer.ReplayBuffer` (read only: its ``obs``,
-    ``next_obs``, ``action``, ``reward``, ``terminated``, ``truncated``, ``position``, ``size``).
-    The newest stored step ends a window like a truncation.
-    """
-    if chunk_len < 1 or batch_size < 1:
-        raise ValueError(f"chunk_len and batch_size must be >= 1, got {chunk_len} and {batch_size}")
-    size, capacity = buffer.size, buffer.capacity
-    if size == 0:
-        raise RuntimeError("cannot sample chunks from an empty replay buffer: add transitions first")
-    device = buffer.reward.device
-    gen_device = generator.device if generator is not None else device
-    oldest = (buffer.position - size) % capacity
-    offset = torch.randint(0, size, (batch_size,), generator=generator, device=gen_device).to(device)
-    env = torch.randint(0, buffer.num_envs, (batch_size,), generator=generator, device=gen_device).to(device)
-    window = offset[:, None] + torch.arange(chunk_len, device=device)[None, :]  # [B, h]
-    stored = window < size
-    rows = (oldest + window.clamp(max=size - 1)) % capacity
-    envs = env[:, None].expand(-1, chunk_len)
-    terminated = buffer.terminated[rows, envs] & stored
-    truncated = (buffer.truncated[rows, envs] | (window == size - 1)) & stored
-    rewards = buffer.reward[rows, envs] * stored
-    target = chunk_return(rewards, terminated, truncated, gamma, on_truncation)
-    executed = torch.arange(chunk_len, device=device)[None, :] <= target.last[:, None]
-    action_rows = torch.where(executed, rows, rows.gather(1, target.last[:, None]))
-    first = rows[:, 0]
-    boot_row = rows.gather(1, target.last[:, None]).squeeze(1)
-    return ChunkBatch(
-        obs={k: v[first, env] for k, v in buffer.obs.items()},
-        actions=buffer.action[action_rows, envs],
-        rewards=rewards * executed,
-        target=target,
-        next_obs={k: v[boot_row, env] for k, v in buffer.next_obs.items()},
-        terminated=terminated,
-        truncated=truncated,
-        rows=rows,
-        env=env,
-    )
-
-
-@dataclass
-class WindowBatch:
-    """Windows of ``T`` consecutive steps of one env, time-major, for latent-rollout training (TD-MPC2).
-
-    Attributes:
-        obs: observation groups ``[T + 1, B, dim]``: the first step's observation, then the true next
-            observation of every step (``final_obs`` where that step ended its episode).
-        actions: ``[T, B, A]``; rewards: ``[T, B]``; terminated: ``[T, B]`` bool.
-        alive: ``[T, B]`` bool, the step is stored and belongs to the window's episode (steps up to and
-            including the first termination or truncation); later steps must stay out of every loss.
-    """
-
-    obs: dict[str, torch.Tensor]
-    actions: torch.Tensor
-    rewards: torch.Tensor
-    terminated: torch.Tensor
-    alive: torch.Tensor
-
-
-def sample_windows(
-    buffer: object, batch_size: int, horizon: int, generator: torch.Generator | None = None
-) -> WindowBatch:
-    """Sample ``batch_size`` windows of ``horizon`` consecutive steps of one env from a replay buffer.
-
-    Unlike :func:`sample_chunks` the newest stored step is a normal step here: its true next observation
-    is stored, so a latent rollout may pass through it; steps beyond it are not stored (``alive`` False).
-    """
-    if horizon < 1 or batch_size < 1:
-        raise ValueError(f"horizon and batch_size must be >= 1, got {horizon} and {batch_size}")
-    size, capacity = buffer.size, buffer.capacity
-    if size == 0:
-        raise RuntimeError("cannot sample windows from an empty replay buffer: add transitions first")
-    device = buffer.reward.device
-    gen_device = generator.device if generator is not None else device
-    oldest = (buffer.position - size) % capacity
-    offset = torch.randint(0, size, (batch_size,), generator=generator, device=gen_device).to(device)
-    env = torch.randint(0, buffer.num_envs, (batch_size,), generator=generator, device=gen_device).to(device)
-    window = offset[None, :] + torch.arange(horizon, device=device)[:, None]  # [T, B]
-    stored = window < size
-    rows = (oldest + window.clamp(max=size - 1)) % capacity
-    envs = env[None, :].expand(horizon, -1)
-    terminated = buffer.terminated[rows, envs] & stored
-    ended = (terminated | buffer.truncated[rows, envs]).float()
-    alive = ((torch.cumsum(ended, dim=0) - ended) == 0) & stored
-    obs = {k: torch.cat([v[rows[:1], envs[:1]], buffer.next_obs[k][rows, envs]]) for k, v in buffer.obs.items()}
-    return WindowBatch(obs=obs, actions=buffer.action[rows, envs], rewards=buffer.reward[rows, envs],
-                       terminated=terminated, alive=alive)

@@ -25,7 +25,8 @@ class ArtifactPolicy:
     The artifact outputs chunks of joint targets ``offset + scale * action`` ``[N, H*A]``; the env wants
     ``action``, so targets are mapped back with ``(target - offset) / scale`` and played one per step by the
     deploy :class:`~robot_rl.deploy.chunking.ChunkExecutor` with policy.yaml's ``chunk_execution`` (as the
-    policy node plays them); :func:`~robot_rl.train.evaluation.evaluate` calls :meth:`reset` on done envs.
+    policy node plays them); :func:`~robot_rl.train.evaluation.evaluate` calls :meth:`reset` on done envs
+    (``on_done``).
     """
 
     def __init__(self, runtime: PolicyRuntime) -> None:
@@ -70,6 +71,7 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
     env = sim.make_env(task, num_envs=num_envs, seed=seed)
     # the deploy validator, against the env's robot: joints, limits, default pose, ONNX I/O
     runtime = PolicyRuntime(artifact, robot=RobotSpec.from_robot(env.robot.as_dict()))
-    summary = evaluate(ArtifactPolicy(runtime), env, episodes, seed, video).summary()
+    policy = ArtifactPolicy(runtime)
+    summary = evaluate(policy, env, episodes, seed, video, on_done=policy.reset).summary()
     summary["task"] = task
     return summary

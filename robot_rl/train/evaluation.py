@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from robot_rl.agents.base import Agent
 from robot_rl.models.chunked_actor import ChunkPlayer
 
 Z95 = 1.959963984540054
@@ -72,6 +73,7 @@ def evaluate(
     seed: int = 0,
     video_path: str | Path | None = None,
     video_size: tuple[int, int] = (480, 360),
+    on_done: Callable[[torch.Tensor], None] | None = None,
 ) -> EvalResult:
     """Run ``episodes`` complete episodes of the deterministic ``policy`` on a ``sim.VecEnv``.
 
@@ -80,8 +82,10 @@ def evaluate(
     step. With ``video_path``, env 0's first episode is rendered to an mp4.
 
     Args:
-        policy: raw ``obs["policy"]`` ``[N, D]`` -> action ``[N, A]``. A policy that plans ahead (a chunk
-            player, :func:`playable`) has ``reset(done [N] bool)``, called after every step.
+        policy: raw ``obs["policy"]`` ``[N, D]`` -> action ``[N, A]``.
+        on_done: called after every step with ``done`` ``[N]`` bool: a policy that plans ahead passes its
+            ``reset`` (a :class:`~robot_rl.models.chunked_actor.ChunkPlayer` of :func:`playable`, an artifact's
+            chunk executor) so finished envs drop their plans.
     """
     if episodes < 1:
         raise ValueError(f"evaluate needs episodes >= 1, got {episodes}")
@@ -94,7 +98,6 @@ def evaluate(
     frames: list[np.ndarray] = []
     recording = video_path is not None
     obs = env.reset(seed=seed)
-    reset = getattr(policy, "reset", None)
     max_steps = int(quota.max()) * env.max_episode_steps + 1
     for _ in range(max_steps):
         if bool((count >= quota).all()):
@@ -106,8 +109,8 @@ def evaluate(
         ep_ret += step.reward
         ep_len += 1
         done = step.terminated | step.truncated
-        if reset is not None:
-            reset(done)
+        if on_done is not None:
+            on_done(done)
         success = step.info.get("success", torch.zeros_like(done))
         take = done & (count < quota)
         result.returns += ep_ret[take].tolist()
@@ -128,14 +131,12 @@ def evaluate(
     return result
 
 
-def playable(agent: Any) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``agent.policy()`` as :func:`evaluate` plays it: as is for one action per query, else through a
-    :class:`~robot_rl.models.chunked_actor.ChunkPlayer` with the agent's chunk execution (as deployed)."""
+def playable(agent: Agent) -> ChunkPlayer:
+    """``agent.policy()`` as :func:`evaluate` plays it (pass ``on_done=player.reset``): through a
+    :class:`~robot_rl.models.chunked_actor.ChunkPlayer` with the agent's chunk execution, as deployed (one action
+    per query plays each query's action: the policy's own output)."""
     chunk_len, execution = agent.policy_chunking()
-    policy = agent.policy()
-    if chunk_len == 1:
-        return policy
-    return ChunkPlayer(policy, chunk_len, agent.env.action_dim, execution)
+    return ChunkPlayer(agent.policy(), chunk_len, agent.env.action_dim, execution)
 
 
 def write_mp4(frames: list[np.ndarray], path: Path, fps: int) -> Path:

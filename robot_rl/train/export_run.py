@@ -8,26 +8,41 @@ from typing import Any
 from robot_rl.agents import Agent
 from robot_rl.config.io import train_config_to_dict
 from robot_rl.config.schema import TrainConfig
+from robot_rl.deploy.artifact import OBSERVATION_TERMS
 from robot_rl.export import PolicyHead, export_policy, make_meta
+from sim.env import TaskEnv
+
+
+def export_blocker(env: Any, task: str) -> str | None:
+    """Why the policy trained on ``env`` (of task ``task``) cannot be deployed, or None: only a
+    :class:`sim.env.TaskEnv` has a robot, and its policy must observe only what a robot publishes."""
+    if not isinstance(env, TaskEnv):
+        return (f"task {task!r} has no robot to deploy to (a gymnasium-style benchmark task); the checkpoints "
+                "under checkpoints/ hold the policy")
+    sim_only = [term[0] for term in env.observation_layout["policy"] if term[0] not in OBSERVATION_TERMS]
+    if sim_only:
+        return (f"the policy of task {task!r} observes {sim_only}, which a robot does not publish (deployable "
+                f"terms: {sorted(OBSERVATION_TERMS)}); the checkpoints hold the policy")
+    return None
 
 
 def export_agent_policy(
-    agent: Agent, env: Any, out_dir: str | Path, cfg: TrainConfig, training: dict[str, Any],
+    agent: Agent, env: TaskEnv, out_dir: str | Path, cfg: TrainConfig, training: dict[str, Any],
     formats: list[str] | None = None,
 ) -> Path:
     """Write ``agent.policy()`` (normaliser inside) with the env's robot metadata to ``out_dir``; a chunked
     policy is written whole (``chunk_length: H``) with the agent's chunk execution (``agent.policy_chunking()``).
 
     Args:
-        env: a ``sim.VecEnv`` with ``robot`` (``sim.robots.RobotConfig``) and ``observation_layout``.
+        env: the task env (its ``robot`` and ``observation_layout`` go into the metadata).
         formats: defaults to ``cfg.export_formats``.
     """
-    robot = getattr(env, "robot", None)
-    if robot is None or not hasattr(env, "observation_layout"):
+    if not isinstance(env, TaskEnv):
         raise ValueError(
             f"cannot export: env {type(env).__name__} has no robot/observation_layout (a sim task env has); "
             "set export_formats=[] to skip export"
         )
+    robot = env.robot
     chunk_length, execution = agent.policy_chunking()
     meta = make_meta(
         robot=robot.name,

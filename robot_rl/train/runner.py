@@ -1,7 +1,11 @@
-"""The training loop: collect with the agent, update when it is ready, log, checkpoint, evaluate, export.
+"""The training loop of every agent: collect, update when the agent is ready, log, checkpoint, evaluate, export.
 
-Named after rsl_rl's OnPolicyRunner; it drives any :class:`robot_rl.agents.Agent` through the
-act / observe / ready / update interface, so one update is one "iteration".
+:class:`Runner` drives any :class:`robot_rl.agents.Agent` through act / observe / ready / update, on-policy and
+off-policy alike. Agents differ only in what ``ready`` / ``update`` do and in how long an *iteration* is (one log
+row, one progress-line update, one count towards ``checkpoint_interval``), which the agent declares with
+:meth:`~robot_rl.agents.Agent.iteration_done`: PPO ends an iteration with every update (one rollout); an
+off-policy agent, which may update after every vector step, every ``agent.iteration_steps`` transitions and at
+the end of the run. An iteration's logged agent metrics are the mean over the ``update`` calls it made.
 
 Run directory layout::
 
@@ -112,13 +116,14 @@ class RunResult:
     run_dir: Path
     env_steps: int
     updates: int
+    """Iterations (log rows) of the run, as :attr:`Runner.updates` counts them."""
     wall_s: float
     final_stats: dict[str, float]
     eval: dict[str, Any] | None
     artifact: Path | None
 
 
-class OnPolicyRunner:
+class Runner:
     """Own the loop for one run directory; resumes from its latest checkpoint when there is one."""
 
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, env_factory: EnvFactory | None = None,
@@ -136,7 +141,10 @@ class OnPolicyRunner:
         self.env = self.env_factory(num_envs or cfg.task.num_envs, cfg.seed)
         self.agent: Agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(self.env), cfg.sim.device)
         self.env_steps = 0
+        """Transitions collected (all envs)."""
         self.updates = 0
+        """Iterations done (:meth:`Agent.iteration_done <robot_rl.agents.Agent.iteration_done>`): log rows;
+        ``checkpoint_interval`` counts them."""
         self.elapsed_s = 0.0
         if resume:
             self._resume(strict)
@@ -251,41 +259,49 @@ class OnPolicyRunner:
         progress = Progress(total, self.env_steps, enabled=cfg.logger.progress)
         stats = EpisodeStats(env.num_envs, env.device)
         env_logs: dict[str, list[float]] = {}
+        sums: dict[str, float | torch.Tensor] = {}  # device tensors: converted once per iteration, by scalars()
+        update_calls = 0
         obs = env.reset(seed=cfg.seed + self.updates)  # a resumed run starts fresh episodes
-        start, collect_start = time.monotonic(), time.monotonic()
-        base_elapsed = self.elapsed_s
+        start = time.monotonic()
+        base_elapsed, iteration_start = self.elapsed_s, self.env_steps
+        collect_s = learn_s = 0.0
         agent.train_mode(True)
         try:
             while self.env_steps < total:
+                t0 = time.monotonic()
                 obs = self._collect(obs, stats, env_logs)
-                if not agent.ready():
+                t1 = time.monotonic()
+                collect_s += t1 - t0
+                updated = agent.ready()
+                if updated:
+                    for k, v in agent.update().items():
+                        sums[k] = sums[k] + v if k in sums else v
+                    update_calls += 1
+                    learn_s += time.monotonic() - t1
+                if not agent.iteration_done(self.env_steps - iteration_start, updated, self.env_steps >= total):
                     continue
-                learn_start = time.monotonic()
-                metrics = scalars(agent.update())  # floats: the logger would convert them here anyway
                 self.updates += 1
+                self.elapsed_s = base_elapsed + time.monotonic() - start
+                metrics = scalars({k: v / max(update_calls, 1) for k, v in sums.items()})  # one sync per iteration
                 self.check_finite(metrics)
-                now = time.monotonic()
-                self.elapsed_s = base_elapsed + now - start
                 metrics.update(stats.means())
                 metrics.update({f"env/{k}": sum(v) / len(v) for k, v in env_logs.items()})
-                metrics["perf/collect_s"] = learn_start - collect_start
-                metrics["perf/learn_s"] = now - learn_start
+                metrics["perf/collect_s"] = collect_s
+                metrics["perf/learn_s"] = learn_s
                 metrics["perf/steps_per_s"] = self.env_steps / max(self.elapsed_s, 1e-9)
                 metrics["perf/wall_s"] = self.elapsed_s
-                env_logs.clear()
                 logger.log(metrics, self.env_steps)
                 means = stats.means()
                 progress.update(self.env_steps, means.get("episode/return"), means.get("episode/success"))
                 if self.updates % cfg.checkpoint_interval == 0:
                     self.checkpoint()
-                collect_start = time.monotonic()
+                sums, env_logs, update_calls, collect_s, learn_s = {}, {}, 0, 0.0, 0.0
+                iteration_start = self.env_steps
             self.checkpoint()
         finally:
             progress.close()
             logger.close()
-        result = RunResult(
-            self.run_dir, self.env_steps, self.updates, self.elapsed_s, stats.means(), None, None
-        )
+        result = RunResult(self.run_dir, self.env_steps, self.updates, self.elapsed_s, stats.means(), None, None)
         if evaluate_and_export:
             self.evaluate_and_export(result, env)
         return result
@@ -297,27 +313,21 @@ class OnPolicyRunner:
         result.eval = self.evaluate(cfg.eval_episodes) if cfg.eval_episodes > 0 else None
         if not cfg.export_formats:
             return
-        if getattr(env, "robot", None) is None or not hasattr(env, "observation_layout"):
-            print(f"export skipped: task {cfg.task.name!r} has no robot to deploy to (a gymnasium-style "
-                  "benchmark task); the checkpoints under checkpoints/ hold the policy")
-            return
-        from robot_rl.deploy.artifact import OBSERVATION_TERMS
-        from robot_rl.train.export_run import export_agent_policy
+        from robot_rl.train.export_run import export_agent_policy, export_blocker
 
-        sim_only = [term[0] for term in env.observation_layout["policy"] if term[0] not in OBSERVATION_TERMS]
-        if sim_only:
-            print(f"export skipped: the policy of task {cfg.task.name!r} observes {sim_only}, which a robot does "
-                  f"not publish (deployable terms: {sorted(OBSERVATION_TERMS)}); the checkpoints hold the policy")
+        blocker = export_blocker(env, cfg.task.name)
+        if blocker is not None:
+            print(f"export skipped: {blocker}")
             return
-
         training = {"env_steps": self.env_steps, "eval": result.eval or {}}
         result.artifact = export_agent_policy(self.agent, env, self.run_dir / "policy", cfg, training)
 
     def evaluate(self, episodes: int, video: Path | None = None) -> dict[str, Any]:
         """Evaluate the deterministic policy on a fresh env; writes ``<run>/eval.json``."""
         env = self.env_factory(min(episodes, self.cfg.task.num_envs), self.cfg.seed + 10_000)
-        summary = evaluate(playable(self.agent), env, episodes, seed=self.cfg.seed + 10_000,
-                           video_path=video).summary()
+        player = playable(self.agent)
+        summary = evaluate(player, env, episodes, seed=self.cfg.seed + 10_000, video_path=video,
+                           on_done=player.reset).summary()
         summary["env_steps"] = self.env_steps
         tmp = self.run_dir / ".eval.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2))
