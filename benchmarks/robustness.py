@@ -72,7 +72,7 @@ def fuzz(isolated: bool, root: Path) -> list[dict]:
 
 def _intact_checkpoints(run: Path) -> tuple[list[int], list[str]]:
     """(steps of the checkpoints that load, names of those that do not)."""
-    from robot_rl.train.checkpoint import list_checkpoints, load_checkpoint
+    from robot_rl.checkpoint import list_checkpoints, load_checkpoint
 
     good, bad = [], []
     for path in list_checkpoints(run):

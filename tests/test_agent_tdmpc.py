@@ -10,13 +10,13 @@ from toy_vecenv import ToyReach
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.mppi import MPPIConfig
 from robot_rl.agents.tdmpc import TDMPCConfig
+from robot_rl.checkpoint import load_checkpoint, save_checkpoint
 from robot_rl.compose import compose
 from robot_rl.critics.ensemble import EnsembleCriticConfig
 from robot_rl.critics.world_model import WorldModelCriticConfig
 from robot_rl.data.replay_buffer import ReplayBuffer
 from robot_rl.errors import InputError
 from robot_rl.export import PolicyHead, export_policy, make_meta
-from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

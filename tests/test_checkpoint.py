@@ -12,8 +12,7 @@ import pytest
 import torch
 from toy_vecenv import ToyReach
 
-from robot_rl.compose import compose
-from robot_rl.train.checkpoint import (
+from robot_rl.checkpoint import (
     CheckpointError,
     flatten,
     latest_checkpoint,
@@ -22,6 +21,7 @@ from robot_rl.train.checkpoint import (
     save_checkpoint,
     unflatten,
 )
+from robot_rl.compose import compose
 from robot_rl.train.runner import Runner
 
 TESTS = Path(__file__).parent

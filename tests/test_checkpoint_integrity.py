@@ -7,9 +7,7 @@ import pytest
 import torch
 from test_checkpoint import OVERRIDES, toy_factory
 
-from robot_rl.compose import compose
-from robot_rl.errors import InputError
-from robot_rl.train.checkpoint import (
+from robot_rl.checkpoint import (
     SUMS_FILE,
     TENSORS_FILE,
     CheckpointError,
@@ -20,6 +18,8 @@ from robot_rl.train.checkpoint import (
     prune,
     save_checkpoint,
 )
+from robot_rl.compose import compose
+from robot_rl.errors import InputError
 from robot_rl.train.runner import Runner, TrainingDivergedError
 
 

@@ -14,11 +14,11 @@ from expert_demos import record_expert_demos
 import sim
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config
+from robot_rl.checkpoint import load_checkpoint, save_checkpoint
 from robot_rl.critics.chunked import ChunkedCriticConfig
 from robot_rl.data.demo_mix import sample_mixed
 from robot_rl.data.replay_buffer import ChunkBatch, ReplayBuffer
 from robot_rl.data.transitions import demo_transitions
-from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -15,8 +15,8 @@ import sim
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.bc import load_clone
 from robot_rl.agents.chunked_td3 import ChunkedTD3, ChunkedTD3Config
+from robot_rl.checkpoint import load_checkpoint, save_checkpoint
 from robot_rl.critics.chunked import ChunkedCriticConfig
-from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from toy_vecenv import ToyReach
 
+from robot_rl.checkpoint import list_checkpoints, load_checkpoint
 from robot_rl.commands import critic_report
 from robot_rl.compose import compose
 from robot_rl.diagnostics.report import build_report
 from robot_rl.diagnostics.value_traces import EpisodeTrace, counted_steps, discounted_returns, value_stats
-from robot_rl.train.checkpoint import list_checkpoints, load_checkpoint
 from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.bc import load_clone
+from robot_rl.checkpoint import SUMS_FILE, TENSORS_FILE, TREE_FILE, latest_checkpoint
 from robot_rl.cli import main
 from robot_rl.commands.bc import fit, save_run
 from robot_rl.compose import compose
@@ -27,7 +28,6 @@ from robot_rl.data.lerobot import LeRobotDataset, LeRobotWriter
 from robot_rl.data.lerobot.stats import QUANTILE_KEYS, feature_stats, vector_stats
 from robot_rl.deploy.artifact import sha256_file
 from robot_rl.errors import InputError
-from robot_rl.train.checkpoint import SUMS_FILE, TENSORS_FILE, TREE_FILE, latest_checkpoint
 
 GRID = {"observation.grid": {"dtype": "float32", "shape": [2, 3], "names": None},
         "observation.policy": {"dtype": "float32", "shape": [4], "names": None},

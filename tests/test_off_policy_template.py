@@ -21,10 +21,10 @@ from toy_vecenv import ToyReach
 import sim
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.off_policy import OffPolicyAgent
+from robot_rl.checkpoint import load_checkpoint, save_checkpoint
 from robot_rl.compose import compose
 from robot_rl.deploy.runtime import PolicyRuntime
 from robot_rl.export import PolicyHead, export_policy, make_meta
-from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -8,8 +8,8 @@ from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.ppo import PPOConfig, RewardScaler
+from robot_rl.checkpoint import load_checkpoint, save_checkpoint
 from robot_rl.critics.mlp import MLPCriticConfig
-from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 
 def _agent(env: ToyReach, **cfg) -> object:

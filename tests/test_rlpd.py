@@ -14,11 +14,11 @@ import sim
 from robot_rl.agents import EnvSpec, make_agent
 from robot_rl.agents.bc import load_clone
 from robot_rl.agents.rlpd import RLPD, RLPDConfig
+from robot_rl.checkpoint import load_checkpoint, save_checkpoint
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.critics.layer_norm import LayerNormEnsembleCritic, LayerNormEnsembleCriticConfig
 from robot_rl.data.demo_buffer import demo_replay
 from robot_rl.data.transitions import demo_transitions
-from robot_rl.train.checkpoint import load_checkpoint, save_checkpoint
 
 SHORT = {"episode_s": 1.0}  # 25 control steps at 25 Hz
 

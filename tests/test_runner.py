@@ -10,8 +10,8 @@ from pendulum_vecenv import PendulumVecEnv
 from test_checkpoint import OVERRIDES, toy_factory
 
 from robot_rl.agents import EnvSpec, make_agent
+from robot_rl.checkpoint import latest_checkpoint, load_checkpoint
 from robot_rl.compose import compose
-from robot_rl.train.checkpoint import latest_checkpoint, load_checkpoint
 from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.usefixtures("one_thread")

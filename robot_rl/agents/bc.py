@@ -48,7 +48,9 @@ from robot_rl.agents.off_policy import (
     OffPolicyConfig,
     SquashedGaussianActor,
 )
+from robot_rl.checkpoint import latest_checkpoint, load_checkpoint
 from robot_rl.config.checks import check, fail
+from robot_rl.config.io import load_train_config
 from robot_rl.data.demo_source import DemoSource, demo_groups
 from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.deploy.artifact import ChunkExecution
@@ -286,9 +288,6 @@ class Clone:
 def load_clone(path: str | Path, obs_dim: int, action_dim: int) -> Clone:
     """The newest checkpoint of the ``robot-rl bc`` run directory ``path`` (``config.yaml`` + ``checkpoints/``) for
     policy obs ``[B, obs_dim]`` and ``action_dim`` actions; ``ValueError`` naming ``path`` when it is not one."""
-    from robot_rl.config.io import load_train_config
-    from robot_rl.train.checkpoint import latest_checkpoint, load_checkpoint
-
     path = Path(path)
     newest = latest_checkpoint(path)
     if not (path / "config.yaml").is_file() or newest is None:

@@ -175,8 +175,8 @@ def save_run(agent: Any, cfg: Any, out: Path, result: Fit, elapsed_s: float) -> 
     ``<out>/bc.json`` (the split's sizes and the kept epoch's losses)."""
     import torch
 
+    from robot_rl.checkpoint import NonFiniteStateError, save_checkpoint
     from robot_rl.config.io import save_train_config
-    from robot_rl.train.checkpoint import NonFiniteStateError, save_checkpoint
 
     state = {"agent": agent.state_dict(), "runner": {"env_steps": 0, "updates": len(result.history),
                                                      "elapsed_s": elapsed_s, "torch_rng": torch.get_rng_state()}}

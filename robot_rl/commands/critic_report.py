@@ -46,8 +46,8 @@ def main(argv: list[str]) -> int:
         print(f"robot-rl critic-report: {args.run} is not a run directory (no config.yaml); pass "
               "outputs/<date>/<time>", file=sys.stderr)
         return 2
+    from robot_rl.checkpoint import PREFIX, list_checkpoints, load_checkpoint
     from robot_rl.diagnostics.report import build_report
-    from robot_rl.train.checkpoint import PREFIX, list_checkpoints, load_checkpoint
     from robot_rl.train.run_loading import open_run
 
     found = list_checkpoints(args.run)

@@ -13,7 +13,7 @@ def open_run(run_dir: str | Path, num_envs: int = 1) -> Runner:
     """A runner on ``run_dir``'s saved config with its newest checkpoint loaded (``num_envs`` envs).
 
     Raises :class:`robot_rl.errors.InputError` naming the file for a missing or broken ``config.yaml``
-    and :class:`robot_rl.train.checkpoint.CheckpointError` for a corrupt newest checkpoint (it does not
+    and :class:`robot_rl.checkpoint.CheckpointError` for a corrupt newest checkpoint (it does not
     fall back to an older one: evaluation and export must not silently use another step).
     """
     run_dir = Path(run_dir)

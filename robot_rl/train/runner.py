@@ -31,10 +31,7 @@ from typing import Any
 import torch
 
 from robot_rl.agents import Agent, EnvSpec, make_agent
-from robot_rl.config.io import save_train_config, train_config_to_dict
-from robot_rl.config.schema import TrainConfig
-from robot_rl.errors import InputError
-from robot_rl.train.checkpoint import (
+from robot_rl.checkpoint import (
     CheckpointError,
     NonFiniteStateError,
     clean_stale_tmp,
@@ -43,6 +40,9 @@ from robot_rl.train.checkpoint import (
     newest_intact,
     save_checkpoint,
 )
+from robot_rl.config.io import save_train_config, train_config_to_dict
+from robot_rl.config.schema import TrainConfig
+from robot_rl.errors import InputError
 from robot_rl.train.evaluation import evaluate, playable
 from robot_rl.train.metrics_log import MetricLogger, scalars
 from robot_rl.train.progress import Progress
