@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import sim
+from sim.errors import SimInputError
 from sim.tasks import so101_lift
 from sim.tasks.so101_lift import clip_norm, dls_step, scripted_expert, wrap_quarter_turn
 
@@ -147,3 +148,24 @@ def test_expert_actions_replay_exactly():
         states.append(env.state.qpos.clone())
     torch.testing.assert_close(states[0], states[1], rtol=0, atol=0)
     assert so101_lift.lift_gain(env).max() > 0.01, "the replayed expert never lifted a cube"
+
+
+def test_score_state_replays_the_tasks_success_and_terms():
+    """A second env fed the first one's physics (as the ROS simulated robot does) scores the same success each step;
+    term_value gives the noise-free cube position the deployed policy observes."""
+    played = sim.make_env("so101_lift", num_envs=1, seed=0, hold_steps=3, success_terminates=False)
+    scorer = sim.make_env("so101_lift", num_envs=1, seed=9, hold_steps=3, success_terminates=False)
+    played.reset(seed=0)
+    scorer.reset(seed=9)
+    successes = []
+    for _ in range(60):
+        step = played.step(scripted_expert(played))
+        physics = played.capture_state().physics
+        scored = scorer.score_state(physics["qpos"], physics["qvel"])
+        assert torch.equal(scored, step.info["success"])
+        torch.testing.assert_close(scorer.term_value("cube_pos"), so101_lift.cube_pos(played))
+        successes.append(bool(scored))
+    assert any(successes) and not successes[0], successes  # the hold counter starts at 0 and is reached
+    with pytest.raises(SimInputError, match="no observation term 'nope'"):
+        scorer.term_value("nope")
+
