@@ -169,3 +169,22 @@ def test_score_state_replays_the_tasks_success_and_terms():
     with pytest.raises(SimInputError, match="no observation term 'nope'"):
         scorer.term_value("nope")
 
+
+def test_deployed_observation_rebuilds_the_policy_group():
+    """robot_rl.deploy's observation from what ROS carries (joints, last action, cube pose) = the env's policy obs."""
+    import numpy as np
+
+    from robot_rl.deploy.observation import RobotState, build_observation
+    from robot_rl.export import make_meta
+
+    env = sim.make_env("so101_lift", num_envs=1, seed=2, observation_noise=False)
+    env.reset(seed=2)
+    for _ in range(8):
+        step = env.step(scripted_expert(env))
+    meta = make_meta(env.robot.name, env.robot.joint_names, env.default_joint_pos.tolist(),
+                     env.observation_layout["policy"], env.robot.control.action_scale, env.robot.control.policy_hz)
+    state = RobotState(joint_pos=env.state.joint_pos[0].double().numpy(),
+                       joint_vel=env.state.joint_vel[0].double().numpy(),
+                       cube_pos=env.term_value("cube_pos")[0].double().numpy())
+    rebuilt = build_observation(meta, state, env.action[0].double().numpy())
+    np.testing.assert_allclose(rebuilt, step.obs["policy"][0].numpy(), atol=1e-5)

@@ -1,7 +1,8 @@
 """Policy runner: state topics in, safe position targets out, at the artifact's control rate.
 
-Subscribes JointState (+ Imu, + Twist velocity command, + PoseStamped target, as the policy's
-observation terms require), rebuilds the training observation (:mod:`robot_rl.deploy.observation`),
+Subscribes JointState (+ Imu, + Twist velocity command, + PoseStamped target, + PoseStamped object
+(cube) pose, as the policy's observation terms require), rebuilds the training observation
+(:mod:`robot_rl.deploy.observation`),
 runs the ONNX policy, passes the target through the safety layer (:mod:`robot_rl.deploy.safety`)
 and publishes a Float64MultiArray or JointTrajectory. A tick runs in the callback of the first
 JointState after each control period (event-driven: lowest latency), or from a watchdog timer one
@@ -65,6 +66,7 @@ PARAMS = {
     "imu_topic": (str, "imu"),
     "velocity_command_topic": (str, "cmd_vel"),
     "target_topic": (str, "target_pose"),
+    "object_topic": (str, "object_pose"),
     "base_frame": (str, ""),
     "command_topic": (str, None),
     "command_type": (str, None),
@@ -142,6 +144,8 @@ class PolicyNode(Node):
             self.create_subscription(Twist, p["velocity_command_topic"], self._on_twist, 10)
         if "target_pos" in terms:
             self.create_subscription(PoseStamped, p["target_topic"], self._on_target, 10)
+        if "cube_pos" in terms:
+            self.create_subscription(PoseStamped, p["object_topic"], self._on_object, 10)
         self.create_subscription(Bool, "estop", self._on_estop, 10)
         self.create_service(SetBool, "~/enable", self._on_enable)
         self._watchdog = self.create_timer(self.period, self._on_watchdog_timer)
@@ -180,14 +184,25 @@ class PolicyNode(Node):
     def _on_twist(self, msg: Twist) -> None:
         self.state.velocity_command = twist_command(msg)
 
-    def _on_target(self, msg: PoseStamped) -> None:
+    def _base_frame_position(self, msg: PoseStamped, what: str) -> np.ndarray | None:
+        """``[3]`` position of a pose in the base frame, or None (logged) when it is in another frame."""
         frame = msg.header.frame_id
         if frame and self.p["base_frame"] and frame != self.p["base_frame"]:
             self.get_logger().error(
-                f"target in frame {frame!r} ignored: the policy needs it in {self.p['base_frame']!r}"
+                f"{what} in frame {frame!r} ignored: the policy needs it in {self.p['base_frame']!r}"
             )
-            return
-        self.state.target_pos = pose_position(msg)
+            return None
+        return pose_position(msg)
+
+    def _on_target(self, msg: PoseStamped) -> None:
+        position = self._base_frame_position(msg, "target")
+        if position is not None:
+            self.state.target_pos = position
+
+    def _on_object(self, msg: PoseStamped) -> None:
+        position = self._base_frame_position(msg, "object pose")
+        if position is not None:
+            self.state.cube_pos = position
 
     def _on_estop(self, msg: Bool) -> None:
         if msg.data and not self.safety.estopped:
