@@ -11,8 +11,9 @@ Target (issue 5): ROS >= 0.9 x the training evaluation.
     python benchmarks/sim2sim_transfer.py --policy runs/s0/policy --policy runs/s1/policy [--episodes 50]
 
 Differences the ROS figure includes on purpose: real-time DDS transport, the command latency, sensor
-noise, the safety layer (rate limit, clamping), and episodes that start where the last one ended
-(targets are resampled, the arm is not reset); the first episode (soft start) is not counted. The
+noise, the safety layer (rate limit, clamping), and on reach tasks episodes that start where the last one
+ended (targets are resampled, the arm is not reset; lift episodes reset arm and cube as the task does, but
+the policy node is not told, see docs/deploy.md); the first episode (soft start) is not counted. The
 policy node's observation-to-command latency and the load average are printed with each row, since
 a loaded machine delays commands beyond ``--latency-ms``.
 """
@@ -57,7 +58,8 @@ def main() -> None:
     parser.add_argument("--robot", default="so101")
     parser.add_argument("--episodes", type=int, default=50, help="ROS episodes per policy (default 50)")
     parser.add_argument("--sim-episodes", type=int, default=100, help="training-sim episodes per policy")
-    parser.add_argument("--episode-s", type=float, default=4.0, help="ROS episode length (the task's is 4 s)")
+    parser.add_argument("--episode-s", type=float, default=0.0,
+                        help="ROS episode length (default 0: the task's, so101_reach 4 s, so101_lift 8 s)")
     parser.add_argument("--latency-ms", type=float, default=5.0)
     parser.add_argument("--noise", type=float, default=0.002, help="joint position noise std (rad); velocity 10x")
     parser.add_argument("--domain-id", type=int, default=78)

@@ -67,6 +67,23 @@ def test_artifact_evaluation_plays_chunks_open_loop(chunked_run):
     assert policy.queries == math.ceil(lengths[0] / EXECUTE)  # one inference per execute_len steps
 
 
+def test_artifact_evaluation_can_replan_every_step(chunked_run):
+    """``robot-rl eval --execute-len 1``: one inference per step (the chunk's first action); outside [1, H] refused."""
+    import sim
+    from robot_rl.errors import InputError
+    from robot_rl.train.artifact_eval import evaluate_artifact
+
+    _, result = chunked_run
+    env = sim.make_env("so101_reach", num_envs=1, seed=0)
+    policy = ArtifactPolicy(PolicyRuntime(result.artifact), execute_len=1)
+    lengths = evaluate(policy, env, episodes=1, seed=0).lengths
+    assert policy.queries == lengths[0]
+    summary = evaluate_artifact(result.artifact, episodes=1, num_envs=1, seed=0, execute_len=H)
+    assert summary["execute_len"] == H and summary["episodes"] == 1
+    with pytest.raises(InputError, match=r"--execute-len = 4: must be in \[1, 3\]"):
+        evaluate_artifact(result.artifact, episodes=1, num_envs=1, seed=0, execute_len=H + 1)
+
+
 def test_an_artifact_without_chunk_execution_plays_its_whole_chunk_open_loop(tmp_path):
     """Artifacts from before ``chunk_execution`` still load: open loop of all ``H`` actions."""
     meta = make_meta(robot="toy", joint_names=["a", "b"], default_joint_pos=[0.0, 0.0],
