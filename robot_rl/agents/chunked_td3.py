@@ -436,11 +436,12 @@ class ChunkedTD3(OffPolicyAgent):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; plans in flight are dropped. With demos, the demo partition must hold as
-        many transitions as when the checkpoint was written."""
+        many transitions as when the checkpoint was written. AC3's episode labels come back only with the buffer
+        rows they label (a run opened with another env count to evaluate or export drops both)."""
         if self.demo_source is not None:
             self.demo_source.check_resume(state.get("demos"))
         super().load_state_dict(state)
-        if "episodes" in state:
+        if "episodes" in state and "buffer" in state:
             self.episode_id.copy_(state["episodes"]["id"])
             self.succeeded.copy_(state["episodes"]["succeeded"])
             self.current_episode.copy_(state["episodes"]["current"])
