@@ -59,11 +59,12 @@ def _validate_sim2sim(args: argparse.Namespace) -> None:
 
 def _sim2sim(args: argparse.Namespace) -> int:
     _validate_sim2sim(args)
+    limit = {} if args.max_step_change is None else {"max_step_change": f"[{args.max_step_change}]"}
     if args.episodes:
         try:
             results = run_episodes(Path(args.policy), args.robot, args.episodes, args.episode_s, args.latency_ms,
                                    args.noise, args.domain_id, args.seed, args.namespace, args.launch,
-                                   rt_priority=args.rt_priority)
+                                   policy_params=limit, rt_priority=args.rt_priority)
         except RuntimeError as exc:
             print(exc, file=sys.stderr)
             return 1
@@ -76,8 +77,9 @@ def _sim2sim(args: argparse.Namespace) -> int:
         return 0
     from robot_rl.deploy.node_procs import NodeProcesses
 
+    sim_params = _sim_params(args.latency_ms, args.noise, args.seed)
     nodes = NodeProcesses(args.launch, _launch_args(Path(args.policy), args.robot, args.namespace), args.domain_id,
-                          extra={"sim_robot": _sim_params(args.latency_ms, args.noise, args.seed)})
+                          extra={"sim_robot": sim_params, "policy_node": limit})
     if args.print_commands:
         for name, cmd in nodes.commands.items():
             print(f"# {name}\n{' '.join(cmd)}")
@@ -185,6 +187,9 @@ def main(argv: list[str]) -> int:
                      help="command latency of the simulated robot (ms)")
     sim.add_argument("--noise", type=number(0.0, 1.0), default=0.0, help="joint position noise std (rad); velocity 10x")
     sim.add_argument("--seed", type=seed, default=0, help="seed of the simulated robot")
+    sim.add_argument("--max-step-change", type=number(0.0, 10.0, low_inclusive=False), default=None,
+                     help="the policy node's rate limit in rad per control step instead of robot.yaml's "
+                          "safety.max_step_change (to measure what the limit costs in sim; not for hardware)")
     sim.add_argument("--launch", default="sim2sim.launch.yaml", help="launch file (name in ros_nodes/launch or path)")
     sim.add_argument("--print-commands", action="store_true", help="print each node's command line (no --episodes)")
     sim.add_argument("--rt-priority", type=integer(0, 99), default=0,
