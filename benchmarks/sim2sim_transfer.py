@@ -87,7 +87,7 @@ def main() -> None:
             stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
         row = {
             "policy": str(policy), "task": in_sim["task"],
-            "train_k": round(train_eval.get("success_rate", float("nan")) * train_eval.get("episodes", 0)),
+            "train_k": round(train_eval.get("success_rate", 0.0) * train_eval.get("episodes", 0)),  # none: 0 of 0
             "train_n": int(train_eval.get("episodes", 0)),
             "sim_k": round(in_sim["success_rate"] * in_sim["episodes"]), "sim_n": in_sim["episodes"],
             "ros_k": int(sum(s for s, _ in ros)), "ros_n": len(ros),
