@@ -8,7 +8,9 @@ and publishes a Float64MultiArray or JointTrajectory. A tick runs in the callbac
 JointState after each control period (event-driven: lowest latency), or from a watchdog timer one
 period after the last tick when states stop.
 
-Topics (relative: a namespace applies): ``estop`` (std_msgs/Bool, True latches), ``diagnostics``
+Topics (relative: a namespace applies): ``estop`` (std_msgs/Bool, True latches), ``sim/episode``
+(std_msgs/Float64MultiArray from the simulated robot in sim2sim: an episode ended and the robot was reset, so
+the node drops its chunk plans and zeroes its last action, as the training env does at a reset), ``diagnostics``
 (diagnostic_msgs/DiagnosticArray, 1 Hz). Service ``~/enable`` (std_srvs/SetBool): True clears the
 e-stop and soft-starts from the measured pose, False stops sending.
 """
@@ -28,7 +30,7 @@ from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import SetBool
 
 from robot_rl.deploy.actions import to_raw
@@ -147,6 +149,7 @@ class PolicyNode(Node):
         if "cube_pos" in terms:
             self.create_subscription(PoseStamped, p["object_topic"], self._on_object, 10)
         self.create_subscription(Bool, "estop", self._on_estop, 10)
+        self.create_subscription(Float64MultiArray, "sim/episode", self._on_episode_end, 10)
         self.create_service(SetBool, "~/enable", self._on_enable)
         self._watchdog = self.create_timer(self.period, self._on_watchdog_timer)
         self.get_logger().info(
@@ -209,6 +212,11 @@ class PolicyNode(Node):
             self.safety = latch_estop(self.safety, self.measured)
             self.chunks.reset()
             self.get_logger().warning("E-STOP latched: holding; call ~/enable true to resume")
+
+    def _on_episode_end(self, _msg: Float64MultiArray) -> None:
+        """The simulated robot reset arm and scene: no plan in flight and a zero last action, as after an env reset."""
+        self.chunks.reset()
+        self.last_action[:] = 0.0
 
     def _on_enable(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         self.safety = set_enabled(self.safety, request.data)

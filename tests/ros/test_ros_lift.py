@@ -6,9 +6,14 @@ servoing to the default pose (target = (q + q*) / 2 each step, fixed point q*). 
 every episode ends at ``episode_s`` unsuccessful; what the test shows is the loop: the simulated robot resets
 the cube from the task's spawn distribution each episode and publishes it in the base frame, the policy node
 fills ``cube_pos`` from that topic, and the arm turns to each new cube (sim/episode reports every episode).
+The gripper integrates its own last action (raw = last + 0.05 per step, up to 1): it opens to 1 rad in every
+episode and starts again from 0 after each reset, since the policy node zeroes its last action on sim/episode
+as the training env does.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pytest
@@ -25,6 +30,8 @@ pytestmark = pytest.mark.ros
 
 K = 4.0
 """rad of shoulder_pan per metre of cube y (the spawn spans y in [-0.06, 0.06] m: pan in [-0.24, 0.24] rad)."""
+STEP = 0.05
+"""Growth of the gripper's raw action per control step (it saturates at 1 after 20 steps, 0.8 s)."""
 
 
 def pointing_policy(tmp_path, env) -> str:
@@ -40,7 +47,10 @@ def pointing_policy(tmp_path, env) -> str:
         lin.weight.zero_()
         lin.weight[:, :6] = 0.5 / scale * torch.eye(6)
         lin.weight[0, 18 + 1] = 0.5 * K / scale
-        lin.bias.copy_(torch.as_tensor(-0.5 * default / scale * np.eye(6)[0], dtype=torch.float32))
+        lin.weight[5].zero_()
+        lin.weight[5, 12 + 5] = 1.0  # gripper: raw = last raw + STEP
+        bias = -0.5 * default / scale * np.eye(6)[0] + STEP * np.eye(6)[5]
+        lin.bias.copy_(torch.as_tensor(bias, dtype=torch.float32))
     return str(export_policy(PolicyHead(lin, meta), meta, tmp_path / "policy", formats=("onnx",)))
 
 
@@ -51,6 +61,8 @@ def test_lift_episodes_publish_the_cube_and_the_policy_follows_it(tmp_path):
     probe = Probe(domain, env.robot.joint_names)
     episodes, cubes, states = (probe.record(t, topic) for t, topic in (
         (Float64MultiArray, "sim/episode"), (PoseStamped, "object_pose"), (JointState, "joint_states")))
+    cube_arrivals: list[float] = []  # monotonic receipt times of the cube poses (the probe's command clock)
+    probe.node.create_subscription(PoseStamped, "object_pose", lambda _m: cube_arrivals.append(time.monotonic()), 50)
     sim_params = {"task": "so101_lift", "episode_s": 2.0, "command_latency_s": 0.005, "position_noise": 0.002,
                   "velocity_noise": 0.02}
     nodes = Nodes("sim2sim.launch.yaml", {"policy": pointing_policy(tmp_path, env)}, domain, tmp_path,
@@ -81,6 +93,16 @@ def test_lift_episodes_publish_the_cube_and_the_policy_follows_it(tmp_path):
         pan = states[int(np.searchsorted(state_t, end)) - 1].position[0]
         assert abs(pan - K * xyz[first[k], 1]) < 0.03, (k, pan, K * xyz[first[k], 1])
     assert np.ptp(xyz[first[1:4], 1]) > 0.02  # and the cube moved between episodes
+    # the gripper: open (raw 1) at the end of episodes 1, 2; after the next one starts its target restarts from
+    # 0.05 and the command (rate limited to 0.1 rad per step from 1.0) turns down within ~7 steps
+    commands = probe.received()
+    sent_t, sent = np.array([t for t, _ in commands]), np.array([c[5] for _, c in commands])
+    starts = [cube_arrivals[i] for i in first[2:4] if i < len(cube_arrivals)]  # episodes 2, 3 (played to the end)
+    assert len(starts) >= 2, (first, len(cube_arrivals))
+    for start in starts:
+        before = sent[(sent_t > start - 0.3) & (sent_t < start - 0.05)]
+        after = sent[(sent_t > start + 0.05) & (sent_t < start + 0.6)]
+        assert len(before) and len(after) and before.min() > 0.9 and after.min() < 0.6, (before, after)
 
 
 def stamp(msg) -> float:
