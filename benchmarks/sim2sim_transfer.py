@@ -13,9 +13,9 @@ Target (issue 5): ROS >= 0.9 x the training evaluation.
 Differences the ROS figure includes on purpose: real-time DDS transport, the command latency, sensor
 noise, the safety layer (rate limit, clamping), and on reach tasks episodes that start where the last one
 ended (targets are resampled, the arm is not reset; lift episodes reset arm and cube as the task does, and
-the policy node drops its plans and last action on sim/episode, see docs/deploy.md); the first episode (soft start) is not counted. The
-policy node's observation-to-command latency and the load average are printed with each row, since
-a loaded machine delays commands beyond ``--latency-ms``.
+the policy node drops its plans and last action on sim/episode, see docs/deploy.md); the first episode
+(soft start) is not counted. The policy node's observation-to-command latency and the load average are
+printed with each row, since a loaded machine delays commands beyond ``--latency-ms``.
 """
 
 from __future__ import annotations
