@@ -11,10 +11,12 @@ Target (issue 5): ROS >= 0.9 x the training evaluation.
     python benchmarks/sim2sim_transfer.py --policy runs/s0/policy --policy runs/s1/policy [--episodes 50]
 
 Differences the ROS figure includes on purpose: real-time DDS transport, the command latency, sensor
-noise, the safety layer (rate limit, clamping), and episodes that start where the last one ended
-(targets are resampled, the arm is not reset); the first episode (soft start) is not counted. The
-policy node's observation-to-command latency and the load average are printed with each row, since
-a loaded machine delays commands beyond ``--latency-ms``. The rows (one per policy), the pooled counts and
+noise, the safety layer (rate limit, clamping), and on reach tasks episodes that start where the last one
+ended (targets are resampled, the arm is not reset; lift episodes reset arm and cube as the task does, and
+the policy node drops its plans and last action on sim/episode, see docs/deploy.md); the first episode
+(soft start) is not counted. The policy node's observation-to-command latency and the load average are
+printed with each row, since a loaded machine delays commands beyond ``--latency-ms``.
+The rows (one per policy), the pooled counts and
 the ratio go to ``--json`` (default ``docs/results/deploy/sim2sim_transfer.json``, with the command, commit,
 load and machine).
 """
@@ -61,7 +63,8 @@ def main() -> None:
     parser.add_argument("--robot", default="so101")
     parser.add_argument("--episodes", type=int, default=50, help="ROS episodes per policy (default 50)")
     parser.add_argument("--sim-episodes", type=int, default=100, help="training-sim episodes per policy")
-    parser.add_argument("--episode-s", type=float, default=4.0, help="ROS episode length (the task's is 4 s)")
+    parser.add_argument("--episode-s", type=float, default=0.0,
+                        help="ROS episode length (default 0: the task's, so101_reach 4 s, so101_lift 8 s)")
     parser.add_argument("--latency-ms", type=float, default=5.0)
     parser.add_argument("--noise", type=float, default=0.002, help="joint position noise std (rad); velocity 10x")
     parser.add_argument("--domain-id", type=int, default=78)
@@ -90,7 +93,7 @@ def main() -> None:
             stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
         row = {
             "policy": str(policy), "task": in_sim["task"],
-            "train_k": round(train_eval.get("success_rate", float("nan")) * train_eval.get("episodes", 0)),
+            "train_k": round(train_eval.get("success_rate", 0.0) * train_eval.get("episodes", 0)),  # none: 0 of 0
             "train_n": int(train_eval.get("episodes", 0)),
             "sim_k": round(in_sim["success_rate"] * in_sim["episodes"]), "sim_n": in_sim["episodes"],
             "ros_k": int(sum(s for s, _ in ros)), "ros_n": len(ros),

@@ -396,6 +396,32 @@ class TaskEnv(VecEnv):
             live[name][index] = value.to(self.device)
         self._read_state()
 
+    def score_state(self, qpos: Any, qvel: Any) -> torch.Tensor:
+        """Score physics simulated outside this env (the ROS simulated robot) as one control step of the task.
+
+        Every env takes ``qpos`` ``[N, nq]`` / ``qvel`` ``[N, nv]`` (kinematics recomputed, ``state`` reread),
+        the task's per-step update runs (hold timers, as after physics in :meth:`step`) and the task's
+        success ``[N]`` bool is returned. Episode counters and rewards are not touched.
+        """
+        if self.cfg.success is None:
+            raise SimInputError(f"task {type(self).__name__} defines no success to score")
+        ids = np.arange(self.num_envs)
+        physics = self.backend.capture(ids)
+        physics["qpos"][:] = np.asarray(qpos, dtype=np.float64)
+        physics["qvel"][:] = np.asarray(qvel, dtype=np.float64)
+        self.backend.restore(ids, physics)
+        self._read_state()
+        self._pre_step()
+        return self.cfg.success(self)
+
+    def term_value(self, name: str) -> torch.Tensor:
+        """``[N, size]`` raw value (unscaled, noise-free) of observation term ``name`` of any group, now."""
+        term = next((terms[name] for terms in self.cfg.observations.values() if name in terms), None)
+        if term is None:
+            known = sorted({n for terms in self.cfg.observations.values() for n in terms})
+            raise SimInputError(f"task {type(self).__name__} has no observation term {name!r}; it has {known}")
+        return term.func(self, **term.params)
+
     @property
     def joint_qpos_index(self) -> torch.Tensor:
         """``[J]`` addresses of the robot's joints (robot.yaml order) in ``qpos`` (``SimSnapshot.physics``)."""

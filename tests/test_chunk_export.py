@@ -67,6 +67,35 @@ def test_artifact_evaluation_plays_chunks_open_loop(chunked_run):
     assert policy.queries == math.ceil(lengths[0] / EXECUTE)  # one inference per execute_len steps
 
 
+def test_artifact_evaluation_can_replan_every_step(chunked_run):
+    """``robot-rl eval --execute-len 1``: one inference per step (the chunk's first action); outside [1, H] refused."""
+    import sim
+    from robot_rl.errors import InputError
+    from robot_rl.train.artifact_eval import evaluate_artifact
+
+    _, result = chunked_run
+    env = sim.make_env("so101_reach", num_envs=1, seed=0)
+    policy = ArtifactPolicy(PolicyRuntime(result.artifact), execute_len=1)
+    lengths = evaluate(policy, env, episodes=1, seed=0).lengths
+    assert policy.queries == lengths[0]
+    summary = evaluate_artifact(result.artifact, episodes=1, num_envs=1, seed=0, execute_len=H)
+    assert summary["execute_len"] == H and summary["episodes"] == 1
+    with pytest.raises(InputError, match=r"--execute-len = 4: must be in \[1, 3\]"):
+        evaluate_artifact(result.artifact, episodes=1, num_envs=1, seed=0, execute_len=H + 1)
+
+
+def test_robot_rl_export_reopens_the_run_with_one_env(chunked_run, tmp_path, capsys):
+    """``robot-rl export <run>`` opens the run with 1 env (trained with 4): the per-env replay buffer and AC3's
+    episode labels, laid out for 4 envs, are dropped rather than refused; the artifact is the run's."""
+    from robot_rl.commands.export import main as export_main
+
+    runner, result = chunked_run
+    assert export_main([str(runner.run_dir), "--format", "onnx", "--out", str(tmp_path / "again")]) == 0
+    obs = np.random.default_rng(0).normal(size=load_meta(result.artifact).observation_dim).astype(np.float32)
+    np.testing.assert_allclose(PolicyRuntime(tmp_path / "again").infer(obs), PolicyRuntime(result.artifact).infer(obs),
+                               atol=1e-6)
+
+
 def test_an_artifact_without_chunk_execution_plays_its_whole_chunk_open_loop(tmp_path):
     """Artifacts from before ``chunk_execution`` still load: open loop of all ``H`` actions."""
     meta = make_meta(robot="toy", joint_names=["a", "b"], default_joint_pos=[0.0, 0.0],

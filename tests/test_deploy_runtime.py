@@ -99,3 +99,16 @@ def test_build_observation_by_hand():
     second = builder.build(state, np.array([1.0, -1.0, 0.5]))
     assert second is first and second.dtype == np.float32
     np.testing.assert_allclose(second[12:15], [-0.4, 0.0, 0.2], atol=1e-6)  # 2 x [-4, 0, 2] x 0.05
+
+
+def test_cube_pos_term_by_hand():
+    """The lift policy's object term: the object pose in the base frame, times its scale; missing -> ValueError."""
+    meta = make_meta(robot="toy_arm", joint_names=JOINTS, default_joint_pos=[0.1, 0.3, -0.2],
+                     observation_layout=[("joint_pos", 3, 1.0), ("cube_pos", 3, 2.0), ("last_action", 3, 1.0)],
+                     action_scale=0.5, control_hz=25, task="so101_lift")
+    state = RobotState(joint_pos=np.array([0.2, 0.3, 0.0]), joint_vel=np.zeros(3),
+                       cube_pos=np.array([0.17, -0.04, 0.0125]))
+    obs = build_observation(meta, state, last_action=np.array([0.5, 0.0, -1.0]))
+    np.testing.assert_allclose(obs, [0.1, 0.0, 0.2, 0.34, -0.08, 0.025, 0.5, 0.0, -1.0], atol=1e-6)
+    with pytest.raises(ValueError, match="'cube_pos' needs an object pose"):
+        build_observation(meta, RobotState(state.joint_pos, state.joint_vel), np.zeros(3))

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import sim
+from sim.errors import SimInputError
 from sim.math import clip_norm, dls_step
 from sim.tasks import so101_lift
 from sim.tasks.so101_lift import scripted_expert, wrap_quarter_turn
@@ -148,3 +149,43 @@ def test_expert_actions_replay_exactly():
         states.append(env.state.qpos.clone())
     torch.testing.assert_close(states[0], states[1], rtol=0, atol=0)
     assert so101_lift.lift_gain(env).max() > 0.01, "the replayed expert never lifted a cube"
+
+
+def test_score_state_replays_the_tasks_success_and_terms():
+    """A second env fed the first one's physics (as the ROS simulated robot does) scores the same success each step;
+    term_value gives the noise-free cube position the deployed policy observes."""
+    played = sim.make_env("so101_lift", num_envs=1, seed=0, hold_steps=3, success_terminates=False)
+    scorer = sim.make_env("so101_lift", num_envs=1, seed=9, hold_steps=3, success_terminates=False)
+    played.reset(seed=0)
+    scorer.reset(seed=9)
+    successes = []
+    for _ in range(60):
+        step = played.step(scripted_expert(played))
+        physics = played.capture_state().physics
+        scored = scorer.score_state(physics["qpos"], physics["qvel"])
+        assert torch.equal(scored, step.info["success"])
+        torch.testing.assert_close(scorer.term_value("cube_pos"), so101_lift.cube_pos(played))
+        successes.append(bool(scored))
+    assert any(successes) and not successes[0], successes  # the hold counter starts at 0 and is reached
+    with pytest.raises(SimInputError, match="no observation term 'nope'"):
+        scorer.term_value("nope")
+
+
+def test_deployed_observation_rebuilds_the_policy_group():
+    """robot_rl.deploy's observation from what ROS carries (joints, last action, cube pose) = the env's policy obs."""
+    import numpy as np
+
+    from robot_rl.deploy.observation import RobotState, build_observation
+    from robot_rl.export import make_meta
+
+    env = sim.make_env("so101_lift", num_envs=1, seed=2, observation_noise=False)
+    env.reset(seed=2)
+    for _ in range(8):
+        step = env.step(scripted_expert(env))
+    meta = make_meta(env.robot.name, env.robot.joint_names, env.default_joint_pos.tolist(),
+                     env.observation_layout["policy"], env.robot.control.action_scale, env.robot.control.policy_hz)
+    state = RobotState(joint_pos=env.state.joint_pos[0].double().numpy(),
+                       joint_vel=env.state.joint_vel[0].double().numpy(),
+                       cube_pos=env.term_value("cube_pos")[0].double().numpy())
+    rebuilt = build_observation(meta, state, env.action[0].double().numpy())
+    np.testing.assert_allclose(rebuilt, step.obs["policy"][0].numpy(), atol=1e-5)

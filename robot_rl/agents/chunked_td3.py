@@ -379,9 +379,10 @@ class ChunkedTD3(OffPolicyAgent):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`; plans in flight are dropped."""
+        """Restore :meth:`state_dict`; plans in flight are dropped. AC3's episode labels come back only with the
+        buffer rows they label (a run opened with another env count to evaluate or export drops both)."""
         super().load_state_dict(state)
-        if "episodes" in state:
+        if "episodes" in state and "buffer" in state:
             self.episode_id.copy_(state["episodes"]["id"])
             self.succeeded.copy_(state["episodes"]["succeeded"])
             self.current_episode.copy_(state["episodes"]["current"])

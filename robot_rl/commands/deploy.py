@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from robot_rl.commands._args import command_parser, count, domain_id, integer, number, positive, rate, seed
+from robot_rl.commands._args import command_parser, count, domain_id, duration, integer, number, positive, seed
 from robot_rl.errors import EXIT_BAD_INPUT
 
 SUMMARY = "Check a policy artifact against a robot, or run it sim-to-sim over ROS 2 (sim2sim | check)"
@@ -17,6 +17,10 @@ EPILOG = """examples:
   robot-rl deploy check outputs/run/policy --robot so101
   robot-rl deploy sim2sim --robot so101 --policy outputs/run/policy --episodes 20 --latency-ms 5 --noise 0.002
   robot-rl deploy sim2sim --robot so101 --policy outputs/run/policy --print-commands
+  robot-rl deploy sim2sim --policy outputs/lift_run/policy --episodes 20 --latency-ms 5 --noise 0.002
+
+sim2sim plays the artifact's own task (policy.yaml `task`): so101_reach (targets) or so101_lift (the
+simulated robot holds the cube scene and publishes the cube pose on the object topic).
 
 check exits 2 when it refuses the artifact or robot.yaml (bad input: the policy node refuses the same
 artifact with the same message), 1 when the artifact is readable but a check reports ERROR lines, 0 when
@@ -55,11 +59,12 @@ def _validate_sim2sim(args: argparse.Namespace) -> None:
 
 def _sim2sim(args: argparse.Namespace) -> int:
     _validate_sim2sim(args)
+    limit = {} if args.max_step_change is None else {"max_step_change": f"[{args.max_step_change}]"}
     if args.episodes:
         try:
             results = run_episodes(Path(args.policy), args.robot, args.episodes, args.episode_s, args.latency_ms,
                                    args.noise, args.domain_id, args.seed, args.namespace, args.launch,
-                                   rt_priority=args.rt_priority)
+                                   policy_params=limit, rt_priority=args.rt_priority)
         except RuntimeError as exc:
             print(exc, file=sys.stderr)
             return 1
@@ -67,12 +72,14 @@ def _sim2sim(args: argparse.Namespace) -> int:
         distances = sorted(d for _, d in results)
         median_cm = distances[len(distances) // 2] * 100
         print(f"sim2sim {args.robot}: {len(results)} episodes, success {success:.1%}, median final distance "
-              f"{median_cm:.2f} cm (latency {args.latency_ms:g} ms, noise {args.noise:g} rad)")
+              f"{median_cm:.2f} cm (gripper to target or cube; latency {args.latency_ms:g} ms, noise "
+              f"{args.noise:g} rad)")
         return 0
     from robot_rl.deploy.node_procs import NodeProcesses
 
+    sim_params = _sim_params(args.latency_ms, args.noise, args.seed)
     nodes = NodeProcesses(args.launch, _launch_args(Path(args.policy), args.robot, args.namespace), args.domain_id,
-                          extra={"sim_robot": _sim_params(args.latency_ms, args.noise, args.seed)})
+                          extra={"sim_robot": sim_params, "policy_node": limit})
     if args.print_commands:
         for name, cmd in nodes.commands.items():
             print(f"# {name}\n{' '.join(cmd)}")
@@ -93,12 +100,15 @@ def _sim_params(latency_ms: float, noise: float, seed: int) -> dict[str, object]
             "velocity_noise": 10.0 * float(noise), "seed": int(seed)}
 
 
-def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 4.0, latency_ms: float = 0.0,
+def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 0.0, latency_ms: float = 0.0,
                  noise: float = 0.0, domain_id: int = 0, seed: int = 0, namespace: str = "",
                  launch: str = "sim2sim.launch.yaml", warmup: int = 1,
                  policy_params: dict[str, object] | None = None, rt_priority: int = 0,
                  rt_nodes: tuple[str, ...] | None = None) -> list[tuple[float, float]]:
-    """Play reach episodes of the artifact's task through ROS 2; ``[(success 0/1, final distance m)]``.
+    """Play episodes of the artifact's task (reach or lift) through ROS 2; ``[(success 0/1, final distance m)]``.
+
+    ``episode_s``: the longest episode (a lift episode ends at success); 0 is the task's own length. The final
+    distance is the gripper's to the target (reach) or to the cube (lift).
 
     The first ``warmup`` episodes (they include the policy node's soft start) are not returned.
     ``policy_params`` override policy node parameters (e.g. ``{"max_step_change": "[1.0, ...]"}``).
@@ -114,6 +124,10 @@ def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 4.0
     task = load_meta(policy).task
     if not task:
         raise RuntimeError(f"{policy}/policy.yaml has no task: episodes need the training task's targets")
+    if not episode_s:
+        import sim as sim_tasks
+
+        episode_s = sim_tasks.make_env(task, num_envs=1).cfg.episode_s
     sim = _sim_params(latency_ms, noise, seed) | {"task": task, "episode_s": episode_s}
     extra = {"sim_robot": sim, "policy_node": dict(policy_params or {})}
     nodes = NodeProcesses(launch, _launch_args(policy, robot, namespace), domain_id, extra=extra)
@@ -163,13 +177,18 @@ def main(argv: list[str]) -> int:
     sim.add_argument("--domain-id", type=domain_id, default=os.environ.get("ROS_DOMAIN_ID", "0"),
                      help="ROS_DOMAIN_ID: 0..101 or 215..232 (default $ROS_DOMAIN_ID or 0)")
     sim.add_argument("--episodes", type=count, default=0,
-                     help="play N reach episodes (after one warm-up episode with the soft start), print the "
-                          "success rate and stop (0: run until Ctrl-C)")
-    sim.add_argument("--episode-s", type=rate, default=4.0, help="episode length in seconds (default 4)")
+                     help="play N episodes of the artifact's task, reach or lift (after one warm-up episode with "
+                          "the soft start), print the success rate and stop (0: run until Ctrl-C)")
+    sim.add_argument("--episode-s", type=duration, default=0.0,
+                     help="episode length in seconds (a lift episode ends earlier at success); default 0: the "
+                          "task's own (so101_reach 4 s, so101_lift 8 s)")
     sim.add_argument("--latency-ms", type=number(0.0, 1000.0), default=0.0,
                      help="command latency of the simulated robot (ms)")
     sim.add_argument("--noise", type=number(0.0, 1.0), default=0.0, help="joint position noise std (rad); velocity 10x")
     sim.add_argument("--seed", type=seed, default=0, help="seed of the simulated robot")
+    sim.add_argument("--max-step-change", type=number(0.0, 10.0, low_inclusive=False), default=None,
+                     help="the policy node's rate limit in rad per control step instead of robot.yaml's "
+                          "safety.max_step_change (to measure what the limit costs in sim; not for hardware)")
     sim.add_argument("--launch", default="sim2sim.launch.yaml", help="launch file (name in ros_nodes/launch or path)")
     sim.add_argument("--print-commands", action="store_true", help="print each node's command line (no --episodes)")
     sim.add_argument("--rt-priority", type=integer(0, 99), default=0,

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from robot_rl.commands._args import add_episode_args, command_parser
+from robot_rl.commands._args import add_episode_args, command_parser, positive
 
 SUMMARY = "Evaluate a run or a policy artifact: return, success, length with 95% intervals (+ mp4)"
 
@@ -27,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--video", nargs="?", const="", default=None, metavar="MP4",
                    help="write an mp4 of the first episode (default <path>/eval.mp4)")
     p.add_argument("--task", default=None, help="artifact only: task to run on (default: the artifact's)")
+    p.add_argument("--execute-len", type=positive, default=None,
+                   help="artifact only: play each chunk open loop for this many steps before the next inference "
+                        "(1: re-plan every step, the chunk's first action) instead of policy.yaml's chunk_execution")
     return p
 
 
@@ -38,7 +41,7 @@ def main(argv: list[str]) -> int:
     if (args.path / "policy.yaml").is_file():
         from robot_rl.train.artifact_eval import evaluate_artifact
 
-        summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task)
+        summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task, args.execute_len)
     elif (args.path / "config.yaml").is_file():
         from robot_rl.train.evaluation import evaluate, playable
         from robot_rl.train.run_loading import open_run

@@ -48,6 +48,7 @@ OBSERVATION_TERMS = {
     "projected_gravity": "unit gravity vector in the IMU frame [3]",
     "velocity_command": "commanded (vx, vy, yaw rate) [3]",
     "target_pos": "target position in the robot base frame [3]",
+    "cube_pos": "manipulated object (cube) position in the robot base frame [3]",
     "last_action": "previous raw policy action in [-1, 1] [A]",
 }
 """The policy observation vocabulary: what a real robot publishes (contract 1)."""

@@ -18,6 +18,7 @@ TERM_TOPICS = {
     "projected_gravity": "imu",
     "velocity_command": "velocity_command",
     "target_pos": "target",
+    "cube_pos": "object",
 }
 """Observation terms that need a ROS input beyond JointState, and the robot.yaml ``ros`` key."""
 
@@ -67,7 +68,7 @@ def check_artifact(artifact_dir: Path, robot: dict[str, Any], runs: int = 200) -
             report.add("ERROR", f"observation {term.name!r} needs ros.{key} in robot.yaml, which is missing")
     state = RobotState(joint_pos=default.copy(), joint_vel=np.zeros(len(joints)),
                        imu_quat_wxyz=np.array([1.0, 0, 0, 0]), imu_gyro=np.zeros(3),
-                       velocity_command=np.zeros(3), target_pos=np.zeros(3))
+                       velocity_command=np.zeros(3), target_pos=np.zeros(3), cube_pos=np.zeros(3))
     obs = build_observation(meta, state, np.zeros(meta.action_dim))
     times = []
     for _ in range(max(runs, 1)):

@@ -2,7 +2,8 @@
 
 The same terms as the simulator's ``"policy"`` group (``sim/tasks/terms.py``), from what a
 real robot publishes: JointState (reordered by name), the IMU quaternion and gyro, a velocity
-command and a target. ``observed = raw * scale`` per term, in the artifact's order.
+command, a target and an object (cube) pose from perception. ``observed = raw * scale`` per term,
+in the artifact's order.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class RobotState:
         imu_gyro: ``[3]`` IMU angular velocity in the IMU frame (rad/s).
         velocity_command: ``[3]`` (vx, vy, yaw rate).
         target_pos: ``[3]`` target position in the robot base frame (m).
+        cube_pos: ``[3]`` manipulated object (cube) position in the robot base frame (m).
     """
 
     joint_pos: np.ndarray
@@ -33,6 +35,7 @@ class RobotState:
     imu_gyro: np.ndarray | None = None
     velocity_command: np.ndarray | None = None
     target_pos: np.ndarray | None = None
+    cube_pos: np.ndarray | None = None
 
 
 def reorder_index(message_names: list[str], joint_names: list[str]) -> np.ndarray:
@@ -88,6 +91,8 @@ def term_values(term: str, meta: PolicyMeta, state: RobotState, last_action: np.
         return _require(state.velocity_command, term, "a velocity command (Twist)")
     if term == "target_pos":
         return _require(state.target_pos, term, "a target (PoseStamped in the base frame)")
+    if term == "cube_pos":
+        return _require(state.cube_pos, term, "an object pose (PoseStamped in the base frame)")
     raise ArtifactError(f"unknown observation term {term!r}")
 
 

@@ -57,6 +57,7 @@ def ros_params(robot: dict[str, Any], policy: str | None = None) -> dict[str, An
         "joint_states_topic": _topic(ros, "joint_states", "joint_states", source),
         "imu_topic": _topic(ros, "imu", "imu", source),
         "target_topic": _topic(ros, "target", "target_pose", source),
+        "object_topic": _topic(ros, "object", "object_pose", source),
         "command_topic": _topic(ros, "command", "", source),
         "command_type": command["type"],
         "base_frame": str(ros.get("base_frame", "")),

@@ -50,7 +50,13 @@ class PolicyRuntime:
         return self._out.reshape(self.meta.chunk_length, self.meta.action_dim).astype(np.float64)
 
 
-def chunk_executor(meta: PolicyMeta, num_envs: int = 1) -> ChunkExecutor:
-    """The executor of ``meta``'s chunks for ``num_envs`` robots (policy.yaml's ``chunk_execution``)."""
+def chunk_executor(meta: PolicyMeta, num_envs: int = 1, execute_len: int | None = None) -> ChunkExecutor:
+    """The executor of ``meta``'s chunks for ``num_envs`` robots (policy.yaml's ``chunk_execution``).
+
+    ``execute_len``: play the chunks open loop, re-querying every ``execute_len`` steps, instead (``1``: re-plan
+    every step, the chunk's first action; for evaluation); ValueError unless in ``[1, H]``.
+    """
     ex = meta.chunk_execution
+    if execute_len is not None:
+        return ChunkExecutor(num_envs, meta.chunk_length, meta.action_dim, "open_loop", execute_len, 0.0)
     return ChunkExecutor(num_envs, meta.chunk_length, meta.action_dim, ex.mode, ex.execute_len, ex.ensemble_decay)

@@ -1,13 +1,16 @@
 """Policy runner: state topics in, safe position targets out, at the artifact's control rate.
 
-Subscribes JointState (+ Imu, + Twist velocity command, + PoseStamped target, as the policy's
-observation terms require), rebuilds the training observation (:mod:`robot_rl.deploy.observation`),
+Subscribes JointState (+ Imu, + Twist velocity command, + PoseStamped target, + PoseStamped object
+(cube) pose, as the policy's observation terms require), rebuilds the training observation
+(:mod:`robot_rl.deploy.observation`),
 runs the ONNX policy, passes the target through the safety layer (:mod:`robot_rl.deploy.safety`)
 and publishes a Float64MultiArray or JointTrajectory. A tick runs in the callback of the first
 JointState after each control period (event-driven: lowest latency), or from a watchdog timer one
 period after the last tick when states stop.
 
-Topics (relative: a namespace applies): ``estop`` (std_msgs/Bool, True latches), ``diagnostics``
+Topics (relative: a namespace applies): ``estop`` (std_msgs/Bool, True latches), ``sim/episode``
+(std_msgs/Float64MultiArray from the simulated robot in sim2sim: an episode ended and the robot was reset, so
+the node drops its chunk plans and zeroes its last action, as the training env does at a reset), ``diagnostics``
 (diagnostic_msgs/DiagnosticArray, 1 Hz). Service ``~/enable`` (std_srvs/SetBool): True clears the
 e-stop and soft-starts from the measured pose, False stops sending.
 """
@@ -27,7 +30,7 @@ from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import SetBool
 
 from robot_rl.deploy.actions import to_raw
@@ -65,6 +68,7 @@ PARAMS = {
     "imu_topic": (str, "imu"),
     "velocity_command_topic": (str, "cmd_vel"),
     "target_topic": (str, "target_pose"),
+    "object_topic": (str, "object_pose"),
     "base_frame": (str, ""),
     "command_topic": (str, None),
     "command_type": (str, None),
@@ -142,7 +146,10 @@ class PolicyNode(Node):
             self.create_subscription(Twist, p["velocity_command_topic"], self._on_twist, 10)
         if "target_pos" in terms:
             self.create_subscription(PoseStamped, p["target_topic"], self._on_target, 10)
+        if "cube_pos" in terms:
+            self.create_subscription(PoseStamped, p["object_topic"], self._on_object, 10)
         self.create_subscription(Bool, "estop", self._on_estop, 10)
+        self.create_subscription(Float64MultiArray, "sim/episode", self._on_episode_end, 10)
         self.create_service(SetBool, "~/enable", self._on_enable)
         self._watchdog = self.create_timer(self.period, self._on_watchdog_timer)
         self.get_logger().info(
@@ -180,20 +187,36 @@ class PolicyNode(Node):
     def _on_twist(self, msg: Twist) -> None:
         self.state.velocity_command = twist_command(msg)
 
-    def _on_target(self, msg: PoseStamped) -> None:
+    def _base_frame_position(self, msg: PoseStamped, what: str) -> np.ndarray | None:
+        """``[3]`` position of a pose in the base frame, or None (logged) when it is in another frame."""
         frame = msg.header.frame_id
         if frame and self.p["base_frame"] and frame != self.p["base_frame"]:
             self.get_logger().error(
-                f"target in frame {frame!r} ignored: the policy needs it in {self.p['base_frame']!r}"
+                f"{what} in frame {frame!r} ignored: the policy needs it in {self.p['base_frame']!r}"
             )
-            return
-        self.state.target_pos = pose_position(msg)
+            return None
+        return pose_position(msg)
+
+    def _on_target(self, msg: PoseStamped) -> None:
+        position = self._base_frame_position(msg, "target")
+        if position is not None:
+            self.state.target_pos = position
+
+    def _on_object(self, msg: PoseStamped) -> None:
+        position = self._base_frame_position(msg, "object pose")
+        if position is not None:
+            self.state.cube_pos = position
 
     def _on_estop(self, msg: Bool) -> None:
         if msg.data and not self.safety.estopped:
             self.safety = latch_estop(self.safety, self.measured)
             self.chunks.reset()
             self.get_logger().warning("E-STOP latched: holding; call ~/enable true to resume")
+
+    def _on_episode_end(self, _msg: Float64MultiArray) -> None:
+        """The simulated robot reset arm and scene: no plan in flight and a zero last action, as after an env reset."""
+        self.chunks.reset()
+        self.last_action[:] = 0.0
 
     def _on_enable(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         self.safety = set_enabled(self.safety, request.data)

@@ -17,10 +17,19 @@ target from the training env's own target table (or the gripper position at the 
 ``target_joint_pos`` configuration), publishes it as a PoseStamped in the base frame, and at the
 end of the episode publishes ``sim/episode`` = Float64MultiArray [index, success, final distance m]
 (success: the task's ``success_radius``).
+
+With ``task: so101_lift`` (a task whose policy observes ``cube_pos``) it simulates that task's scene (the
+model of ``sim.make_env(task, 1).mujoco_view()``: robot, floor, cube), starts every episode from the
+task's own reset distribution (arm and cube, a ``reset()`` of that env), publishes the cube position in the
+base frame as a PoseStamped on ``object_topic`` every control period, scores the task's own success rule
+every control period (``TaskEnv.score_state``: lift height held for ``hold_steps``, gripper at the cube) and
+ends the episode on success or after ``episode_s``, publishing ``sim/episode`` = [index, success, final
+gripper-to-cube distance m]. ``episode_s: 0`` (the default) is the task's own episode length.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import time
@@ -34,6 +43,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
+import sim
 from ros_nodes import spin
 from ros_nodes.messages import command_class, command_positions
 from ros_nodes.params import declare
@@ -51,10 +61,11 @@ PARAMS = {
     "velocity_noise": (float, 0.0),  # rad/s, std
     "command_latency_s": (float, 0.0),
     "seed": (int, 0),
-    "task": (str, ""),  # "" or a reach task name (so101_reach): play its episodes
+    "task": (str, ""),  # "" or a reach (so101_reach) or lift (so101_lift) task name: play its episodes
     "target_topic": (str, "target_pose"),
+    "object_topic": (str, "object_pose"),
     "base_frame": (str, "base"),
-    "episode_s": (float, 4.0),
+    "episode_s": (float, 0.0),  # 0: the task's own episode length
     "success_radius": (float, 0.02),
     "target_joint_pos": ("float[]", []),
 }
@@ -71,7 +82,11 @@ class SimRobotNode(Node):
         self.target_joint_pos = list(self.get_parameter("target_joint_pos").value)
         self.p = p
         self.robot = load_robot(p["robot"])
-        self.model = build_model(self.robot, add_floor_and_light)
+        self.task_env = sim.make_env(p["task"], num_envs=1, seed=p["seed"]) if p["task"] else None
+        if self.task_env is not None and not self.task_env.has_target:  # an object task: the task's scene
+            self.model = copy.deepcopy(self.task_env.mujoco_view(0)[0])
+        else:
+            self.model = build_model(self.robot, add_floor_and_light)
         self.model.opt.timestep = p["physics_dt"] or self.robot.control.physics_dt
         self.data = mujoco.MjData(self.model)
         self.names = self.robot.joint_names
@@ -88,7 +103,9 @@ class SimRobotNode(Node):
         self.js_pub = self.create_publisher(JointState, p["joint_states_topic"], 10)
         self.imu_pub = self.create_publisher(Imu, p["imu_topic"], 10) if self.floating else None
         self.create_subscription(command_class(p["command_type"]), p["command_topic"], self._on_command, 10)
-        self.task = _ReachTask(self) if p["task"] else None
+        self.task = None
+        if self.task_env is not None:
+            self.task = (_ReachTask if self.task_env.has_target else _LiftTask)(self)
         dt = self.model.opt.timestep
         publish_hz = p["publish_hz"] or 1.0 / dt
         self.t0: float | None = None  # wall time of physics step 0, set by the first timer tick
@@ -155,6 +172,15 @@ class SimRobotNode(Node):
             imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = gx, gy, gz
             self.imu_pub.publish(imu)
 
+    def base_frame_pose(self, position: np.ndarray) -> PoseStamped:
+        """PoseStamped of ``position`` ``[3]`` (already in the base frame), stamped now, identity orientation."""
+        msg = PoseStamped()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.p["base_frame"]
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in position)
+        msg.pose.orientation.w = 1.0
+        return msg
+
     def site_pos(self, role: str) -> np.ndarray:
         """``[3]`` world position of the site playing ``role``."""
         return self.data.site(site_name(self.robot, role)).xpos.copy()
@@ -170,17 +196,15 @@ class _ReachTask:
         self.index, self.episodes, self.episode_start, self.last_target_pub = -1, 0, 0.0, -1.0
         self.target = np.zeros(3)
         self.success_radius = node.p["success_radius"]
+        env = node.task_env
+        self.episode_s = node.p["episode_s"] or env.cfg.episode_s
         if len(node.target_joint_pos) == len(node.names):
             self.table = self._fk(np.asarray(node.target_joint_pos))[None]
         else:  # the training task's own target table: same distribution as in training
-            import sim
-
-            env = sim.make_env(node.p["task"], num_envs=1, seed=node.p["seed"])
             if not env.has_target:
                 raise ValueError(f"task {node.p['task']!r} has no target table; use a reach task or target_joint_pos")
             self.table = env.target_distribution().cpu().numpy().astype(np.float64)
             self.success_radius = float(env.cfg.params.get("success_radius", self.success_radius))
-            env.close()
 
     def _fk(self, q: np.ndarray) -> np.ndarray:
         data = mujoco.MjData(self.node.model)
@@ -190,7 +214,7 @@ class _ReachTask:
 
     def update(self, sim_time: float) -> None:
         """Close the episode when it is over, start the next, and republish the target."""
-        if self.index >= 0 and sim_time - self.episode_start >= self.node.p["episode_s"]:
+        if self.index >= 0 and sim_time - self.episode_start >= self.episode_s:
             distance = float(np.linalg.norm(self.node.site_pos("end_effector") - self.target))
             success = float(distance < self.success_radius)
             self.episode_pub.publish(Float64MultiArray(data=[float(self.index), success, distance]))
@@ -203,13 +227,46 @@ class _ReachTask:
         if sim_time - self.last_target_pub < 0.05:  # targets at 20 Hz and at every new episode
             return
         self.last_target_pub = sim_time
-        msg = PoseStamped()
-        msg.header.stamp = self.node.get_clock().now().to_msg()
-        msg.header.frame_id = self.node.p["base_frame"]
-        rel = self.target - self.node.site_pos("base")
-        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in rel)
-        msg.pose.orientation.w = 1.0
-        self.target_pub.publish(msg)
+        self.target_pub.publish(self.node.base_frame_pose(self.target - self.node.site_pos("base")))
+
+
+class _LiftTask:
+    """Lift episodes in the task's scene: arm and cube reset from the task, cube pose out, task success scored."""
+
+    def __init__(self, node: SimRobotNode) -> None:
+        self.node, self.env = node, node.task_env
+        if "cube_pos" not in [name for name, _, _ in self.env.observation_layout["policy"]]:
+            raise ValueError(f"task {node.p['task']!r} has neither a target table nor a cube_pos observation: "
+                             "the simulated robot plays reach and lift tasks only")
+        self.object_pub = node.create_publisher(PoseStamped, node.p["object_topic"], 10)
+        self.episode_pub = node.create_publisher(Float64MultiArray, "sim/episode", 10)
+        self.episode_s = node.p["episode_s"] or self.env.cfg.episode_s
+        self.index, self.episodes, self.episode_start, self.next_step = -1, 0, 0.0, 0.0
+
+    def _start_episode(self, sim_time: float) -> None:
+        """Arm and cube from the task's reset distribution (a reset of the task's env, copied into the node)."""
+        self.env.reset()
+        _, data = self.env.mujoco_view(0)
+        node = self.node
+        node.data.qpos[:], node.data.qvel[:], node.data.ctrl[:] = data.qpos, data.qvel, data.ctrl
+        mujoco.mj_forward(node.model, node.data)
+        self.index, self.episodes, self.episode_start = self.episodes, self.episodes + 1, sim_time
+
+    def update(self, sim_time: float) -> None:
+        """Once per control period: score the state, close/start episodes, publish the cube position."""
+        if sim_time < self.next_step:
+            return
+        self.next_step = max(self.next_step + self.env.dt, sim_time)
+        if self.index < 0:
+            self._start_episode(sim_time)
+        else:
+            data = self.node.data
+            success = bool(self.env.score_state(data.qpos[None], data.qvel[None])[0])
+            if success or sim_time - self.episode_start >= self.episode_s:
+                distance = float(np.linalg.norm(self.env.term_value("gripper_to_cube")[0].numpy()))
+                self.episode_pub.publish(Float64MultiArray(data=[float(self.index), float(success), distance]))
+                self._start_episode(sim_time)
+        self.object_pub.publish(self.node.base_frame_pose(self.env.term_value("cube_pos")[0].numpy()))
 
 
 def main(args: list[str] | None = None) -> int:

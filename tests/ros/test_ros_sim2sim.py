@@ -75,13 +75,17 @@ def test_reach_task_draws_from_the_training_tasks_target_table():
 
     import sim
 
-    node = SimpleNamespace(p={"target_topic": "target", "success_radius": 0.5, "task": "so101_reach", "seed": 3},
-                           target_joint_pos=[], names=ROBOT.joint_names,
+    node = SimpleNamespace(p={"target_topic": "target", "success_radius": 0.5, "task": "so101_reach", "seed": 3,
+                              "episode_s": 0.0},
+                           target_joint_pos=[], names=ROBOT.joint_names, task_env=sim.make_env("so101_reach", seed=3),
                            create_publisher=lambda *args: None)
     task = _ReachTask(node)
     env = sim.make_env("so101_reach", num_envs=1, seed=3)
     np.testing.assert_array_equal(task.table, env.target_distribution().numpy().astype(np.float64))
     assert task.success_radius == env.cfg.params["success_radius"]
+    assert task.episode_s == env.cfg.episode_s  # episode_s 0: the task's own
     env.close()
+    lift = SimpleNamespace(**{**vars(node), "p": {**node.p, "task": "so101_lift"},
+                              "task_env": sim.make_env("so101_lift")})
     with pytest.raises(ValueError, match="has no target table"):
-        _ReachTask(SimpleNamespace(**{**vars(node), "p": {**node.p, "task": "so101_lift"}}))
+        _ReachTask(lift)
