@@ -46,8 +46,11 @@ class VLAConfig:
     """D, the token width of the prefix transformer and the action expert."""
     heads: int = 4
     prefix_layers: int = 2
+    """Transformer layers over the image, text and state tokens."""
     expert_layers: int = 2
+    """Action-expert layers (chunk self-attention, cross-attention to the prefix)."""
     ffn_mult: int = 2
+    """Feed-forward width of every layer: ``ffn_mult * width``."""
     image_encoder: str = "conv"
     """``conv`` (trained from scratch) or ``efficientnet_lite0`` (frozen ImageNet backbone, ``[vla]`` extra)."""
     conv_channels: tuple[int, ...] = (16, 32, 64)
