@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tokenizers import Tokenizer, models, trainers
 from torch import nn
 
 from robot_rl.data.vla_batches import VLABatches
@@ -46,6 +47,11 @@ def test_tokenizer_round_trips_every_instruction_and_unknown_words(tokenizer, tm
     (tmp_path / "bad.json").write_text("not json")
     with pytest.raises(InputError, match="not a tokenizer JSON"):
         InstructionTokenizer.load(tmp_path / "bad.json")
+    other = Tokenizer(models.BPE())
+    other.train_from_iterator(TEXTS, trainers.BpeTrainer(vocab_size=60, show_progress=False))
+    (tmp_path / "other.json").write_text(other.to_str())
+    with pytest.raises(InputError, match=r"without \[PAD\]"):
+        InstructionTokenizer.load(tmp_path / "other.json")
     with pytest.raises(InputError, match="not found"):
         InstructionTokenizer.load(tmp_path / "missing.json")
 
@@ -158,6 +164,10 @@ def test_model_shapes_determinism_and_padding() -> None:
         assert torch.allclose(model.sample(garbage, noise), first, atol=1e-6)
         model.set_stats(torch.zeros(5), torch.ones(5), torch.tensor([1.0, 2.0, 3.0]), torch.full((3,), 2.0))
         assert torch.allclose(model.sample(obs, noise), 2.0 * first + torch.tensor([1.0, 2.0, 3.0]), atol=1e-5)
+    with pytest.raises(ValueError, match="multiple of heads"):
+        VLAConfig.cpu(5, 3, 50, width=30)
+    with pytest.raises(ValueError, match="image_encoder"):
+        VLAConfig.cpu(5, 3, 50, image_encoder="resnet")
     big = VLA(VLAConfig.gpu(6, 6, 256))
     assert VLA(VLAConfig.cpu(6, 6, 256)).num_parameters() < 500_000 < 5_000_000 < big.num_parameters()
 

@@ -29,6 +29,8 @@ from torch import nn
 from robot_rl.models.vla import flow
 from robot_rl.models.vla.encoders import ConvImageEncoder, EfficientNetLite0Encoder
 
+IMAGE_ENCODERS = ("conv", "efficientnet_lite0")
+
 
 @dataclass(frozen=True)
 class VLAConfig:
@@ -59,6 +61,12 @@ class VLAConfig:
     num_steps: int = 10
     """Euler steps of :meth:`VLA.sample` (LeRobot's default for SmolVLA)."""
     dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.width % self.heads or self.width % 2:
+            raise ValueError(f"width {self.width} must be even and a multiple of heads {self.heads}")
+        if self.image_encoder not in IMAGE_ENCODERS:
+            raise ValueError(f"image_encoder {self.image_encoder!r}: use one of {IMAGE_ENCODERS}")
 
     @classmethod
     def cpu(cls, state_dim: int, action_dim: int, vocab_size: int, **overrides) -> VLAConfig:
@@ -97,10 +105,8 @@ class VLA(nn.Module):
         self.config = c = config
         if c.image_encoder == "conv":
             self.image_encoder: nn.Module = ConvImageEncoder(c.width, c.conv_channels, c.image_grid)
-        elif c.image_encoder == "efficientnet_lite0":
-            self.image_encoder = EfficientNetLite0Encoder(c.width, c.image_grid)
         else:
-            raise ValueError(f"image_encoder {c.image_encoder!r}: use 'conv' or 'efficientnet_lite0'")
+            self.image_encoder = EfficientNetLite0Encoder(c.width, c.image_grid)
         self.camera_embed = nn.Parameter(torch.zeros(len(c.cameras), c.width))
         self.token_embed = nn.Embedding(c.vocab_size, c.width, padding_idx=0)
         self.text_pos = nn.Parameter(torch.zeros(c.max_text_len, c.width))
@@ -157,7 +163,8 @@ class VLA(nn.Module):
         return self.action_out(h)
 
     def sample(self, obs: dict, noise: torch.Tensor) -> torch.Tensor:
-        """Action chunk ``[B, H, A]`` in dataset units, Euler-integrated from ``noise [B, H, A]``; deterministic."""
+        """Action chunk ``[B, H, A]`` in dataset units, Euler-integrated from ``noise [B, H, A]``; deterministic
+        given the noise (in eval mode where ``dropout > 0``)."""
         context = self.encode(obs)
         x0 = flow.euler_sample(lambda x, t: self.velocity(x, t, context), noise, self.config.num_steps)
         return x0 * self.action_std + self.action_mean

@@ -29,11 +29,11 @@ class InstructionTokenizer:
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         """Wrap a ``tokenizers.Tokenizer`` made by :meth:`train` or :meth:`load`."""
+        if not has_specials(tokenizer):
+            raise ValueError(f"tokenizer has {PAD}={tokenizer.token_to_id(PAD)}, {UNK}={tokenizer.token_to_id(UNK)}; "
+                             "expected 0 and 1")
         self._tok = tokenizer
-        self.pad_id = tokenizer.token_to_id(PAD)
-        self.unk_id = tokenizer.token_to_id(UNK)
-        if self.pad_id != 0 or self.unk_id != 1:
-            raise ValueError(f"tokenizer has {PAD}={self.pad_id}, {UNK}={self.unk_id}; expected 0 and 1")
+        self.pad_id, self.unk_id = 0, 1
 
     @classmethod
     def train(cls, texts: Sequence[str], vocab_size: int = 256) -> InstructionTokenizer:
@@ -87,7 +87,16 @@ class InstructionTokenizer:
         if not path.is_file():
             raise InputError("tokenizer file not found", file=path, fix="train one with InstructionTokenizer.train")
         try:
-            return cls(Tokenizer.from_str(path.read_text()))
-        except Exception as exc:  # tokenizers raises its own Exception subclass on malformed JSON
+            tokenizer = Tokenizer.from_str(path.read_text())
+        except Exception as exc:  # tokenizers raises a plain Exception on malformed JSON
             raise InputError(f"not a tokenizer JSON ({exc})", file=path,
                              fix="point at a file written by InstructionTokenizer.save") from exc
+        if not has_specials(tokenizer):
+            raise InputError(f"a tokenizer without {PAD} = 0 and {UNK} = 1", file=path,
+                             fix="point at a file written by InstructionTokenizer.save")
+        return cls(tokenizer)
+
+
+def has_specials(tokenizer: Tokenizer) -> bool:
+    """Whether ``tokenizer`` has this family's special tokens, ``[PAD]`` = 0 and ``[UNK]`` = 1."""
+    return tokenizer.token_to_id(PAD) == 0 and tokenizer.token_to_id(UNK) == 1
