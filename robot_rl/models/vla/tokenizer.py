@@ -14,9 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from robot_rl.errors import InputError
+
+try:
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+except ImportError as exc:
+    raise InputError("the VLA family (robot_rl.models.vla) needs the tokenizers package",
+                     fix='pip install -e ".[vla]"') from exc
 
 PAD, UNK = "[PAD]", "[UNK]"
 """Special tokens, ids 0 and 1."""
