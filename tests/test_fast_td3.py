@@ -9,6 +9,7 @@ from robot_rl.agents.fast_td3 import FastTD3, FastTD3Config
 from robot_rl.critics.distributional import C51CriticConfig
 from robot_rl.critics.ensemble import EnsembleCriticConfig
 from robot_rl.data.replay_buffer import ReplayBatch
+from robot_rl.errors import InputError
 
 THRESHOLD = -400.0  # a random policy scores about -1200
 
@@ -67,3 +68,10 @@ def test_target_is_the_projection_of_the_lower_valued_target_critic():
 def test_fast_td3_refuses_a_non_categorical_critic():
     with pytest.raises(ValueError, match=r"agent=fast_td3 cannot train critic=ensemble .*needs critic=c51.*out"):
         FastTD3(FastTD3Config(), EnsembleCriticConfig(hidden_dims=[8]), EnvSpec.from_env(PendulumVecEnv(2)))
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(InputError, match=r"agent\.std_max = 0.1: must be >= agent\.std_min = 0.5"):
+        FastTD3Config(std_min=0.5, std_max=0.1)
+    with pytest.raises(InputError, match=r"agent\.std_min = -0.1: must be a finite number >= 0"):
+        FastTD3Config(std_min=-0.1)

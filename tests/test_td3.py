@@ -7,6 +7,7 @@ from pendulum_vecenv import PendulumVecEnv, train_and_evaluate
 from robot_rl.agents.base import EnvSpec
 from robot_rl.agents.td3 import TD3, TD3Config
 from robot_rl.critics.ensemble import EnsembleCriticConfig
+from robot_rl.errors import InputError
 
 THRESHOLD = -400.0  # a random policy scores about -1200
 
@@ -62,7 +63,9 @@ def test_actor_and_targets_move_only_every_policy_delay_updates():
 
 
 def test_config_errors_name_the_key():
-    with pytest.raises(ValueError, match=r"agent\.policy_delay must be >= 1"):
+    with pytest.raises(InputError, match=r"agent\.policy_delay = 0: must be an integer >= 1"):
         TD3Config(policy_delay=0)
+    with pytest.raises(InputError, match=r"agent\.target_noise_clip = -0.5: must be a finite number >= 0"):
+        TD3Config(target_noise_clip=-0.5)
     with pytest.raises(ValueError, match=r"agent\.target_reduce = .*: must be one of"):
         TD3Config(target_reduce="max")

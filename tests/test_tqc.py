@@ -9,6 +9,7 @@ from robot_rl.agents.tqc import TQC, TQCConfig
 from robot_rl.critics.distributional import QuantileCriticConfig
 from robot_rl.critics.ensemble import EnsembleCriticConfig
 from robot_rl.data.replay_buffer import ReplayBatch
+from robot_rl.errors import InputError
 
 THRESHOLD = -400.0  # a random policy scores about -1200
 
@@ -57,3 +58,12 @@ def test_tqc_refuses_a_non_quantile_critic():
         TQC(TQCConfig(), EnsembleCriticConfig(hidden_dims=[8]), EnvSpec.from_env(env))
     with pytest.raises(ValueError, match=r"must be < critic\.num_quantiles=10"):
         _agent(env, drop=10)
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(InputError, match=r"agent\.top_quantiles_to_drop_per_net = -1: must be an integer >= 0"):
+        TQCConfig(top_quantiles_to_drop_per_net=-1)
+    with pytest.raises(InputError, match=r"agent\.init_alpha = 0.0: must be a finite number > 0"):
+        TQCConfig(init_alpha=0.0)
+    with pytest.raises(InputError, match=r"agent\.policy_frequency = 0: must be an integer >= 1"):
+        TQCConfig(policy_frequency=0)

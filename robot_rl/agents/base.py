@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from robot_rl.config.registry import key_of, register_config
+from robot_rl.config.registry import Registry
 from robot_rl.deploy.artifact import ChunkExecution
 
 Obs = dict[str, torch.Tensor]
@@ -147,33 +147,24 @@ class Agent(abc.ABC):
 
 A = TypeVar("A", bound=type[Agent])
 
-_AGENTS: dict[str, type[Agent]] = {}
+_AGENTS: Registry[type[Agent]] = Registry("agent")
 
 
 def register_agent(key: str, config_cls: type) -> Callable[[A], A]:
     """Class decorator: ``agent=<key>`` builds this class from a ``config_cls`` instance."""
-
-    def decorate(cls: A) -> A:
-        if key in _AGENTS and _AGENTS[key] is not cls:
-            raise ValueError(f"agent key {key!r} is already registered by {_AGENTS[key].__name__}")
-        _AGENTS[key] = cls
-        register_config("agent", key, config_cls)
-        return cls
-
-    return decorate
+    return _AGENTS.register(key, config_cls)
 
 
 def agent_keys() -> list[str]:
     """Registered agent keys, sorted."""
-    return sorted(_AGENTS)
+    return _AGENTS.keys()
 
 
 def agent_class(cfg: object) -> type[Agent]:
     """The agent class registered for the config instance ``cfg``."""
-    return _AGENTS[key_of("agent", cfg)]
+    return _AGENTS.class_of(cfg)
 
 
 def make_agent(cfg: object, critic_cfg: object, env: EnvSpec, device: str | torch.device = "cpu") -> Agent:
     """Build the agent whose registered config type is ``type(cfg)``."""
-    key = key_of("agent", cfg)
-    return _AGENTS[key](cfg, critic_cfg, env, device)
+    return _AGENTS.class_of(cfg)(cfg, critic_cfg, env, device)

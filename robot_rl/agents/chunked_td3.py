@@ -59,7 +59,9 @@ from torch import nn
 
 from robot_rl.agents.base import EnvSpec, Obs, register_agent
 from robot_rl.agents.bc import load_clone
-from robot_rl.agents.off_policy import Metrics, OffPolicyAgent, OffPolicyConfig
+from robot_rl.agents.off_policy import Metrics, OffPolicyAgent
+from robot_rl.agents.td3 import TD3BaseConfig
+from robot_rl.config.checks import check
 from robot_rl.critics.base import reduce_members
 from robot_rl.critics.chunked import ChunkedCritic
 from robot_rl.data.demo_source import check_demo_settings, demo_groups, start_from_clone
@@ -70,8 +72,8 @@ from robot_rl.models.chunked_actor import MODES, ChunkedActor, ChunkExecutor, Fl
 
 
 @dataclass
-class ChunkedTD3Config(OffPolicyConfig):
-    """``agent=chunked_td3`` (the shared off-policy settings; ``n_step`` must stay 1: the chunk is the horizon).
+class ChunkedTD3Config(TD3BaseConfig):
+    """``agent=chunked_td3`` (TD3's settings; ``n_step`` must stay 1: the chunk is the horizon).
 
     Attributes:
         exploration_noise: std of the Gaussian noise on every action of a collected chunk.
@@ -94,14 +96,6 @@ class ChunkedTD3Config(OffPolicyConfig):
         bc_anchor: ``demos`` (the demo actions, demo rows) or ``clone`` (the frozen ``bc_checkpoint`` actor's chunk).
     """
 
-    learning_starts: int = 5000
-    actor_lr: float = 1e-3
-    critic_lr: float = 1e-3
-    actor_reduce: str = "mean"
-    exploration_noise: float = 0.1
-    target_policy_noise: float = 0.2
-    target_noise_clip: float = 0.5
-    policy_delay: int = 2
     execution: str = "open_loop"
     execute_len: int = 0
     ensemble_decay: float = 0.01
@@ -121,15 +115,11 @@ class ChunkedTD3Config(OffPolicyConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_demo_settings(self)
+        check(self, "agent", at_least_0=("execute_len",), choices={"execution": MODES})
         if self.n_step != 1:
             raise ValueError(
                 f"agent.n_step must be 1 for chunked_td3 (critic.chunk_len is the horizon), got {self.n_step}"
             )
-        if self.execution not in MODES:
-            raise ValueError(f"agent.execution must be one of {MODES}, got {self.execution!r}")
-        if self.policy_delay < 1 or self.execute_len < 0:
-            raise ValueError(f"agent.policy_delay must be >= 1 and execute_len >= 0, got {self.policy_delay}, "
-                             f"{self.execute_len}")
         if self.bc_weight > 0 and self.bc_anchor == "demos" and not self.demos:
             raise ValueError(f"agent.bc_weight={self.bc_weight} > 0 works only with demos "
                              "(agent.demos=<dataset dir>) or agent.bc_anchor=clone")

@@ -23,6 +23,7 @@ import torch
 
 from robot_rl.agents.base import EnvSpec, Obs, register_agent
 from robot_rl.agents.td3 import TD3, TD3Config
+from robot_rl.config.checks import check, fail
 from robot_rl.critics.distributional import C51Critic
 from robot_rl.data.replay_buffer import ReplayBatch
 
@@ -55,8 +56,10 @@ class FastTD3Config(TD3Config):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0 <= self.std_min <= self.std_max:
-            raise ValueError(f"agent.std_min/std_max must satisfy 0 <= min <= max, got {self.std_min}, {self.std_max}")
+        check(self, "agent", non_negative=("std_min", "std_max"))
+        if self.std_min > self.std_max:
+            raise fail(self, "agent", "std_max", f"must be >= agent.std_min = {self.std_min}",
+                       "a std >= agent.std_min")
 
 
 @register_agent("fast_td3", FastTD3Config)

@@ -28,6 +28,7 @@ from torch import nn
 from robot_rl.agents.base import EnvSpec, register_agent
 from robot_rl.agents.bc import load_clone
 from robot_rl.agents.sac import SAC, SACConfig
+from robot_rl.config.checks import check
 from robot_rl.data.demo_source import DemoSource, check_demo_settings, demo_groups, start_from_clone
 from robot_rl.data.replay_buffer import ReplayBatch
 
@@ -72,10 +73,7 @@ class RLPDConfig(SACConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_demo_settings(self)
-        if self.critic_obs not in CRITIC_OBS:
-            raise ValueError(f"agent.critic_obs must be one of {CRITIC_OBS}, got {self.critic_obs!r}")
-        if self.bc_decay_updates < 0:
-            raise ValueError(f"agent.bc_decay_updates must be >= 0 (0 = off), got {self.bc_decay_updates}")
+        check(self, "agent", at_least_0=("bc_decay_updates",), choices={"critic_obs": CRITIC_OBS})
 
 
 @register_agent("rlpd", RLPDConfig)

@@ -21,6 +21,7 @@ from torch import nn
 
 from robot_rl.agents.base import EnvSpec, register_agent
 from robot_rl.agents.off_policy import OffPolicyAgent, OffPolicyConfig, SquashedGaussianActor
+from robot_rl.config.checks import check
 from robot_rl.data.replay_buffer import ReplayBatch
 
 
@@ -50,11 +51,7 @@ class SACConfig(OffPolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.init_alpha > 0:
-            raise ValueError(f"agent.init_alpha must be > 0, got {self.init_alpha}")
-        for name in ("policy_frequency", "target_frequency"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"agent.{name} must be >= 1, got {getattr(self, name)}")
+        check(self, "agent", positive=("init_alpha",), at_least_1=("policy_frequency", "target_frequency"))
 
 
 @register_agent("sac", SACConfig)

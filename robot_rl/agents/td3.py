@@ -23,23 +23,21 @@ from torch import nn
 
 from robot_rl.agents.base import EnvSpec, register_agent
 from robot_rl.agents.off_policy import DeterministicActor, OffPolicyAgent, OffPolicyConfig
+from robot_rl.config.checks import check
 from robot_rl.data.replay_buffer import ReplayBatch
 
 
 @dataclass
-class TD3Config(OffPolicyConfig):
-    """``agent=td3`` (the shared off-policy settings, plus).
+class TD3BaseConfig(OffPolicyConfig):
+    """TD3's settings (the shared off-policy settings, plus), shared by ``agent=td3`` and ``agent=chunked_td3``.
 
     Attributes:
         exploration_noise: std of the Gaussian noise added to actions while collecting.
         target_policy_noise: std of the smoothing noise on target actions (0 = DDPG).
         target_noise_clip: the smoothing noise is clipped to ``[-clip, clip]``.
         policy_delay: actor and target updates every this many critic updates (1 = DDPG).
-        use_target_actor: bootstrap with a Polyak-averaged actor copy (TD3, DDPG) or with the
-            online actor (FastTD3).
     """
 
-    learning_starts: int = 25_000
     actor_lr: float = 1e-3
     critic_lr: float = 1e-3
     actor_reduce: str = "mean"
@@ -47,15 +45,24 @@ class TD3Config(OffPolicyConfig):
     target_policy_noise: float = 0.2
     target_noise_clip: float = 0.5
     policy_delay: int = 2
-    use_target_actor: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("exploration_noise", "target_policy_noise", "target_noise_clip"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"agent.{name} must be >= 0, got {getattr(self, name)}")
-        if self.policy_delay < 1:
-            raise ValueError(f"agent.policy_delay must be >= 1, got {self.policy_delay}")
+        check(self, "agent", non_negative=("exploration_noise", "target_policy_noise", "target_noise_clip"),
+              at_least_1=("policy_delay",))
+
+
+@dataclass
+class TD3Config(TD3BaseConfig):
+    """``agent=td3`` (:class:`TD3BaseConfig`, plus).
+
+    Attributes:
+        use_target_actor: bootstrap with a Polyak-averaged actor copy (TD3, DDPG) or with the
+            online actor (FastTD3).
+    """
+
+    learning_starts: int = 25_000
+    use_target_actor: bool = True
 
 
 @register_agent("td3", TD3Config)

@@ -20,6 +20,7 @@ import torch
 
 from robot_rl.agents.base import EnvSpec, register_agent
 from robot_rl.agents.sac import SAC, SACConfig
+from robot_rl.config.checks import check
 from robot_rl.critics.distributional import QuantileCritic
 from robot_rl.data.replay_buffer import ReplayBatch
 from robot_rl.math.td_targets import truncate_quantiles
@@ -40,10 +41,7 @@ class TQCConfig(SACConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.top_quantiles_to_drop_per_net < 0:
-            raise ValueError(
-                f"agent.top_quantiles_to_drop_per_net must be >= 0, got {self.top_quantiles_to_drop_per_net}"
-            )
+        check(self, "agent", at_least_0=("top_quantiles_to_drop_per_net",))
 
 
 @register_agent("tqc", TQCConfig)

@@ -11,13 +11,20 @@ so Hydra validates it (and every command-line override of it) against the datacl
 key or a wrong type fails with a message naming the full key (``agent.learning_rate``). After
 composition ``OmegaConf.to_object`` turns each group into its dataclass, and :func:`key_of` maps the
 instance back to its key (``"ppo"``), so builders dispatch by dictionary lookup, never by type tests.
+:class:`Registry` is that lookup for one group's classes (agents, critics): a class decorator that also
+registers the schema, and the class of a config instance.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import is_dataclass
+from typing import Generic, TypeVar
 
 from hydra.core.config_store import ConfigStore
+
+T = TypeVar("T", bound=type)
+S = TypeVar("S", bound=type)
 
 _BY_KEY: dict[tuple[str, str], type] = {}
 _BY_CLASS: dict[tuple[str, type], str] = {}
@@ -58,3 +65,43 @@ def key_of(group: str, cfg: object) -> str:
 def registered(group: str) -> list[str]:
     """Keys registered in ``group``, sorted."""
     return sorted(k for g, k in _BY_KEY if g == group)
+
+
+class Registry(Generic[T]):
+    """The classes of config group ``group`` (``"agent"``, ``"critic"``), by registry key."""
+
+    def __init__(self, group: str):
+        self.group = group
+        self._classes: dict[str, T] = {}
+
+    def register(self, key: str, config_cls: type) -> Callable[[S], S]:
+        """Class decorator: ``<group>=<key>`` builds this class from a ``config_cls`` instance (the schema is
+        registered with :func:`register_config`)."""
+
+        def decorate(cls: S) -> S:
+            old = self._classes.get(key)
+            if old is not None and old is not cls:
+                raise ValueError(f"{self.group} key {key!r} is already registered by {old.__name__}")
+            self._classes[key] = cls
+            register_config(self.group, key, config_cls)
+            return cls
+
+        return decorate
+
+    def keys(self) -> list[str]:
+        """Registered keys, sorted."""
+        return sorted(self._classes)
+
+    def class_of(self, cfg: object) -> T:
+        """The class registered for the config instance ``cfg``."""
+        key = key_of(self.group, cfg)
+        if key not in self._classes:
+            raise KeyError(f"no {self.group} registered under {key!r}; known: {self.keys()}")
+        return self._classes[key]
+
+    def key_of_class(self, cls: type) -> str:
+        """The key ``cls`` is registered under."""
+        for key, registered_cls in self._classes.items():
+            if registered_cls is cls:
+                return key
+        raise KeyError(f"{cls.__name__} is not a registered {self.group}; known: {self.keys()}")

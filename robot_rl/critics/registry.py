@@ -15,43 +15,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from robot_rl.config.registry import key_of, register_config
+from robot_rl.config.registry import Registry
 from robot_rl.critics.base import Critic, CriticSpec
 
 C = TypeVar("C", bound=type[Critic])
 
-_CRITICS: dict[str, type[Critic]] = {}
+_CRITICS: Registry[type[Critic]] = Registry("critic")
 
 
 def register_critic(key: str, config_cls: type) -> Callable[[C], C]:
     """Class decorator: make ``critic=<key>`` build this class from a ``config_cls`` instance."""
-
-    def decorate(cls: C) -> C:
-        if key in _CRITICS and _CRITICS[key] is not cls:
-            raise ValueError(f"critic key {key!r} is already registered by {_CRITICS[key].__name__}")
-        _CRITICS[key] = cls
-        register_config("critic", key, config_cls)
-        return cls
-
-    return decorate
+    return _CRITICS.register(key, config_cls)
 
 
 def critic_keys() -> list[str]:
     """Registered critic keys, sorted."""
-    return sorted(_CRITICS)
+    return _CRITICS.keys()
 
 
 def key_of_class(cls: type[Critic]) -> str:
     """The key ``cls`` is registered under (``C51Critic`` -> ``"c51"``)."""
-    for key, registered in _CRITICS.items():
-        if registered is cls:
-            return key
-    raise KeyError(f"{cls.__name__} is not a registered critic; known: {critic_keys()}")
+    return _CRITICS.key_of_class(cls)
 
 
 def make_critic(cfg: object, spec: CriticSpec) -> Critic:
     """Build the critic whose registered config type is ``type(cfg)``, for the shapes in ``spec``."""
-    key = key_of("critic", cfg)
-    if key not in _CRITICS:
-        raise KeyError(f"no critic registered under {key!r}; known: {critic_keys()}")
-    return _CRITICS[key](spec, cfg)
+    return _CRITICS.class_of(cfg)(spec, cfg)
