@@ -14,6 +14,7 @@ import time
 
 import torch
 
+from robot_rl import distributed
 from robot_rl.config.io import train_config_to_dict
 from robot_rl.train.metrics_log import MetricLogger, scalars
 from robot_rl.train.on_policy_runner import EpisodeStats, OnPolicyRunner, RunResult
@@ -33,13 +34,13 @@ class OffPolicyRunner(OnPolicyRunner):
         cfg, env, agent = self.cfg, self.env, self.agent
         total, per_iteration = cfg.task.total_steps, self.iteration_steps()
         logger = MetricLogger(self.run_dir, list(cfg.logger.backends), cfg.logger.wandb_project,
-                              train_config_to_dict(cfg))
-        progress = Progress(total, self.env_steps, enabled=cfg.logger.progress)
+                              train_config_to_dict(cfg), enabled=distributed.is_main())
+        progress = Progress(total, self.env_steps, enabled=cfg.logger.progress and distributed.is_main())
         stats = EpisodeStats(env.num_envs, env.device)
         env_logs: dict[str, list[float]] = {}
         sums: dict[str, float | torch.Tensor] = {}  # device tensors: converted once per iteration, by the logger
         update_calls = 0
-        obs = env.reset(seed=cfg.seed + self.updates)  # a resumed run starts fresh episodes
+        obs = env.reset(seed=self.seed + self.updates)  # a resumed run starts fresh episodes
         start = time.monotonic()
         base_elapsed, iteration_start = self.elapsed_s, self.env_steps
         learn_s = 0.0
