@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from pendulum_vecenv import PendulumVecEnv
+from toy_vecenv import ToyReach
 
 from robot_rl import distributed
 from robot_rl.config import compose
@@ -159,6 +160,30 @@ def test_sac_ranks_keep_identical_parameters_and_only_rank_0_writes(tmp_path):
                  "agent.normalize_obs=true", "task.num_envs=4", "task.total_steps=240", "checkpoint_interval=1",
                  "logger=none", "logger.progress=false"]
     _run(_runner_body, str(tmp_path), OffPolicyRunner, overrides, 240)
+
+
+# --- learning: 2 processes x N/2 envs against 1 process x N envs, same budget -----------------------------
+
+TOY_OVERRIDES = ["agent=ppo", "agent.num_steps_per_env=16", "agent.actor_hidden_dims=[64,64]",
+                 "critic.hidden_dims=[64,64]", "task.total_steps=61440", "eval_episodes=256", "export_formats=[]",
+                 "logger=none", "logger.progress=false"]  # 60 updates of 64 envs x 16 steps
+
+
+def _toy_factory(num_envs, seed):
+    return ToyReach(num_envs=num_envs, seed=seed)
+
+
+def _toy_body(rank: int, root: str) -> None:
+    cfg = compose([*TOY_OVERRIDES, "task.num_envs=32"])
+    OnPolicyRunner(cfg, Path(root) / "two", env_factory=_toy_factory).learn()
+
+
+@pytest.mark.slow
+def test_two_processes_learn_like_one_with_twice_the_envs(tmp_path):
+    OnPolicyRunner(compose([*TOY_OVERRIDES, "task.num_envs=64"]), tmp_path / "one", env_factory=_toy_factory).learn()
+    _run(_toy_body, str(tmp_path))
+    one, two = (json.loads((tmp_path / d / "eval.json").read_text())["success_rate"] for d in ("one", "two"))
+    assert one >= 0.9 and two >= 0.9 and abs(one - two) <= 0.1, (one, two)  # stated tolerance: 10 points
 
 
 # --- end to end ---------------------------------------------------------------------------------------
