@@ -108,6 +108,11 @@ class Agent(abc.ABC):
         """Restore what :meth:`state_dict` returned."""
 
     @abc.abstractmethod
+    def networks(self) -> dict[str, nn.Module]:
+        """Every module whose parameters or buffers are trained or tracked (data-parallel training
+        broadcasts them from rank 0 at start)."""
+
+    @abc.abstractmethod
     def policy(self) -> nn.Module:
         """A standalone deterministic policy: raw ``obs["policy"]`` ``[B, D]`` -> action ``[B, A]`` (a chunk
         ``[B, H*A]`` when :meth:`policy_chunking` says ``H > 1``; :func:`robot_rl.train.evaluation.playable`).

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from robot_rl import distributed
 from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
 from robot_rl.config.checks import check, fail
 from robot_rl.critics import CriticSpec, make_critic
@@ -229,8 +230,9 @@ class PPO(Agent):
         values = self.critic(mb["critic_obs"])
         with torch.no_grad():
             kl = gaussian_kl(mb["mean"], old_std, mean, std).mean()
-        if cfg.schedule == "adaptive":
-            self.learning_rate = adapt_learning_rate(self.learning_rate, float(kl), cfg.desired_kl)
+        if cfg.schedule == "adaptive":  # on the KL averaged over ranks, so every rank keeps the same rate
+            self.learning_rate = adapt_learning_rate(self.learning_rate, float(distributed.all_mean(kl)),
+                                                     cfg.desired_kl)
             shared = cfg.critic_learning_rate is None
             for group in self.optimizer.param_groups if shared else self.optimizer.param_groups[:1]:
                 group["lr"] = self.learning_rate
@@ -292,6 +294,10 @@ class PPO(Agent):
         if self.return_scale is not None:
             self.return_scale.load_state_dict(state["return_scale"])
         self.storage.clear()
+
+    def networks(self) -> dict[str, nn.Module]:
+        """The actor (with its normaliser) and the critic."""
+        return {"actor": self.actor, "critic": self.critic}
 
     def policy(self) -> nn.Module:
         """A detached copy of the actor: raw obs ``[B, D]`` -> mean action ``[B, A]``."""

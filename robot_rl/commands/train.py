@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+    from robot_rl.config.schema import TrainConfig
+
 SUMMARY = "Train an agent from Hydra configs (task=..., agent=..., -m sweeps, resume=<run dir>)"
 
 HELP_HEADER = """robot-rl train: train an agent in batched simulation.
@@ -18,6 +20,7 @@ Usage:
   robot-rl train [KEY=VALUE ...]            one run, written to outputs/<date>/<time>/
   robot-rl train -m KEY=A,B [KEY=VALUE ...]  a sweep (one run per combination)
   robot-rl train resume=<run dir>           continue a run from its latest checkpoint
+  robot-rl train distributed.nproc=N        data parallel: N processes (torchrun), each task.num_envs envs
 
 Examples:
   robot-rl train                                   # task=so101_reach agent=ppo (defaults)
@@ -54,18 +57,28 @@ def _task(cfg: DictConfig) -> None:
 def _train(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
+    from robot_rl import distributed
     from robot_rl.config import to_train_config
     from robot_rl.config.io import load_train_config
     from robot_rl.train.runner import Runner
 
     train_cfg = to_train_config(cfg)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    main = distributed.is_main()
     if train_cfg.resume:
         # (Hydra has made the run directory, the resumed one, by now: a missing config.yaml is what tells)
         train_cfg = load_train_config(Path(train_cfg.resume) / "config.yaml")
         train_cfg.resume = str(run_dir)
-        print(f"resuming {run_dir} (its saved config.yaml; other overrides are ignored)", file=sys.stderr)
+        if main:
+            print(f"resuming {run_dir} (its saved config.yaml; other overrides are ignored)", file=sys.stderr)
+    train_cfg.sim.device = distributed.init(train_cfg.sim.device)  # under torchrun: cuda -> cuda:<LOCAL_RANK>
     runner = Runner(train_cfg, run_dir, resume=bool(train_cfg.resume))
+    if not main:
+        runner.learn()
+        return
+    if distributed.active():
+        print(f"data parallel: {distributed.world_size()} processes x {runner.env.num_envs} envs "
+              f"({distributed.backend_for(train_cfg.sim.device)})", file=sys.stderr)
     print(f"run directory: {run_dir}", file=sys.stderr)
     result = runner.learn()
     print(f"trained {result.env_steps:,} env steps in {result.wall_s:.0f} s ({result.updates} updates)")
@@ -81,11 +94,12 @@ def _train(cfg: DictConfig) -> None:
 _HYDRA_FLAGS = ("-m", "--multirun", "-c", "--cfg", "-h", "--help", "--hydra-help", "--info", "-i", "-p", "--package")
 
 
-def check_overrides(argv: list[str]) -> None:
+def check_overrides(argv: list[str]) -> TrainConfig | None:
     """Compose the config once before Hydra starts a run, so that a bad override is refused (exit 2).
 
     Hydra itself would print a composition error and exit 1, and an unknown task would only fail once
-    the run directory exists. Sweeps (``-m``) and Hydra's own flags are left to Hydra.
+    the run directory exists. Sweeps (``-m``) and Hydra's own flags are left to Hydra (``None``).
+    Returns the run's config: the composed one, or the resumed run's ``config.yaml``.
 
     Raises:
         InputError: an unknown group option, a value of the wrong type, an unknown key or task.
@@ -100,7 +114,7 @@ def check_overrides(argv: list[str]) -> None:
     from sim.errors import SimInputError
 
     if any(a in _HYDRA_FLAGS for a in argv):
-        return
+        return None
     overrides = [a for a in argv if not a.lstrip("+~").startswith("hydra.")]
     try:
         cfg = compose(overrides)
@@ -110,7 +124,9 @@ def check_overrides(argv: list[str]) -> None:
         raise InputError(f"{' '.join(first[:12])}{cause}", file="robot-rl train overrides",
                          fix="`robot-rl train --help` and `--cfg job` list the keys and options") from exc
     if cfg.resume:  # before Hydra makes the run directory, which is the resumed one
-        load_train_config(Path(cfg.resume) / "config.yaml")
+        resumed = load_train_config(Path(cfg.resume) / "config.yaml")
+        resumed.resume = cfg.resume
+        cfg = resumed
     name = cfg.task.name
     if cfg.sim.backend == "isaaclab":
         from sim.isaaclab_adapter import check_task
@@ -123,6 +139,32 @@ def check_overrides(argv: list[str]) -> None:
         hint = " (an Isaac Lab id: add sim.backend=isaaclab)" if name.startswith("Isaac") else ""
         raise InputError("unknown task", key="task.name", value=name,
                          fix=f"use one of {', '.join(sim.list_tasks())}{hint}")
+    return cfg
+
+
+def launch(argv: list[str], nproc: int) -> int:
+    """Re-run ``robot-rl train argv`` as ``nproc`` processes on this machine through torchrun
+    (``python -m torch.distributed.run --standalone``); returns its exit code."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "robot_rl.cli", "train", *argv]
+    print(f"robot-rl train: launching {nproc} processes: {' '.join(cmd[1:])}", file=sys.stderr)
+    return subprocess.run(cmd, check=False).returncode
+
+
+def rank_overrides(argv: list[str], cfg: TrainConfig) -> list[str]:
+    """Under torchrun: join the process group and give every rank rank 0's run directory (each would pick
+    its own ``outputs/<date>/<time>``); ranks other than 0 leave Hydra's ``.hydra/`` record to rank 0."""
+    from robot_rl import distributed
+
+    distributed.init(cfg.sim.device)
+    extra = []
+    if not cfg.resume and not any(a.startswith("hydra.run.dir=") for a in argv):
+        extra.append(f"hydra.run.dir={distributed.broadcast_object(_run_dir(None))}")
+    if not distributed.is_main():
+        extra.append("hydra.output_subdir=null")
+    return [*argv, *extra]
 
 
 def main(argv: list[str]) -> int:
@@ -130,16 +172,24 @@ def main(argv: list[str]) -> int:
     import hydra
     from omegaconf import OmegaConf
 
+    from robot_rl import distributed
     from robot_rl.compose import load_schemas
     from robot_rl.config import CONFIG_DIR
-    from robot_rl.errors import EXIT_BAD_INPUT, user_error_types
+    from robot_rl.errors import EXIT_BAD_INPUT, InputError, user_error_types
 
     load_schemas()
     try:
-        check_overrides(argv)
+        cfg = check_overrides(argv)
+        if distributed.launched() and cfg is None:
+            raise InputError("sweeps and Hydra's flags run in one process", key="-m / --cfg / --help",
+                             fix="drop them under torchrun (or run a sweep of single-process runs)")
     except user_error_types() as exc:
         print(f"robot-rl train: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if cfg is not None and cfg.distributed.nproc > 1 and not distributed.under_launcher():
+        return launch(argv, cfg.distributed.nproc)
+    if distributed.launched():
+        argv = rank_overrides(argv, cfg)
     OmegaConf.register_new_resolver("run_dir", _run_dir, use_cache=True, replace=True)
     if any(a in ("-h", "--help") for a in argv):
         print(HELP_HEADER)
@@ -150,4 +200,5 @@ def main(argv: list[str]) -> int:
         app()
     finally:
         sys.argv = saved_argv
+        distributed.shutdown()
     return 0

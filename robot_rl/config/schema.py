@@ -113,11 +113,29 @@ class LoggerConfig:
 
 
 @dataclass
+class DistributedConfig:
+    """Data-parallel training (``docs/distributed.md``).
+
+    Attributes:
+        nproc: processes on this machine; ``robot-rl train distributed.nproc=N`` (N > 1) re-launches itself
+            through torchrun (``torch.distributed.run --standalone``). Each process runs ``task.num_envs`` envs,
+            so the run steps ``N * task.num_envs`` envs; ``task.total_steps`` counts all of them. Under an
+            outer ``torchrun`` (multi-node) the launcher's world size applies and this is not read.
+    """
+
+    nproc: int = 1
+
+    def __post_init__(self) -> None:
+        check(self, "distributed", at_least_1=("nproc",))
+
+
+@dataclass
 class TrainConfig:
     """One training run: the composed groups plus the runner's own settings.
 
     Attributes:
         task, agent, critic, sim, logger: the selected option of each config group.
+        distributed: data-parallel settings (:class:`DistributedConfig`).
         seed: seeds the env, torch and the agent.
         resume: a run directory to continue from its last checkpoint (its config is reused).
         checkpoint_interval: agent updates between checkpoints (>= 1).
@@ -134,6 +152,7 @@ class TrainConfig:
     critic: Any = MISSING
     sim: Any = MISSING
     logger: Any = MISSING
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     seed: int = 0
     resume: str | None = None
     checkpoint_interval: int = 25
@@ -190,4 +209,5 @@ class TrainConfig:
 register_config("task", "base", TaskConfig)
 register_config("sim", "base", SimConfig)
 register_config("logger", "base", LoggerConfig)
+register_config("distributed", "base", DistributedConfig)
 register_config("train", "base", TrainConfig)

@@ -5,12 +5,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from robot_rl import distributed
+
 
 class EmpiricalNormalizer(nn.Module):
     """``y = (x - mean) / (std + eps)`` with ``mean``/``var`` tracked over every sample seen.
 
     Statistics are buffers, so they are saved with the module and exported inside the policy.
-    ``update`` uses the parallel (Chan et al.) merge of batch moments, exact for any batch sizes.
+    ``update`` uses the parallel (Chan et al.) merge of batch moments, exact for any batch sizes; under
+    data-parallel training the batch is the union of every rank's (:func:`robot_rl.distributed.pooled_moments`),
+    so the statistics stay identical across ranks (every rank must call ``update`` together).
     """
 
     def __init__(self, dim: int, eps: float = 1e-2, until: int | None = None) -> None:
@@ -28,14 +32,12 @@ class EmpiricalNormalizer(nn.Module):
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
-        """Fold a batch ``[B, D]`` into the running statistics."""
+        """Fold a batch ``[B, D]`` (under data parallelism: all ranks' batches) into the running statistics."""
         if self.until is not None and int(self.count) >= self.until:
             return
-        n = x.shape[0]
+        n, batch_mean, batch_var = distributed.pooled_moments(x)
         if n == 0:
             return
-        batch_mean = x.mean(0)
-        batch_var = x.var(0, unbiased=False)
         total = self.count + n
         delta = batch_mean - self.mean
         self.mean += delta * (n / total)

@@ -30,16 +30,21 @@ def scalars(metrics: Mapping[str, float | torch.Tensor]) -> dict[str, float]:
 
 
 class MetricLogger:
-    """Write scalar metrics to ``run_dir/metrics.jsonl`` and to the configured backends."""
+    """Write scalar metrics to ``run_dir/metrics.jsonl`` and to the configured backends.
+
+    ``enabled=False`` (the ranks other than 0 of a data-parallel run) writes nothing anywhere.
+    """
 
     def __init__(self, run_dir: Path, backends: list[str], project: str = "robot_rl",
-                 config: dict[str, Any] | None = None) -> None:
+                 config: dict[str, Any] | None = None, enabled: bool = True) -> None:
         unknown = [b for b in backends if b not in BACKENDS]
         if unknown:
             raise ValueError(f"logger.backends has unknown {unknown}; use any of {list(BACKENDS)}")
-        self.jsonl = open(Path(run_dir) / "metrics.jsonl", "a")
+        self.jsonl = open(Path(run_dir) / "metrics.jsonl", "a") if enabled else None
         self.tb = None
         self.wandb = None
+        if not enabled:
+            return
         if "tensorboard" in backends:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -56,6 +61,8 @@ class MetricLogger:
 
     def log(self, metrics: Mapping[str, float | torch.Tensor], step: int) -> None:
         """Record ``metrics`` (floats or 0-d tensors, see :func:`scalars`) at environment step ``step``."""
+        if self.jsonl is None:
+            return
         metrics = scalars(metrics)
         self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
         self.jsonl.flush()
@@ -67,7 +74,8 @@ class MetricLogger:
 
     def close(self) -> None:
         """Flush and close every sink."""
-        self.jsonl.close()
+        if self.jsonl is not None:
+            self.jsonl.close()
         if self.tb is not None:
             self.tb.close()
         if self.wandb is not None:

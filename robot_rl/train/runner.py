@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from robot_rl import distributed
 from robot_rl.agents import Agent, EnvSpec, make_agent
 from robot_rl.checkpoint import (
     CheckpointError,
@@ -136,10 +137,12 @@ class Runner:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if cfg.sim.num_threads > 0:
             torch.set_num_threads(cfg.sim.num_threads)
-        torch.manual_seed(cfg.seed)
+        self.seed = distributed.rank_seed(cfg.seed)  # cfg.seed in one process; per rank under torchrun
+        torch.manual_seed(self.seed)
         self.env_factory = env_factory or sim_env_factory(cfg)
-        self.env = self.env_factory(num_envs or cfg.task.num_envs, cfg.seed)
+        self.env = self.env_factory(num_envs or cfg.task.num_envs, self.seed)
         self.agent: Agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(self.env), cfg.sim.device)
+        distributed.broadcast_modules(self.agent.networks().values())  # data parallel: rank 0's weights
         self.env_steps = 0
         """Transitions collected (all envs)."""
         self.updates = 0
@@ -147,9 +150,20 @@ class Runner:
         ``checkpoint_interval`` counts them."""
         self.elapsed_s = 0.0
         if resume:
-            self._resume(strict)
-        else:
+            self._resume_all_ranks(strict)
+        elif distributed.is_main():
             save_train_config(cfg, self.run_dir / "config.yaml")
+
+    def _resume_all_ranks(self, strict: bool) -> None:
+        """:meth:`_resume` on rank 0 (which may set corrupt checkpoints aside), then on the other ranks, which
+        load the same checkpoint (rank 0's replay buffer, if any) and draw their own random numbers after it."""
+        if not distributed.is_main():
+            distributed.barrier()
+        self._resume(strict)
+        if distributed.is_main():
+            distributed.barrier()
+        else:
+            torch.manual_seed(self.seed + self.env_steps)
 
     def _resume(self, strict: bool) -> None:
         """Load the newest checkpoint; unless ``strict``, fall back past corrupt ones (saying so on stderr
@@ -217,8 +231,11 @@ class Runner:
             },
         }
 
-    def checkpoint(self) -> Path:
-        """Save a checkpoint at the current step; :class:`TrainingDivergedError` (saving nothing) on NaN/inf."""
+    def checkpoint(self) -> Path | None:
+        """Save a checkpoint at the current step (rank 0 only: ``None`` on the others);
+        :class:`TrainingDivergedError` (saving nothing) on NaN/inf."""
+        if not distributed.is_main():
+            return None
         try:
             return save_checkpoint(self.run_dir, self.env_steps, self.state_dict())
         except NonFiniteStateError as exc:
@@ -247,7 +264,7 @@ class Runner:
         stats.add(step)
         for k, v in step.info.get("log", {}).items():
             env_logs.setdefault(k, []).append(float(v))
-        self.env_steps += env.num_envs
+        self.env_steps += env.num_envs * distributed.world_size()  # the budget counts every rank's envs
         return step.obs
 
     def learn(self, evaluate_and_export: bool = True) -> RunResult:
@@ -255,13 +272,13 @@ class Runner:
         cfg, env, agent = self.cfg, self.env, self.agent
         total = cfg.task.total_steps
         logger = MetricLogger(self.run_dir, list(cfg.logger.backends), cfg.logger.wandb_project,
-                              train_config_to_dict(cfg))
-        progress = Progress(total, self.env_steps, enabled=cfg.logger.progress)
+                              train_config_to_dict(cfg), enabled=distributed.is_main())
+        progress = Progress(total, self.env_steps, enabled=cfg.logger.progress and distributed.is_main())
         stats = EpisodeStats(env.num_envs, env.device)
         env_logs: dict[str, list[float]] = {}
         sums: dict[str, float | torch.Tensor] = {}  # device tensors: converted once per iteration, by scalars()
         update_calls = 0
-        obs = env.reset(seed=cfg.seed + self.updates)  # a resumed run starts fresh episodes
+        obs = env.reset(seed=self.seed + self.updates)  # a resumed run starts fresh episodes
         start = time.monotonic()
         base_elapsed, iteration_start = self.elapsed_s, self.env_steps
         collect_s = learn_s = 0.0
@@ -308,8 +325,10 @@ class Runner:
 
     def evaluate_and_export(self, result: RunResult, env: Any) -> None:
         """End of training: ``cfg.eval_episodes`` deterministic episodes, then the contract-3 artifact of
-        ``cfg.export_formats`` (skipped, with a note, on tasks without a robot to deploy to)."""
+        ``cfg.export_formats`` (skipped, with a note, on tasks without a robot to deploy to). Rank 0 only."""
         cfg = self.cfg
+        if not distributed.is_main():
+            return
         result.eval = self.evaluate(cfg.eval_episodes) if cfg.eval_episodes > 0 else None
         if not cfg.export_formats:
             return
