@@ -113,10 +113,10 @@ def test_a_run_on_a_task_without_a_robot_skips_export_and_says_so(tmp_path, caps
 
 def test_a_policy_observing_sim_only_state_skips_export_and_says_so(tmp_path, capsys):
     cfg = compose([
-        "task.name=so101_lift", "agent=sac", "critic.hidden_dims=[16]", "agent.actor_hidden_dims=[16]",
+        "task.name=so101_reach_lang", "agent=sac", "critic.hidden_dims=[16]", "agent.actor_hidden_dims=[16]",
         "agent.learning_starts=32", "agent.utd_ratio=0.05", "agent.batch_size=16", "agent.iteration_steps=64",
         "task.total_steps=64", "task.num_envs=2", "eval_episodes=1", "logger=none", "logger.progress=false",
     ])
     result = Runner(cfg, tmp_path).learn()
     assert result.eval["episodes"] == 1 and result.artifact is None
-    assert "export skipped: the policy of task 'so101_lift' observes ['cube_pos'" in capsys.readouterr().out
+    assert "export skipped: the policy of task 'so101_reach_lang' observes ['targets_pos'" in capsys.readouterr().out
