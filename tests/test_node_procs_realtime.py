@@ -3,6 +3,7 @@ the choice of which (plan_realtime, its permission check stood in for by named f
 against a test that leaves the runner at another scheduling policy."""
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from robot_rl.deploy import node_procs
 from robot_rl.deploy.node_procs import (
     DEFAULT_SIM_RT_PRIORITY,
     NodeGroup,
@@ -119,6 +121,22 @@ def test_an_explicit_rt_priority_covers_both_nodes_and_is_refused_as_bad_input_w
     assert (plan.priority, plan.nodes) == (20, None) and "both nodes at SCHED_FIFO 20" in plan.note
     with pytest.raises(InputError, match=r"--rt-priority 20: this user may not set SCHED_FIFO 20"):
         plan_realtime(20, 50, refusal=_refused)
+
+
+def test_a_failed_probe_names_the_user_and_its_rtprio_limit(monkeypatch):
+    def probe_fails(cmd, **kwargs):  # stand-in for the probe process of a user without the rights
+        assert "SCHED_FIFO" in cmd[-1] and "sched_param(30)" in cmd[-1]
+        return subprocess.CompletedProcess(cmd, 1, "", "PermissionError: [Errno 1] Operation not permitted")
+
+    monkeypatch.setattr(node_procs.subprocess, "run", probe_fails)
+    assert realtime_refusal(30) == (f"this user may not set SCHED_FIFO 30 (uid {os.geteuid()}, RLIMIT_RTPRIO "
+                                    f"{_rtprio()}; needs CAP_SYS_NICE, which root normally has, or an rtprio limit "
+                                    ">= 30: ulimit -r)")
+
+
+def _rtprio():
+    soft = resource.getrlimit(resource.RLIMIT_RTPRIO)[0]
+    return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
 
 
 def test_the_permission_probe_agrees_with_setting_a_real_process():

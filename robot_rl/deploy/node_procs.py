@@ -12,6 +12,7 @@ logs, real-time scheduling, stop) also runs the demo nodes of :mod:`robot_rl.dem
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -155,10 +156,10 @@ def realtime_refusal(priority: int) -> str | None:
     done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=False)
     if done.returncode == 0:
         return None
-    rtprio = os.getrlimit(os.RLIMIT_RTPRIO)[0]
-    limit = "unlimited" if rtprio == os.RLIM_INFINITY else str(rtprio)
-    return (f"this user may not set SCHED_FIFO {priority} (uid {os.geteuid()}, RLIMIT_RTPRIO {limit}; needs root, "
-            f"CAP_SYS_NICE or an rtprio limit >= {priority})")
+    rtprio = resource.getrlimit(resource.RLIMIT_RTPRIO)[0]
+    limit = "unlimited" if rtprio == resource.RLIM_INFINITY else str(rtprio)
+    return (f"this user may not set SCHED_FIFO {priority} (uid {os.geteuid()}, RLIMIT_RTPRIO {limit}; needs "
+            f"CAP_SYS_NICE, which root normally has, or an rtprio limit >= {priority}: ulimit -r)")
 
 
 @dataclass(frozen=True)
