@@ -194,9 +194,9 @@ def plan_realtime(rt_priority: int, sim_rt_priority: int,
     reason = refusal(sim_rt_priority)
     if reason:
         return RealtimePlan(0, None, f"scheduling: the simulated robot runs at normal scheduling: {reason}. On a "
-                                     "busy computer its loop then runs late, which a robot driver's does not: the "
-                                     "deploy recipe kept 0.87x of its success so, 1.00x with it (docs/deploy.md, "
-                                     "section 9)")
+                                     "busy computer its loop then runs late, which a robot driver's does not: two "
+                                     "so101_reach_deploy policies kept 0.87x of their success so, 1.00x with it "
+                                     "(docs/deploy.md, section 9)")
     return RealtimePlan(sim_rt_priority, (SIM_ROBOT,),
                         f"scheduling: the simulated robot at SCHED_FIFO {sim_rt_priority} after the first episode, "
                         "as a robot driver's loop; the policy node at normal scheduling (--sim-rt-priority 0: "
