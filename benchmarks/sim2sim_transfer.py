@@ -34,6 +34,7 @@ from _results import RESULTS, write_rows
 
 from robot_rl.commands.deploy import run_episodes
 from robot_rl.deploy.artifact import load_meta
+from robot_rl.deploy.node_procs import DEFAULT_SIM_RT_PRIORITY, plan_realtime
 from robot_rl.train.artifact_eval import evaluate_artifact
 from robot_rl.train.evaluation import Z95, wilson_interval
 
@@ -69,15 +70,18 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.002, help="joint position noise std (rad); velocity 10x")
     parser.add_argument("--domain-id", type=int, default=78)
     parser.add_argument("--rt-priority", type=int, default=0,
-                        help="SCHED_FIFO priority of both nodes after the first episode (0: normal scheduling)")
-    parser.add_argument("--rt-nodes", default=None,
-                        help="with --rt-priority: only these nodes, comma-separated (e.g. sim_robot)")
+                        help="SCHED_FIFO priority of both nodes after the first episode (0: see --sim-rt-priority)")
+    parser.add_argument("--sim-rt-priority", type=int, default=DEFAULT_SIM_RT_PRIORITY,
+                        help="without --rt-priority: SCHED_FIFO priority of the simulated robot alone, where this "
+                             "user may, as robot-rl deploy sim2sim (default %(default)s; 0: normal scheduling)")
     parser.add_argument("--json", type=Path, default=RESULTS / "deploy" / "sim2sim_transfer.json",
                         help="write the rows here (default: %(default)s)")
     args = parser.parse_args()
     if args.episodes < 1 or args.sim_episodes < 1:
         parser.error("--episodes and --sim-episodes must be >= 1")
 
+    realtime = plan_realtime(args.rt_priority, args.sim_rt_priority)
+    print(realtime.note, flush=True)
     rows = []
     for i, policy in enumerate(args.policy):
         meta = load_meta(policy)
@@ -88,8 +92,7 @@ def main() -> None:
             stats_file = Path(tmp) / "stats.json"
             ros = run_episodes(policy, args.robot, args.episodes, args.episode_s, args.latency_ms, args.noise,
                                args.domain_id, seed=1 + i, policy_params={"stats_file": str(stats_file)},
-                               rt_priority=args.rt_priority,
-                               rt_nodes=tuple(args.rt_nodes.split(",")) if args.rt_nodes else None)
+                               rt_priority=realtime.priority, rt_nodes=realtime.nodes)
             stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
         row = {
             "policy": str(policy), "task": in_sim["task"],
@@ -107,8 +110,9 @@ def main() -> None:
 
     pooled = {k: sum(r[k] for r in rows) for k in ("train_k", "train_n", "sim_k", "sim_n", "ros_k", "ros_n")}
     scheduling = "normal scheduling"
-    if args.rt_priority:
-        scheduling = f"SCHED_FIFO {args.rt_priority}" + (f" ({args.rt_nodes} only)" if args.rt_nodes else "")
+    if realtime.priority:
+        scheduling = f"SCHED_FIFO {realtime.priority}" + (f" ({', '.join(realtime.nodes)} only)" if realtime.nodes
+                                                           else "")
     print(f"\nsim2sim transfer, {args.robot}: ROS 2 with {args.latency_ms:g} ms command latency and "
           f"{args.noise:g} rad / {10 * args.noise:g} rad/s sensor noise, {args.episodes} ROS episodes and "
           f"{args.sim_episodes} training-sim episodes per policy, "
@@ -130,7 +134,8 @@ def main() -> None:
     verdict = "meets" if ratio[0] >= TARGET_RATIO else "MISSES"
     print(f"pooled ROS/training-eval ratio {ratio[0]:.2f} [95% CI {ratio[1]:.2f}-{ratio[2]:.2f}]: {verdict} the "
           f"target >= {TARGET_RATIO:g}")
-    write_rows(args.json, rows, settings={k: str(v) for k, v in vars(args).items()}, pooled=pooled, ratio=ratio)
+    write_rows(args.json, rows, settings={k: str(v) for k, v in vars(args).items()} | {"scheduling": scheduling},
+               pooled=pooled, ratio=ratio)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def _full_message(exc: BaseException) -> str:
 
 def test_defaults_compose_to_typed_dataclasses():
     cfg = compose([])
-    assert cfg.task.name == "so101_reach" and isinstance(cfg.agent, PPOConfig)
+    assert cfg.task.name == "so101_reach_deploy" and isinstance(cfg.agent, PPOConfig)
     assert isinstance(cfg.critic, MLPCriticConfig) and key_of("agent", cfg.agent) == "ppo"
     assert cfg.sim.device == "cpu" and cfg.logger.backends == ["tensorboard"]
 

@@ -38,6 +38,15 @@ def test_deploy_variant_adds_delay_and_sim_robot_noise_to_so101_reach():
     np.testing.assert_allclose(std[6:12], 0.1 * vel_std, rtol=0.1)
 
 
+def test_the_default_recipe_is_the_deploy_variant():
+    """`robot-rl train` with no overrides trains what `robot-rl deploy sim2sim` plays (docs/deploy.md, section 0)."""
+    cfg = compose([])
+    assert cfg.task.name == "so101_reach_deploy" and cfg.task.total_steps == 3_000_000 and cfg.task.num_envs == 128
+    env = sim.make_env(cfg.task.name, num_envs=2)
+    assert env.cfg.randomization.actuator_delay_s == DEPLOY_ACTUATOR_DELAY_S
+    assert compose(["task=so101_reach"]).task.name == "so101_reach"  # the undelayed task stays one override away
+
+
 def test_training_config_selects_the_variant():
     cfg = compose(["task=so101_reach_deploy"])
     assert cfg.task.name == "so101_reach_deploy" and cfg.task.total_steps >= 2_000_000

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from robot_rl.commands._args import command_parser, count, domain_id, duration, integer, number, positive, seed
+from robot_rl.deploy.node_procs import DEFAULT_SIM_RT_PRIORITY, plan_realtime
 from robot_rl.errors import EXIT_BAD_INPUT
 
 SUMMARY = "Check a policy artifact against a robot, or run it sim-to-sim over ROS 2 (sim2sim | check)"
@@ -61,10 +62,12 @@ def _sim2sim(args: argparse.Namespace) -> int:
     _validate_sim2sim(args)
     limit = {} if args.max_step_change is None else {"max_step_change": f"[{args.max_step_change}]"}
     if args.episodes:
+        realtime = plan_realtime(args.rt_priority, args.sim_rt_priority)
+        print(realtime.note, flush=True)
         try:
             results = run_episodes(Path(args.policy), args.robot, args.episodes, args.episode_s, args.latency_ms,
                                    args.noise, args.domain_id, args.seed, args.namespace, args.launch,
-                                   policy_params=limit, rt_priority=args.rt_priority)
+                                   policy_params=limit, rt_priority=realtime.priority, rt_nodes=realtime.nodes)
         except RuntimeError as exc:
             print(exc, file=sys.stderr)
             return 1
@@ -114,7 +117,8 @@ def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 0.0
     ``policy_params`` override policy node parameters (e.g. ``{"max_step_change": "[1.0, ...]"}``).
     ``rt_priority > 0``: both nodes run in SCHED_FIFO at that priority from the end of the first
     episode (after start-up), as control processes on a robot computer; ``rt_nodes`` limits it to those
-    nodes (e.g. ``("sim_robot",)`` to tell the stand-in robot's timing from the policy node's).
+    nodes (e.g. ``("sim_robot",)``: the stand-in robot only, what ``robot-rl deploy sim2sim`` does by default,
+    see :func:`robot_rl.deploy.node_procs.plan_realtime`).
     """
     from robot_rl.deploy.artifact import load_meta
     from robot_rl.deploy.node_procs import NodeProcesses
@@ -193,6 +197,11 @@ def main(argv: list[str]) -> int:
     sim.add_argument("--print-commands", action="store_true", help="print each node's command line (no --episodes)")
     sim.add_argument("--rt-priority", type=integer(0, 99), default=0,
                      help="with --episodes: run both nodes in SCHED_FIFO at this priority after the first episode "
-                          "(needs root or rtprio rights; 0: normal scheduling)")
+                          "(needs root or rtprio rights; 0: see --sim-rt-priority)")
+    sim.add_argument("--sim-rt-priority", type=integer(0, 99), default=DEFAULT_SIM_RT_PRIORITY,
+                     help="with --episodes: the simulated robot node alone (a robot driver's stand-in) in SCHED_FIFO "
+                          "at this priority after the first episode, where this user may (else it says so and runs "
+                          "at normal scheduling); the policy node stays at normal scheduling (default "
+                          f"{DEFAULT_SIM_RT_PRIORITY}; 0: normal scheduling for both)")
     args = parser.parse_args(argv)
     return _check(args) if args.action == "check" else _sim2sim(args)

@@ -5,19 +5,30 @@ runs as ``python -m ros_nodes.<exec> --ros-args ...`` with the arguments the YAM
 resolves to (:mod:`robot_rl.deploy.launch_plan`) in an environment from
 :func:`robot_rl.deploy.ros_env.ros_environment`. :class:`NodeGroup` (environment, process table,
 logs, real-time scheduling, stop) also runs the demo nodes of :mod:`robot_rl.demos.ros_launch`.
-Standard library only.
+:func:`plan_realtime` chooses which nodes of a sim-to-sim run get SCHED_FIFO. Standard library and
+:mod:`robot_rl.errors` only.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from robot_rl.deploy.launch_plan import NodeLaunch, plan_launch
 from robot_rl.deploy.ros_env import ros_environment, ros_nodes_path
+from robot_rl.errors import InputError
+
+SIM_ROBOT = "sim_robot"
+"""Node name of the simulated robot (ros_nodes/launch/sim2sim.launch.yaml): the stand-in for a robot driver."""
+
+DEFAULT_SIM_RT_PRIORITY = 50
+"""SCHED_FIFO priority of the simulated robot in sim-to-sim runs, as ros2_control runs a driver's loop."""
 
 
 def node_command(node: NodeLaunch, extra: dict[str, object] | None = None) -> list[str]:
@@ -134,3 +145,59 @@ class NodeProcesses(NodeGroup):
         self.plan = plan_launch(path, args, {"ros_nodes": ros_nodes_path()})
         for node in self.plan:
             self.start(node.name, node_command(node, (extra or {}).get(node.name)))
+
+
+def realtime_refusal(priority: int) -> str | None:
+    """None when this process may start SCHED_FIFO ``priority`` processes, else why not (one phrase).
+
+    Probes it: a child Python sets itself to SCHED_FIFO and exits (about 20 ms). That covers every rule at
+    once: root or CAP_SYS_NICE, the RLIMIT_RTPRIO limit, and a container's or cgroup's real-time budget."""
+    probe = f"import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param({int(priority)}))"
+    done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=False)
+    if done.returncode == 0:
+        return None
+    rtprio = resource.getrlimit(resource.RLIMIT_RTPRIO)[0]
+    limit = "unlimited" if rtprio == resource.RLIM_INFINITY else str(rtprio)
+    return (f"this user may not set SCHED_FIFO {priority} (uid {os.geteuid()}, RLIMIT_RTPRIO {limit}; needs "
+            f"CAP_SYS_NICE, which root normally has, or an rtprio limit >= {priority}: ulimit -r)")
+
+
+@dataclass(frozen=True)
+class RealtimePlan:
+    """Which nodes of a sim-to-sim run go to SCHED_FIFO after the first episode, and the line that says so.
+
+    ``priority`` 0: every node at normal scheduling. ``nodes`` None: every node."""
+
+    priority: int
+    nodes: tuple[str, ...] | None
+    note: str
+
+
+def plan_realtime(rt_priority: int, sim_rt_priority: int,
+                  refusal: Callable[[int], str | None] = realtime_refusal) -> RealtimePlan:
+    """The scheduling of a sim-to-sim run: ``rt_priority > 0`` puts both nodes at SCHED_FIFO (refused with an
+    :class:`InputError` without the rights); otherwise ``sim_rt_priority > 0`` puts the simulated robot alone
+    there where the process may (a robot driver runs its loop real-time; the policy node, the part that is
+    deployed, stays at normal scheduling), and says what is lost where it may not. ``refusal``:
+    :func:`realtime_refusal` (a parameter so that a test can stand in for the permission check)."""
+    if rt_priority:
+        reason = refusal(rt_priority)
+        if reason:
+            raise InputError(f"--rt-priority {rt_priority}: {reason}", key="--rt-priority", value=rt_priority,
+                             fix="run as root or with an rtprio limit (ulimit -r), or leave out --rt-priority")
+        return RealtimePlan(rt_priority, None, f"scheduling: both nodes at SCHED_FIFO {rt_priority} after the "
+                                               "first episode (--rt-priority)")
+    if not sim_rt_priority:
+        return RealtimePlan(0, None, "scheduling: both nodes at normal scheduling (--sim-rt-priority 0); on a busy "
+                                     "computer the simulated robot's loop runs late and success drops "
+                                     "(docs/deploy.md, section 3)")
+    reason = refusal(sim_rt_priority)
+    if reason:
+        return RealtimePlan(0, None, f"scheduling: the simulated robot runs at normal scheduling: {reason}. On a "
+                                     "busy computer its loop then runs late, which a robot driver's does not: two "
+                                     "so101_reach_deploy policies kept 0.87x of their success so, 1.00x with it "
+                                     "(docs/deploy.md, section 9)")
+    return RealtimePlan(sim_rt_priority, (SIM_ROBOT,),
+                        f"scheduling: the simulated robot at SCHED_FIFO {sim_rt_priority} after the first episode, "
+                        "as a robot driver's loop; the policy node at normal scheduling (--sim-rt-priority 0: "
+                        "neither)")
