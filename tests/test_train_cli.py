@@ -1,4 +1,4 @@
-"""`robot-rl train / eval / export` end to end on the real so101_reach MuJoCo task (tiny budget)."""
+"""`robot-rl train / eval / export` end to end on the default recipe's MuJoCo task, so101_reach_deploy (tiny budget)."""
 
 import json
 import os
@@ -71,7 +71,7 @@ def test_eval_run_and_artifact_and_export(run_dir, tmp_path):
     assert json.loads(out.stdout)["episodes"] == 3
     out = cli(["eval", str(run_dir / "policy"), "--episodes", "3"], tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert json.loads(out.stdout)["task"] == "so101_reach"
+    assert json.loads(out.stdout)["task"] == "so101_reach_deploy"  # the default task, the artifact's
     out = cli(["export", str(run_dir), "--format", "torchscript", "--out", str(tmp_path / "ts")], tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / "ts" / "policy.pt").is_file() and not (tmp_path / "ts" / "policy.onnx").exists()
