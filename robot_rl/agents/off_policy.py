@@ -43,6 +43,7 @@ from torch import nn
 from robot_rl.agents.base import Agent, EnvSpec, Obs
 from robot_rl.config.checks import check, fail
 from robot_rl.config.registry import key_of
+from robot_rl.config.schema import AgentConfig
 from robot_rl.critics import Critic, CriticSpec, make_critic
 from robot_rl.critics.registry import key_of_class
 from robot_rl.data.demo_source import DemoSource
@@ -56,7 +57,7 @@ AMP_MODES = ("none", "bf16")
 
 
 @dataclass
-class OffPolicyConfig:
+class OffPolicyConfig(AgentConfig):
     """Settings every off-policy agent has (its own config class adds the rest).
 
     Attributes:

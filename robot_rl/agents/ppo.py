@@ -22,6 +22,7 @@ from torch import nn
 from robot_rl import distributed
 from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
 from robot_rl.config.checks import check, fail
+from robot_rl.config.schema import AgentConfig
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.math.advantages import gae, normalize_per_group
 from robot_rl.models.actor import STD_TYPES, GaussianActor, gaussian_entropy, gaussian_log_prob
@@ -32,7 +33,7 @@ SCHEDULES = ("adaptive", "fixed")
 
 
 @dataclass
-class PPOConfig:
+class PPOConfig(AgentConfig):
     """``agent=ppo`` (defaults follow rsl_rl's PPO).
 
     Attributes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, is_dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
@@ -129,6 +129,18 @@ class DistributedConfig:
         check(self, "distributed", at_least_1=("nproc",))
 
 
+class AgentConfig:
+    """What every agent's config declares to the train config's checks (PPO's and the off-policy template's
+    configs subclass it): the critics it trains and the env steps it collects before its first update."""
+
+    critics: ClassVar[tuple[str, ...]] = ()
+    """The ``critic=`` options the agent can train (empty: any)."""
+
+    def steps_before_update(self, num_envs: int) -> int:
+        """Env steps (all envs) collected before the first update can happen (0: none)."""
+        return 0
+
+
 @dataclass
 class TrainConfig:
     """One training run: the composed groups plus the runner's own settings.
@@ -179,10 +191,9 @@ class TrainConfig:
 
     def _check_budget(self) -> None:
         """Refuse a ``task.total_steps`` smaller than what the agent collects before its first update."""
-        first_update = getattr(self.agent, "steps_before_update", None)
-        if first_update is None:
+        if not isinstance(self.agent, AgentConfig):  # a bare test config: nothing declared to check
             return
-        need = first_update(self.task.num_envs)
+        need = self.agent.steps_before_update(self.task.num_envs)
         if self.task.total_steps < need:
             raise InputError(
                 f"is smaller than the {need:,} env steps collected before the first update (agent settings, "
@@ -192,7 +203,7 @@ class TrainConfig:
 
     def _check_pairing(self) -> None:
         """Refuse ``critic=<key>`` unless the agent's config lists it in ``critics`` (empty = any)."""
-        allowed = tuple(getattr(type(self.agent), "critics", ()))
+        allowed = self.agent.critics if isinstance(self.agent, AgentConfig) else ()
         if not allowed or not is_dataclass(self.critic):
             return
         try:
