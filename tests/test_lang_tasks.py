@@ -155,3 +155,15 @@ def test_a_recorded_lang_dataset_keeps_each_episodes_instruction(tmp_path: Path)
     with pytest.raises(ValueError, match="drop --instruction"):
         record("so101_pick_lang", expert_policy, tmp_path / "x", 1, "lift it")
     env.close()
+
+
+def test_replay_of_a_pick_lang_episode_scores_the_recorded_instruction(tmp_path: Path) -> None:
+    """Replay restores the episode's instruction (the named cube), so the expert's lift is scored as recorded."""
+    from robot_rl.demos.replay import replay
+
+    root = tmp_path / "pick_lang"
+    record("so101_pick_lang", expert_policy, root, 2, None, num_envs=2, seed=5, only_success=True)
+    dataset = LeRobotDataset(root)
+    for episode in range(2):
+        report = replay(root, episode)
+        assert report.recorded_success and report.replayed_success, (dataset.episode_task(episode), report.table())

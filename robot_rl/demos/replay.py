@@ -79,6 +79,8 @@ def replay(
     if state_names is not None and [n.split(".")[0] for n in state_names] != joints:
         raise ValueError(f"dataset joints {state_names} do not match {task}'s robot joints {joints} (same order)")
     env.reset(seed=0)
+    if env.has_instructions:  # the episode's instruction names the target its success is scored on
+        env.set_instruction(ds.episode_task(episode), [0])
     recorded_q = data["observation.state"].astype(np.float64)
     if "sim.qpos" in data:
         target = data["sim.target"][0] if "sim.target" in data else None
