@@ -24,8 +24,9 @@ from robot_rl.checkpoint import SUMS_FILE, TENSORS_FILE, TREE_FILE, latest_check
 from robot_rl.cli import main
 from robot_rl.commands.bc import fit, save_run
 from robot_rl.compose import compose
-from robot_rl.data.lerobot import LeRobotDataset, LeRobotWriter
+from robot_rl.data.lerobot import DatasetFormatError, LeRobotDataset, LeRobotWriter
 from robot_rl.data.lerobot.stats import QUANTILE_KEYS, feature_stats, vector_stats
+from robot_rl.data.transitions import demo_transitions
 from robot_rl.deploy.artifact import sha256_file
 from robot_rl.errors import InputError
 
@@ -127,14 +128,26 @@ def _write_demos(root: Path, episodes: int = 3, frames: int = 10) -> None:
             writer.save_episode()
 
 
-def test_bc_refuses_nan_actions_naming_file_column_row_and_episode(tmp_path: Path, capsys) -> None:
-    _write_demos(tmp_path / "ds")  # the writer refuses NaN: put one into the parquet file as a bad copy would
-    path = tmp_path / "ds/data/chunk-000/file-000.parquet"
+def _put_nan_action(root: Path) -> None:
+    """Row 13 (episode 1, frame 3) of ``action.policy`` becomes NaN, as a bad copy would (the writer refuses NaN)."""
+    path = root / "data/chunk-000/file-000.parquet"
     table = pq.read_table(path)
     actions = table["action.policy"].to_pylist()
     actions[13][1] = float("nan")
     column = table.schema.get_field_index("action.policy")
     pq.write_table(table.set_column(column, "action.policy", pa.array(actions, table.schema.field(column).type)), path)
+
+
+def test_demo_transitions_refuse_nan_for_every_agent_learning_from_demos(tmp_path: Path) -> None:
+    _write_demos(tmp_path / "ds")
+    _put_nan_action(tmp_path / "ds")
+    with pytest.raises(DatasetFormatError, match=r"row 13 \(episode 1, frame 3\)"):
+        demo_transitions(tmp_path / "ds")
+
+
+def test_bc_refuses_nan_actions_naming_file_column_row_and_episode(tmp_path: Path, capsys) -> None:
+    _write_demos(tmp_path / "ds")
+    _put_nan_action(tmp_path / "ds")
     argv = ["bc", str(tmp_path / "ds"), "--out", str(tmp_path / "out"), "--epochs", "1", "--hidden-dims", "8",
             "--no-export"]
     assert main(argv) == 2

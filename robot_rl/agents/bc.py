@@ -52,7 +52,6 @@ from robot_rl.checkpoint import latest_checkpoint, load_checkpoint
 from robot_rl.config.checks import check, fail
 from robot_rl.config.io import load_train_config
 from robot_rl.data.demo_source import DemoSource, demo_groups
-from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.deploy.artifact import ChunkExecution
 from robot_rl.models.chunked_actor import ChunkedActor, FlatChunk
 from robot_rl.models.mlp import fp32_head
@@ -144,7 +143,6 @@ class BC(OffPolicyAgent):
             raise ValueError("agent=bc needs demonstrations: agent.demos=<dataset dir> "
                              "(record one with `robot-rl record --task <task> --out <dir>`)")
         dims = demo_groups(cfg.demos, env.observation_dims, "bc", critic_obs="policy")
-        LeRobotDataset(cfg.demos).require_finite("observation.policy", "action.policy")  # nothing non-finite is cloned
         super().__init__(cfg, critic_cfg, dataclasses.replace(env, observation_dims=dims), device)
         self.actor_optimizer = self._optimizer(self.actor.parameters(), cfg.actor_lr)
         self.demo_source = DemoSource(cfg.demos, dims, env.action_dim, self.from_env_action, 1.0,

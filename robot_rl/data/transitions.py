@@ -24,12 +24,15 @@ def demo_transitions(root: str | Path, only_success: bool = False) -> dict[str, 
     Returns arrays over the N kept frames: ``obs`` float32 ``[N, D]``, ``action`` float32 ``[N, A]``
     (raw, in [-1, 1]), ``reward`` float32 ``[N]``, ``next_obs`` float32 ``[N, D]``, ``terminated``
     bool ``[N]`` (no bootstrap), ``truncated`` bool ``[N]`` (time limit: bootstrap from
-    ``next_obs``), ``episode`` int64 ``[N]``. ``only_success`` keeps episodes that succeeded.
+    ``next_obs``), ``episode`` int64 ``[N]``. ``only_success`` keeps episodes that succeeded. A NaN or inf in
+    those columns is refused (:class:`~robot_rl.data.lerobot.DatasetFormatError` naming file, column, row): no agent
+    learns from a non-finite demo.
     """
     ds = LeRobotDataset(root)
     missing = [k for k in REQUIRED if k not in ds.features]
     if missing:
         raise KeyError(f"{root} lacks {missing}; record it with `robot-rl record` (robot_rl >= this version)")
+    ds.require_finite("observation.policy", "action.policy", "next.observation.policy", "next.reward")
     keep = np.ones(len(ds), dtype=bool)
     if only_success:
         success = ds.column("next.success")
