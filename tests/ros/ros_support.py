@@ -107,3 +107,16 @@ def max_step(commands: list[tuple[float, np.ndarray]]) -> float:
     """Largest per-joint change between consecutive commands."""
     arr = np.array([c for _, c in commands])
     return float(np.abs(np.diff(arr, axis=0)).max()) if len(arr) > 1 else 0.0
+
+
+def run_sim2sim(probe: Probe, nodes: Nodes, episodes: list, count: int, timeout: float) -> None:
+    """Let the policy node drive the simulated robot until it has reported ``count`` ``episodes``, then stop both
+    nodes and ``probe``; asserts the policy node commanded the robot and both nodes exited 0 (their logs if not)."""
+    try:
+        ok = probe.wait_for(lambda: len(episodes) >= count, timeout)
+        assert ok, nodes.log("sim_robot") + nodes.log("policy_node")
+        assert len(probe.received()) > 50, "the policy node did not command the simulated robot"
+    finally:
+        codes = nodes.stop()
+        probe.close()
+    assert codes == {"sim_robot": 0, "policy_node": 0}, nodes.log("sim_robot") + nodes.log("policy_node")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 from geometry_msgs.msg import PoseStamped
-from ros_support import Nodes, Probe, fresh_domain_id
+from ros_support import Nodes, Probe, fresh_domain_id, run_sim2sim
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
@@ -67,14 +67,7 @@ def test_lift_episodes_publish_the_cube_and_the_policy_follows_it(tmp_path):
                   "velocity_noise": 0.02}
     nodes = Nodes("sim2sim.launch.yaml", {"policy": pointing_policy(tmp_path, env)}, domain, tmp_path,
                   extra={"sim_robot": sim_params})
-    try:
-        ok = probe.wait_for(lambda: len(episodes) >= 4, 90)
-        assert ok, nodes.log("sim_robot") + nodes.log("policy_node")
-        assert len(probe.received()) > 50, "the policy node did not command the simulated robot"
-    finally:
-        codes = nodes.stop()
-        probe.close()
-    assert codes == {"sim_robot": 0, "policy_node": 0}, nodes.log("sim_robot") + nodes.log("policy_node")
+    run_sim2sim(probe, nodes, episodes, 4, 90)
     assert [m.data[0] for m in episodes] == list(range(len(episodes)))
     assert all(m.data[1] == 0.0 and 0.0 < m.data[2] < 1.0 for m in episodes)  # never grasped: no success
     # the cube: in the base frame (base site at the world origin), on the floor, inside the task's spawn box
