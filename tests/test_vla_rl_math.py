@@ -10,13 +10,34 @@ import pytest
 import torch
 from torch import nn
 
+from robot_rl.critics.base import CriticSpec
+from robot_rl.critics.chunked import ChunkedCritic, ChunkedCriticConfig
 from robot_rl.math import flow_sde
 from robot_rl.math.ppo_objective import clipped_surrogate
+from robot_rl.math.soft_actor_critic import actor_loss, soft_target, squashed_gaussian, temperature_loss
+from robot_rl.math.td_targets import nstep_return
 from robot_rl.models.mlp import mlp
-from robot_rl.models.vla import VLA, VLAConfig, flow
+from robot_rl.models.vla import VLA, Context, VLAConfig, flow
+from robot_rl.models.vla.steering import NoiseActor, context_feature, steer
 
 
 # ---------------------------------------------------------------- toys
+class BimodalFlow:
+    """The exact flow of a two-armed bandit: chunks ``+1`` or ``-1`` with probability 1/2 each.
+
+    With ``a`` in {-1, +1}, ``E[a | x_t] = tanh(x (1 - t) / t^2)`` and the velocity ``E[n - a | x_t]`` is
+    ``(x - E[a | x_t]) / t``; Euler from t = 1 sends noise of either sign to the arm of that sign.
+    """
+
+    @staticmethod
+    def velocity(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        t = t.reshape(-1, *([1] * (x.dim() - 1)))
+        return (x - torch.tanh(x * (1 - t) / t.pow(2))) / t
+
+    def sample(self, obs: dict, noise: torch.Tensor) -> torch.Tensor:
+        return flow.euler_sample(self.velocity, noise, 10)
+
+
 def tiny_vla() -> tuple[VLA, dict]:
     torch.manual_seed(0)
     config = VLAConfig.cpu(state_dim=3, action_dim=2, vocab_size=20, chunk_len=4, max_text_len=6, width=16, heads=2,
@@ -142,5 +163,101 @@ def test_clipped_surrogate_hand_values() -> None:
     assert torch.allclose(log_prob.grad, torch.tensor([0.0, -0.5 / 4, 2.2 / 4, 0.0]))
     with pytest.raises(ValueError, match="one shape"):
         clipped_surrogate(torch.zeros(3), torch.zeros(4), torch.zeros(4), 0.2)
+
+
+# ---------------------------------------------------------------- DSRL
+def test_sac_math_hand_values() -> None:
+    y, lp = squashed_gaussian(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 2), bound=2.0)
+    assert torch.equal(y, torch.zeros(1, 2))
+    assert lp.item() == pytest.approx(2 * (-0.5 * math.log(2 * math.pi) - math.log(2)))
+    # u = 0.5 + 0.5 * 1 = 1: torch's own tanh-then-scale density of y
+    y, lp = squashed_gaussian(torch.tensor([[0.5]]), torch.tensor([[math.log(0.5)]]), torch.ones(1, 1), bound=1.5)
+    reference = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(0.5, 0.5),
+        [torch.distributions.TanhTransform(), torch.distributions.AffineTransform(0.0, 1.5)])
+    assert y.item() == pytest.approx(1.5 * math.tanh(1.0)) and lp.item() == pytest.approx(reference.log_prob(y).item())
+    # u = -3 - 8 = -11, tanh saturated: still finite, log N(u) - log 1.5 - log(1 - tanh(u)^2) by hand
+    y, lp = squashed_gaussian(torch.tensor([[-3.0]]), torch.zeros(1, 1), torch.full((1, 1), -8.0), bound=1.5)
+    assert lp.item() == pytest.approx(-32 - 0.5 * math.log(2 * math.pi) - math.log(1.5)
+                                      - 2 * (math.log(2) - 11 - math.log1p(math.exp(-22))), rel=1e-6)
+    target = soft_target(torch.tensor([1.0, 0.0]), torch.tensor([0.9, 0.0]), torch.tensor([2.0, 5.0]),
+                         torch.tensor([-1.0, 3.0]), 0.5)
+    assert torch.allclose(target, torch.tensor([3.25, 0.0]))
+    assert torch.allclose(soft_target(torch.ones(1), torch.full((1,), 0.9), torch.full((1,), 2.0), torch.ones(1), 0.5,
+                                      backup_entropy=False), torch.tensor([2.8]))
+    assert actor_loss(torch.tensor([1.0, 2.0]), torch.tensor([-1.0, 0.0]), 0.5).item() == pytest.approx(-1.75)
+    log_alpha = torch.tensor(math.log(0.5), requires_grad=True)
+    loss = temperature_loss(log_alpha, torch.tensor([-1.0, -3.0]), -2.0)
+    loss.backward()
+    assert loss.item() == pytest.approx(4 * math.log(0.5)) and log_alpha.grad.item() == pytest.approx(4.0)
+
+
+def test_context_feature_is_the_mean_of_unpadded_tokens() -> None:
+    tokens = torch.tensor([[[1.0, 2.0], [100.0, 100.0], [3.0, 6.0]]])
+    feature = context_feature(Context(tokens, torch.tensor([[False, True, False]])))
+    assert torch.equal(feature, torch.tensor([[2.0, 4.0]]))
+
+
+def test_steering_changes_only_the_noise_and_leaves_the_vla_frozen() -> None:
+    vla, obs = tiny_vla()
+    before = {k: v.clone() for k, v in vla.state_dict().items()}
+    with torch.no_grad():
+        feature = context_feature(vla.encode(obs))
+    actor = NoiseActor(feature.shape[1], 4, 2, bound=1.5, hidden_dims=(32,))
+    steered = steer(vla, obs, actor, feature, generator=torch.Generator().manual_seed(0))
+    assert steered.noise.shape == steered.chunk.shape == (2, 4, 2) and steered.log_prob.shape == (2,)
+    assert steered.noise.abs().max() < 1.5 and not steered.chunk.requires_grad
+    with torch.no_grad():
+        assert torch.equal(steered.chunk, vla.sample(obs, steered.noise))
+        assert not torch.allclose(steered.chunk, vla.sample(obs, -steered.noise))  # the noise does matter
+    optimizer = torch.optim.Adam(actor.parameters(), lr=0.1)
+    actor_loss(-(steered.noise - 1.0).pow(2).flatten(1).sum(1), steered.log_prob, 0.1).backward()
+    assert all(p.grad is None for p in vla.parameters())
+    assert all(p.grad is not None for p in actor.parameters())
+    optimizer.step()
+    after = steer(vla, obs, actor, feature, deterministic=True)
+    assert after.log_prob is None and not torch.allclose(after.noise, steered.noise)
+    with torch.no_grad():
+        assert torch.equal(after.chunk, vla.sample(obs, actor(feature)))
+    assert all(torch.equal(v, before[k]) for k, v in vla.state_dict().items())
+    with pytest.raises(ValueError, match="bound"):
+        NoiseActor(4, 2, 1, bound=0.0)
+
+
+def test_dsrl_moves_the_noise_to_the_better_arm_of_each_context() -> None:
+    """Contextual two-armed bandit in noise space: context 0 pays for the +1 arm, context 1 for the -1 arm."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    decoder = BimodalFlow()
+    actor = NoiseActor(2, 1, 1, bound=2.0, hidden_dims=(32, 32))
+    critic = ChunkedCritic(CriticSpec(obs_dim=2, action_dim=1), ChunkedCriticConfig(chunk_len=1, hidden_dims=[32, 32]))
+    log_alpha = torch.tensor(math.log(0.1), requires_grad=True)
+    optimizers = [torch.optim.Adam(m, lr=3e-3) for m in (actor.parameters(), critic.parameters(), [log_alpha])]
+    features = torch.eye(2)
+    arm = torch.tensor([1.0, -1.0])
+
+    def success(deterministic: bool) -> float:
+        steered = steer(decoder, {}, actor, features.repeat(256, 1), deterministic, g)
+        return (steered.chunk.flatten() * arm.repeat(256) > 0).float().mean().item()
+
+    assert 0.3 < success(False) < 0.7
+    for _ in range(300):
+        context = torch.randint(0, 2, (64,), generator=g)
+        steered = steer(decoder, {}, actor, features[context], generator=g)
+        reward = steered.chunk.flatten() * arm[context]  # +-1 near each arm
+        ended = torch.ones(64, 1, dtype=torch.bool)  # one-step episodes: discount 0, target = reward
+        window = nstep_return(reward[:, None], ended, torch.zeros_like(ended), 0.99)
+        target = soft_target(window.returns, window.discount, torch.zeros(64), torch.zeros(64), log_alpha.exp())
+        loss, _ = critic.loss(features[context], steered.noise.detach(), target[:, None])
+        loss_actor = actor_loss(critic(features[context], steered.noise).squeeze(-1), steered.log_prob,
+                                log_alpha.exp().detach())
+        loss_alpha = temperature_loss(log_alpha, steered.log_prob, -1.0)
+        for o in optimizers:
+            o.zero_grad()
+        loss.backward(inputs=list(critic.parameters()))
+        (loss_actor + loss_alpha).backward(inputs=[*actor.parameters(), log_alpha])
+        for o in optimizers:
+            o.step()
+    assert success(True) == 1.0 and success(False) > 0.9
 
 
