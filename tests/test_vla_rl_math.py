@@ -18,6 +18,7 @@ from robot_rl.math.soft_actor_critic import actor_loss, soft_target, squashed_ga
 from robot_rl.math.td_targets import nstep_return
 from robot_rl.models.mlp import mlp
 from robot_rl.models.vla import VLA, Context, VLAConfig, flow
+from robot_rl.models.vla.best_of_n import best_of_n, distill_loss, repeat_obs
 from robot_rl.models.vla.guided_flow import action_gradient, guided_action, guided_flow_loss
 from robot_rl.models.vla.steering import NoiseActor, context_feature, steer
 
@@ -37,6 +38,25 @@ class BimodalFlow:
 
     def sample(self, obs: dict, noise: torch.Tensor) -> torch.Tensor:
         return flow.euler_sample(self.velocity, noise, 10)
+
+
+class ToyFlow(nn.Module):
+    """A trainable one-dimensional flow policy (MLP over ``(x, t)``) with the VLA's ``sample`` / ``loss`` calls;
+    observations are ignored."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp(2, [64, 64], 1, "silu")
+
+    def velocity(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([x.flatten(1), t[:, None]], 1)).view_as(x)
+
+    def sample(self, obs: dict, noise: torch.Tensor) -> torch.Tensor:
+        return flow.euler_sample(self.velocity, noise, 10)
+
+    def loss(self, obs: dict, action: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
+             action_is_pad: torch.Tensor | None = None) -> torch.Tensor:
+        return flow.flow_loss(self.velocity(flow.interpolate(action, noise, t), t), action, noise)
 
 
 def tiny_vla() -> tuple[VLA, dict]:
@@ -329,3 +349,58 @@ def test_guided_flow_moves_samples_toward_the_q_maximum_by_the_stated_amount(bet
     assert samples.std().item() < 1e-4  # Euler is exact on this linear field: every noise lands on m
 
 
+# ---------------------------------------------------------------- best-of-N
+def test_best_of_n_batches_one_sample_call_and_picks_the_critics_argmax() -> None:
+    vla, obs = tiny_vla()
+    noise = torch.randn(2, 3, 4, 2, generator=torch.Generator().manual_seed(0))
+    score = lambda chunks: chunks.flatten(2).sum(2)  # noqa: E731
+    best = best_of_n(vla, obs, noise, score)
+    assert best.chunk.shape == best.noise.shape == (2, 4, 2) and best.values.shape == (2, 3)
+    with torch.no_grad():
+        for b in range(2):
+            single = {"images": {"front": obs["images"]["front"][b:b + 1]},
+                      **{k: obs[k][b:b + 1] for k in ("tokens", "token_mask", "state")}}
+            values = torch.stack([score(vla.sample(single, noise[b, i:i + 1])[None])[0, 0] for i in range(3)])
+            assert torch.allclose(best.values[b], values, atol=1e-5)
+            assert best.index[b] == values.argmax() and torch.equal(best.noise[b], noise[b, best.index[b]])
+            assert torch.allclose(best.chunk[b], vla.sample(single, best.noise[b:b + 1])[0], atol=1e-5)
+    repeated = repeat_obs(obs, 3)
+    assert torch.equal(repeated["images"]["front"][3:6], obs["images"]["front"][1:2].expand(3, -1, -1, -1))
+    with pytest.raises(ValueError, match="score must return"):
+        best_of_n(vla, obs, noise, lambda chunks: chunks.sum((2, 3)).flatten())
+
+
+def test_best_of_n_picks_the_better_arm_and_distillation_moves_the_flow_to_it() -> None:
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    # selection: the exact two-armed flow, the critic pays +1 for the +1 arm; with 8 candidates the best is found
+    # wherever one of them is positive (all but 2^-8 of the observations)
+    best = best_of_n(BimodalFlow(), {}, torch.randn(256, 8, 1, 1, generator=g), lambda c: c.flatten(1, 3).mul(1.0))
+    found = (best.values > 0).any(1)
+    assert found.float().mean() > 0.98
+    assert torch.allclose(best.chunk.flatten()[found], torch.ones(int(found.sum())), atol=0.05)
+    assert (best.noise.flatten()[found] > 0).all()
+    # distillation: a tiny flow first fit to both arms (SFT), then trained on its own best-of-8 chunks
+    policy = ToyFlow()
+    optimizer = torch.optim.Adam(policy.parameters(), lr=3e-3)
+
+    def fit(action: torch.Tensor) -> None:
+        loss = policy.loss({}, action, torch.randn(action.shape, generator=g), flow.sample_time(action.shape[0], g))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    def positive() -> float:
+        with torch.no_grad():
+            return (policy.sample({}, torch.randn(1000, 1, 1, generator=g)) > 0).float().mean().item()
+
+    for _ in range(300):
+        fit(torch.randint(0, 2, (128, 1, 1), generator=g).float() * 2 - 1)
+    before = positive()
+    for _ in range(150):
+        chosen = best_of_n(policy, {}, torch.randn(128, 8, 1, 1, generator=g), lambda c: c.flatten(1, 3))
+        loss = distill_loss(policy, {}, chosen, torch.randn(128, 1, 1, generator=g), flow.sample_time(128, g))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert 0.3 < before < 0.7 and positive() > 0.95
