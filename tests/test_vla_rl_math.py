@@ -104,7 +104,8 @@ def test_noiseless_chain_is_the_euler_sampler_and_has_no_likelihood() -> None:
     velocity = lambda x, t: net(torch.cat([x, t[:, None]], 1))  # noqa: E731
     noise = torch.randn(5, 2)
     chain = flow_sde.sample_chain(velocity, noise, 6, 0.0)
-    assert chain.states.shape == (5, 7, 2) and chain.log_probs is None and torch.equal(chain.states[:, 0], noise)
+    assert chain.states.shape == (5, 7, 2) and chain.log_probs is None is chain.log_prob
+    assert torch.equal(chain.states[:, 0], noise)
     assert torch.equal(chain.sample, flow.euler_sample(velocity, noise, 6))
     almost = flow_sde.sample_chain(velocity, noise, 6, 1e-5, torch.Generator().manual_seed(0))
     assert torch.allclose(almost.sample, chain.sample, atol=1e-4)
@@ -125,7 +126,8 @@ def test_chain_ratio_is_one_under_the_same_field_and_differentiable(noise) -> No
     again = flow_sde.chain_log_prob(velocity, chain.states, noise)
     assert again.shape == chain.log_probs.shape == (8, 5)
     assert torch.allclose(again, chain.log_probs, atol=1e-5)
-    loss, ratio = clipped_surrogate(again.sum(1), chain.log_probs.sum(1), torch.randn(8), 0.2)
+    assert torch.allclose(chain.log_prob, chain.log_probs.sum(1))
+    loss, ratio = clipped_surrogate(again.sum(1), chain.log_prob, torch.randn(8), 0.2)
     assert torch.allclose(ratio, torch.ones(8), atol=1e-5)
     loss.backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in net.parameters())

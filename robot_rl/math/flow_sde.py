@@ -61,6 +61,11 @@ class Chain:
         """``[B, *]`` the chain's end, ``x_K``."""
         return self.states[:, -1]
 
+    @property
+    def log_prob(self) -> torch.Tensor | None:
+        """``[B]`` the whole chain's log-likelihood, ``log_probs.sum(1)`` (``None`` when noiseless)."""
+        return None if self.log_probs is None else self.log_probs.sum(1)
+
 
 def _expand(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """``t [B]`` as ``[B, 1, ..., 1]`` against ``like [B, *]``."""
@@ -105,7 +110,10 @@ def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) ->
 def sample_chain(velocity: Velocity, noise_sample: torch.Tensor, steps: int, noise: Noise,
                  generator: torch.Generator | None = None) -> Chain:
     """Denoise ``noise_sample`` ``[B, *]`` (t = 1) to t = 0 in ``steps`` Gaussian steps; every state and its
-    log-likelihood under ``velocity`` (:class:`Chain`). ``noise = 0.0`` reproduces ``flow.euler_sample``."""
+    log-likelihood under ``velocity`` (:class:`Chain`). ``noise = 0.0`` reproduces ``flow.euler_sample``.
+
+    A rollout runs it under ``torch.no_grad()`` and keeps ``states``; the update re-scores them with
+    :func:`chain_log_prob` under the field being trained."""
     times = step_times(steps, noise_sample.shape[0], noise_sample.dtype, noise_sample.device)
     dt = 1.0 / steps
     noiseless = not callable(noise) and noise == 0
