@@ -1,0 +1,99 @@
+"""Noise-space steering of a frozen flow policy (DSRL: Wagenmaker et al., "Steering Your Diffusion Policy with
+Latent Space Reinforcement Learning", 2025).
+
+The VLA maps an initial noise ``w [B, H, A]`` to a chunk deterministically, ``chunk = VLA.sample(obs, w)``
+(:mod:`robot_rl.models.vla.flow`: Euler from ``t = 1``). DSRL leaves the VLA frozen and learns a small actor
+``pi(w | s)`` over the noise instead of the action: the environment seen through the VLA is an MDP whose action
+is ``w``, so SAC applies unchanged with ``action = w`` (:mod:`robot_rl.math.soft_actor_critic`), the critic is
+``Q(s, w)`` over the observation feature and the noise, and no gradient ever flows into the VLA.
+
+- :class:`NoiseActor`: SAC's tanh-Gaussian actor, ``feature [B, F] -> w [B, H, A]`` in ``[-bound, bound]``
+  (DSRL's noise "action magnitude"; ``bound`` around 1.5-2 covers most of ``N(0, 1)``'s mass).
+- :func:`context_feature`: a ``[B, D]`` observation feature from the VLA's own prefix tokens.
+- :func:`steer`: (VLA, obs, actor, feature) -> the executed chunk, the noise and its log-probability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from robot_rl.math.soft_actor_critic import squashed_gaussian
+from robot_rl.models.mlp import fp32_head, mlp
+from robot_rl.models.vla.model import Context
+
+
+class ChunkSampler(Protocol):
+    """What steering needs of a flow policy: ``sample(obs, noise [B, H, A]) -> chunk [B, H, A]``, deterministic
+    given the noise (:meth:`robot_rl.models.vla.VLA.sample`)."""
+
+    def sample(self, obs: dict, noise: torch.Tensor) -> torch.Tensor: ...
+
+
+class NoiseActor(nn.Module):
+    """``w = bound * tanh(u)``, ``u ~ N(mu(feature), sigma(feature)^2)``, ``w [B, H, A]``; ``forward`` is
+    ``bound * tanh(mu)``."""
+
+    LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+    def __init__(self, feature_dim: int, chunk_len: int, action_dim: int, bound: float = 1.5,
+                 hidden_dims: tuple[int, ...] = (256, 256), act: str = "relu") -> None:
+        super().__init__()
+        if bound <= 0:
+            raise ValueError(f"the noise bound must be > 0, got {bound}")
+        self.shape = (chunk_len, action_dim)
+        self.bound = float(bound)
+        self.net = mlp(feature_dim, hidden_dims, 2 * chunk_len * action_dim, act)
+
+    def _mean_log_std(self, feature: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, log_std)`` ``[B, H, A]`` of the pre-tanh Gaussian."""
+        mean, log_std = fp32_head(self.net, feature).chunk(2, dim=-1)
+        shape = (feature.shape[0], *self.shape)
+        return mean.reshape(shape), log_std.clamp(self.LOG_STD_MIN, self.LOG_STD_MAX).reshape(shape)
+
+    def forward(self, feature: torch.Tensor) -> torch.Tensor:
+        """Deterministic noise ``[B, H, A]`` for ``feature [B, F]``."""
+        return self.bound * torch.tanh(self._mean_log_std(feature)[0])
+
+    def sample(self, feature: torch.Tensor, generator: torch.Generator | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised noise ``[B, H, A]`` and its log-probability ``[B]`` (tanh and bound corrected)."""
+        mean, log_std = self._mean_log_std(feature)
+        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+        return squashed_gaussian(mean, log_std, eps, self.bound)
+
+
+def context_feature(context: Context) -> torch.Tensor:
+    """``[B, D]`` mean of the VLA's prefix tokens ``context.tokens [B, P, D]`` over the unpadded ones."""
+    keep = (~context.pad).unsqueeze(-1).to(context.tokens.dtype)
+    return (context.tokens * keep).sum(1) / keep.sum(1).clamp_min(1.0)
+
+
+@dataclass
+class Steered:
+    """One steered query: ``chunk [B, H, A]`` (``model.sample(obs, noise)``, no gradient), ``noise [B, H, A]``
+    (carries the actor's gradient) and ``log_prob [B]`` (``None`` when deterministic)."""
+
+    chunk: torch.Tensor
+    noise: torch.Tensor
+    log_prob: torch.Tensor | None
+
+
+def steer(model: ChunkSampler, obs: dict, actor: NoiseActor, feature: torch.Tensor, deterministic: bool = False,
+          generator: torch.Generator | None = None) -> Steered:
+    """The chunk the frozen ``model`` executes from the noise ``actor`` picks for ``feature [B, F]``.
+
+    The model runs under ``torch.no_grad()`` on the detached noise: its parameters get no gradient and the chunk
+    depends on the actor only through the noise. The actor's gradient comes from a noise critic ``Q(s, w)``
+    (:func:`robot_rl.math.soft_actor_critic.actor_loss` on ``Steered.noise``), never through the model.
+    """
+    if deterministic:
+        noise, log_prob = actor(feature), None
+    else:
+        noise, log_prob = actor.sample(feature, generator)
+    with torch.no_grad():
+        chunk = model.sample(obs, noise.detach())
+    return Steered(chunk, noise, log_prob)
