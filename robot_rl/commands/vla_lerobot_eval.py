@@ -9,7 +9,9 @@ chunk ran out or whose episode ended.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -137,7 +139,8 @@ def main(argv: list[str]) -> int:
                          fix="use a language task (so101_reach_lang, so101_pick_lang)")
     spec = robot_action_spec(probe.robot) if args.action == "joint" else None
     probe.close()
-    policy = LeRobotPolicy.load(args.policy, action_spec=spec)
+    with contextlib.redirect_stdout(sys.stderr):  # LeRobot prints while loading: stdout stays the JSON summary
+        policy = LeRobotPolicy.load(args.policy, action_spec=spec)
     heights = {shape[1] for shape in policy.image_shapes.values()}
     env = sim.make_env(args.task, num_envs, seed=args.seed, cameras=list(policy.cameras), image_size=max(heights))
     try:

@@ -20,14 +20,14 @@ import torch
 
 pytest.importorskip("lerobot", reason="needs LeRobot 0.6.1 (bash .ci/setup_lerobot, then run in that venv)")
 
+from tiny_smolvla import make_policy_dir, open_dataset
+
 import sim
 from robot_rl.commands.vla_lerobot_eval import robot_action_spec
 from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.deploy.actions import to_raw
 from robot_rl.errors import InputError
 from robot_rl.models.vla.lerobot_policy import LeRobotPolicy, check_policy_dir
-
-from tiny_smolvla import make_policy_dir, open_dataset
 
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_thread")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,7 +141,7 @@ def run_cli(*args):
 def test_cli_evaluates_in_batched_sim_with_success_per_instruction(made):
     out = run_cli(made[1], "--task", "so101_reach_lang", "--episodes", 3, "--num-envs", 3, "--execute-len", 4)
     assert out.returncode == 0, out.stderr[-3000:]
-    summary = json.loads(out.stdout[out.stdout.index("{"):])
+    summary = json.loads(out.stdout)
     assert summary["episodes"] == 3 and summary["actions_finite_in_range"]
     assert summary["length_mean"] == 100  # so101_reach_lang: 4 s at 25 Hz, success does not end an episode
     assert summary["queries"] == 100 // 4  # the 3 envs re-plan together every 4 steps: one batched call
