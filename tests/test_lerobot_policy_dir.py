@@ -2,6 +2,7 @@
 ``lerobot``): the policy directory's files and config.json (robot_rl.models.vla.lerobot_policy.check_policy_dir), the
 robot's joint-target map of ``robot-rl vla-lerobot-eval --action joint``, and the command refusing a bad directory."""
 
+import importlib.util
 import json
 
 import numpy as np
@@ -71,6 +72,13 @@ def test_command_refuses_a_bad_directory_with_exit_2(policy_dir, capsys):
     (policy_dir / "model.safetensors").unlink()
     assert cli_main(["vla-lerobot-eval", str(policy_dir)]) == 2
     assert "model.safetensors: file missing from the LeRobot policy directory" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("lerobot") is not None, reason="lerobot is installed here")
+def test_command_without_lerobot_names_the_setup_script(policy_dir, capsys):
+    assert cli_main(["vla-lerobot-eval", str(policy_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "needs lerobot 0.6.1" in err and "bash .ci/setup_lerobot" in err
 
 
 def test_robot_action_spec_is_the_envs_own_joint_target_map():

@@ -136,15 +136,19 @@ class LeRobotPolicy:
                 it outputs the env's action (our ``action.policy``).
 
         Raises:
-            InputError: the directory is refused by :func:`check_policy_dir`, or a file the policy needs (the VLM
-                backbone SmolVLA's ``vlm_model_name`` names) is not on this machine.
+            InputError: the directory is refused by :func:`check_policy_dir`, lerobot is not installed, or a file the
+                policy needs (the VLM backbone SmolVLA's ``vlm_model_name`` names) is not on this machine.
         """
         root = Path(path)
         config_json = check_policy_dir(root)
         _hub_offline()
-        from huggingface_hub.errors import LocalEntryNotFoundError
-        from lerobot.configs.policies import PreTrainedConfig
-        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+        try:
+            from huggingface_hub.errors import LocalEntryNotFoundError
+            from lerobot.configs.policies import PreTrainedConfig
+            from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+        except ImportError as exc:
+            raise InputError(f"loading a LeRobot policy needs lerobot 0.6.1 ({exc})", file=root,
+                             fix="run in the venv of `bash .ci/setup_lerobot` (docs/vla.md)") from None
 
         config = PreTrainedConfig.from_pretrained(root)
         config.device = device
