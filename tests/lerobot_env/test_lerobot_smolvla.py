@@ -120,6 +120,8 @@ def test_adapter_refuses_bad_inputs(made):
         policy.act(images, ["", texts[1]], state)
     with pytest.raises(InputError, match=r"state must be \[B, 6\]"):
         policy.act(images, texts, state[:, :5])
+    with pytest.raises(InputError, match=r"noise = \(2, 8, 8\): must be \[2, 8, 6\]"):
+        policy.act(images, texts, state, torch.zeros(2, CHUNK, 8))
 
 
 def test_backbone_not_on_this_machine_is_refused_without_download(made, tmp_path):
@@ -129,6 +131,14 @@ def test_backbone_not_on_this_machine_is_refused_without_download(made, tmp_path
     config["vlm_model_name"] = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
     (bad / "config.json").write_text(json.dumps(config))
     with pytest.raises(InputError, match=r"vlm_model_name = 'HuggingFaceTB/SmolVLM2-500M-Video-Instruct'.*hub is off"):
+        LeRobotPolicy.load(bad)
+
+
+def test_weights_that_do_not_load_are_refused(made, tmp_path):
+    bad = tmp_path / "policy"
+    shutil.copytree(made[1], bad)
+    (bad / "model.safetensors").write_bytes((made[1] / "model.safetensors").read_bytes()[:1000])
+    with pytest.raises(InputError, match=r"model.safetensors: does not load into the policy config.json describes"):
         LeRobotPolicy.load(bad)
 
 

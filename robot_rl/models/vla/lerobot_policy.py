@@ -136,8 +136,9 @@ class LeRobotPolicy:
                 it outputs the env's action (our ``action.policy``).
 
         Raises:
-            InputError: the directory is refused by :func:`check_policy_dir`, lerobot is not installed, or a file the
-                policy needs (the VLM backbone SmolVLA's ``vlm_model_name`` names) is not on this machine.
+            InputError: the directory is refused by :func:`check_policy_dir`, lerobot is not installed, a file the
+                policy needs (the VLM backbone SmolVLA's ``vlm_model_name`` names) is not on this machine, or the
+                weights or processor state files do not load.
         """
         root = Path(path)
         config_json = check_policy_dir(root)
@@ -146,6 +147,7 @@ class LeRobotPolicy:
             from huggingface_hub.errors import LocalEntryNotFoundError
             from lerobot.configs.policies import PreTrainedConfig
             from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+            from safetensors import SafetensorError
         except ImportError as exc:
             raise InputError(f"loading a LeRobot policy needs lerobot 0.6.1 ({exc})", file=root,
                              fix="run in the venv of `bash .ci/setup_lerobot` (docs/vla.md)") from None
@@ -154,13 +156,20 @@ class LeRobotPolicy:
         config.device = device
         try:
             policy = get_policy_class(config.type).from_pretrained(root, config=config)
-            preprocessor, postprocessor = make_pre_post_processors(
-                config, pretrained_path=str(root), preprocessor_overrides={"device_processor": {"device": device}})
         except (OSError, LocalEntryNotFoundError) as exc:
             raise InputError(f"a file the policy needs is not on this machine (the hub is off: {exc})",
                              file=root / CONFIG_FILE, key="vlm_model_name", value=config_json.get("vlm_model_name"),
                              fix="point vlm_model_name at a local copy of the backbone (config.json + tokenizer + "
                                  "processor files) or fill the Hugging Face cache on a machine with internet") from None
+        except (SafetensorError, RuntimeError) as exc:  # not safetensors, or tensors of other shapes than config.json's
+            raise InputError(f"does not load into the policy config.json describes ({exc})",
+                             file=root / WEIGHTS_FILE, fix=SAVE_FIX) from None
+        try:
+            preprocessor, postprocessor = make_pre_post_processors(
+                config, pretrained_path=str(root), preprocessor_overrides={"device_processor": {"device": device}})
+        except (OSError, SafetensorError, RuntimeError) as exc:  # the tokenizer, or a normaliser state file
+            raise InputError(f"the pre/post-processors do not load ({exc})", file=root / PROCESSOR_FILES[0],
+                             fix=SAVE_FIX) from None
         policy.eval()
         return cls(policy, preprocessor, postprocessor, action_spec, root)
 
@@ -196,6 +205,9 @@ class LeRobotPolicy:
         inputs = self.preprocessor(batch)
         padded = torch.zeros(state.shape[0], self.chunk_len, self.policy.config.max_action_dim, device=self.device)
         if noise is not None:
+            if tuple(noise.shape) != (state.shape[0], self.chunk_len, self.action_dim):
+                raise InputError(f"must be [{state.shape[0]}, {self.chunk_len}, {self.action_dim}]", key="noise",
+                                 value=tuple(noise.shape), fix="pass [B, chunk_size, action dim] or None")
             padded[..., : self.action_dim] = noise.to(self.device)
         self.policy.reset()  # LeRobot keeps a per-episode queue; every call here is one fresh query
         chunk = self.postprocessor(self.policy.predict_action_chunk(inputs, noise=padded))  # [B, H, A], dataset units
