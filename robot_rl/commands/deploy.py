@@ -50,12 +50,11 @@ def _check(args: argparse.Namespace) -> int:
 def _validate_sim2sim(args: argparse.Namespace) -> None:
     """Refuse bad input before any node starts: the domain id, robot.yaml and the artifact (InputError)."""
     from robot_rl.deploy.ros_env import check_domain_id
-    from robot_rl.deploy.runtime import PolicyRuntime
-    from robot_rl.deploy.validate import RobotSpec
+    from robot_rl.deploy.validate import RobotSpec, load_policy
     from sim.robots import load_robot
 
     check_domain_id(args.domain_id)
-    PolicyRuntime(Path(args.policy), robot=RobotSpec.from_robot(load_robot(args.robot).as_dict()))
+    load_policy(Path(args.policy), robot=RobotSpec.from_robot(load_robot(args.robot).as_dict()))
 
 
 def _sim2sim(args: argparse.Namespace) -> int:
