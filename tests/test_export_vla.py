@@ -195,3 +195,14 @@ def test_export_refuses_non_finite_weights_and_a_meta_of_another_policy(tmp_path
     with pytest.raises(ArtifactError, match="non-finite"):
         export(policy, tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_deploy_check_reports_a_vla_artifact(exported):
+    from robot_rl.deploy.checks import check_artifact
+    from sim.robots import load_robot
+
+    _, out, _ = exported
+    report = check_artifact(out, load_robot("so101").as_dict(), runs=3)
+    assert report.errors == 0, report.lines
+    assert "VLA policy" in report.lines[0] and "['front', 'wrist'] 32x32 rgb8" in report.lines[0]
+    assert any("inference p50" in line for line in report.lines)

@@ -165,7 +165,8 @@ def open_session(path: Path, meta: PolicyMeta, threads: int = 1) -> ort.Inferenc
             raise ArtifactError(
                 f"must be {_ONNX_TYPES[dtype]} [B, {', '.join(map(str, shape))}] as policy.yaml says (observation "
                 f"{meta.observation_dim}, chunk_length {meta.chunk_length} x {meta.action_dim} joints); the files "
-                "come from different exports", file=path, key=f"{name!r}", value=f"{arg.type} {arg.shape}",
+                "come from different exports", file=path, key=f"{'output' if name == 'action' else 'input'} {name!r}",
+                value=f"{arg.type} {arg.shape}",
                 fix=REEXPORT)
     try:
         probe = session.run(["action"], {name: np.zeros((1, *shape), dtype=dtype) for name, dtype, shape in specs})[0]
