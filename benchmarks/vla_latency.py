@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from _results import RESULTS, write_rows
 
-from robot_rl.deploy.actions import to_raw
+from robot_rl.deploy.actions import action_spec, to_raw
 from robot_rl.deploy.ros_env import ros_nodes_path
 from robot_rl.deploy.runtime import chunk_executor
 from robot_rl.deploy.vla_runtime import VLARuntime
@@ -54,8 +54,10 @@ def export_cpu_policy(cameras: tuple[str, ...], out: Path) -> Path:
     tokenizer = InstructionTokenizer.train(texts)
     policy = VLAPolicy(VLA(VLAConfig.cpu(6, 6, tokenizer.vocab_size, cameras=cameras)), tokenizer, texts).eval()
     robot = load_robot("so101")
-    meta = make_vla_meta(policy, robot.name, robot.joint_names, [j.default for j in robot.joints],
-                         robot.control.action_scale, robot.control.policy_hz, (SIZE, SIZE), task="so101_reach_lang")
+    default = [j.default for j in robot.joints]
+    action = action_spec("joint_position_delta_default", robot.control.action_scale, default)
+    meta = make_vla_meta(policy, robot.name, robot.joint_names, default, action, robot.control.policy_hz, (SIZE, SIZE),
+                         task="so101_reach_lang")
     return export_vla_policy(policy, meta, out)
 
 

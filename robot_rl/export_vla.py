@@ -16,7 +16,8 @@ noise (the RL methods of docs/vla.md steer it). Like :mod:`robot_rl.export`, the
 action map, ``target = offset + scale * clip(chunk)`` (:class:`VLAHead`), and every export is checked against
 torch on a random batch before a file is written. Usage::
 
-    meta = make_vla_meta(policy, "so101", robot.joint_names, defaults, 0.5, 25.0, (64, 64), task="so101_reach_lang")
+    action = action_spec("joint_position_delta_default", 0.5, defaults)   # robot_rl.deploy.actions
+    meta = make_vla_meta(policy, "so101", robot.joint_names, defaults, action, 25.0, (64, 64), task="so101_reach_lang")
     export_vla_policy(policy, meta, "outputs/run/policy")
 """
 
@@ -33,11 +34,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from robot_rl.deploy.actions import action_spec
 from robot_rl.deploy.artifact import (
     MANIFEST_FILE,
     META_FILE,
     ONNX_FILE,
+    ActionSpec,
     ArtifactError,
     ChunkExecution,
     PolicyMeta,
@@ -86,46 +87,33 @@ def make_vla_meta(
     robot: str,
     joint_names: Sequence[str],
     default_joint_pos: Sequence[float],
-    action_scale: float | Sequence[float],
+    action: ActionSpec,
     control_hz: float,
     image_size: tuple[int, int],
-    action_type: str = "joint_position_delta_default",
+    *,
     chunk_execution: ChunkExecution | None = None,
+    resize: str = "none",
+    instruction_topic: str = "instruction",
     task: str = "",
     training: dict | None = None,
     config: dict | None = None,
-    joint_lower: Sequence[float] | None = None,
-    joint_upper: Sequence[float] | None = None,
-    resize: str = "none",
-    instruction_topic: str = "instruction",
 ) -> PolicyMeta:
     """A validated :class:`PolicyMeta` (``inputs: vla``) for ``policy`` on a robot.
 
-    ``image_size``: ``(H, W)`` the policy was trained on; ``resize``: ``none`` (refuse other sizes) or
-    ``nearest``. The action map is :func:`robot_rl.deploy.actions.action_spec` of ``action_type`` (the env's).
+    ``action``: the env's action map, :func:`robot_rl.deploy.actions.action_spec` of its control settings.
+    ``image_size``: ``(H, W)`` the policy was trained on; ``resize``: ``none`` (refuse other sizes) or ``nearest``.
     ``chunk_execution`` (None): open loop of the whole chunk. Image topics: :func:`image_topic` per camera.
     """
-    default = [float(x) for x in default_joint_pos]
     c = policy.model.config
     vla = VLAInputs(cameras=list(policy.cameras), image_topics=[image_topic(n) for n in policy.cameras],
                     height=int(image_size[0]), width=int(image_size[1]), tokenizer=TOKENIZER_FILE,
                     max_text_len=c.max_text_len, instructions=list(policy.instructions), flow_steps=c.num_steps,
                     instruction_topic=instruction_topic, resize=resize)
-    return PolicyMeta(
-        robot=robot,
-        joint_names=list(joint_names),
-        default_joint_pos=default,
-        observation=[],
-        action=action_spec(action_type, action_scale, default, joint_lower, joint_upper),
-        control_hz=float(control_hz),
-        chunk_length=policy.chunk_len,
-        chunk_execution=chunk_execution,
-        task=task,
-        training=dict(training or {}),
-        config=dict(config or {}),
-        inputs="vla",
-        vla=vla,
-    ).validate()
+    default = [float(x) for x in default_joint_pos]
+    return PolicyMeta(robot=robot, joint_names=list(joint_names), default_joint_pos=default, observation=[],
+                      action=action, control_hz=float(control_hz), chunk_length=policy.chunk_len,
+                      chunk_execution=chunk_execution, task=task, training=dict(training or {}),
+                      config=dict(config or {}), inputs="vla", vla=vla).validate()
 
 
 def example_inputs(policy: VLAPolicy, meta: PolicyMeta, batch: int, seed: int) -> tuple[torch.Tensor, ...]:

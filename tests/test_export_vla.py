@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from robot_rl.deploy.actions import to_targets
+from robot_rl.deploy.actions import action_spec, to_targets
 from robot_rl.deploy.artifact import ArtifactError, sha256_file, write_manifest
 from robot_rl.deploy.runtime import PolicyRuntime
 from robot_rl.deploy.validate import load_policy
@@ -29,6 +29,7 @@ JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_ro
 DEFAULT = [0.0, -1.0, 1.0, 0.6, 0.0, 0.0]
 INSTRUCTIONS = ["reach the red target", "touch the blue sphere", "go to the green one"]
 SIZE = 32
+ACTION = action_spec("joint_position_delta_default", 0.5, DEFAULT)
 
 
 def small_policy(cameras=("front", "wrist")) -> VLAPolicy:
@@ -42,7 +43,7 @@ def small_policy(cameras=("front", "wrist")) -> VLAPolicy:
 
 
 def export(policy: VLAPolicy, out, **kw):
-    meta = make_vla_meta(policy, "so101", JOINTS, DEFAULT, [0.5] * 6, 25.0, (SIZE, SIZE), task="so101_reach_lang",
+    meta = make_vla_meta(policy, "so101", JOINTS, DEFAULT, ACTION, 25.0, (SIZE, SIZE), task="so101_reach_lang",
                          **kw)
     return export_vla_policy(policy, meta, out), meta
 
@@ -187,7 +188,7 @@ def test_resize_nearest_by_hand_and_only_where_policy_yaml_allows(exported, tmp_
 def test_export_refuses_non_finite_weights_and_a_meta_of_another_policy(tmp_path):
     policy = small_policy()
     one_camera = small_policy(cameras=("front",))
-    meta = make_vla_meta(one_camera, "so101", JOINTS, DEFAULT, 0.5, 25.0, (SIZE, SIZE))
+    meta = make_vla_meta(one_camera, "so101", JOINTS, DEFAULT, ACTION, 25.0, (SIZE, SIZE))
     with pytest.raises(ArtifactError, match="does not describe the policy"):
         export_vla_policy(policy, meta, tmp_path / "a")
     with torch.no_grad():

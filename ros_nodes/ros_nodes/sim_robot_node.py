@@ -207,6 +207,16 @@ class SimRobotNode(Node):
         return self.data.site(site_name(self.robot, role)).xpos.copy()
 
 
+def close_reach_episode(task: _ReachTask | _LangReachTask, sim_time: float) -> None:
+    """End ``task``'s running episode once it has lasted ``episode_s``: publish ``sim/episode`` = [index, success,
+    gripper-to-target distance m] (success: within ``success_radius``) and set ``index`` to -1 (none running)."""
+    if task.index >= 0 and sim_time - task.episode_start >= task.episode_s:
+        distance = float(np.linalg.norm(task.node.site_pos("end_effector") - task.target))
+        success = float(distance < task.success_radius)
+        task.episode_pub.publish(Float64MultiArray(data=[float(task.index), success, distance]))
+        task.index = -1
+
+
 class _ReachTask:
     """Reach episodes on the simulated arm: targets out, success reports out."""
 
@@ -235,11 +245,7 @@ class _ReachTask:
 
     def update(self, sim_time: float) -> None:
         """Close the episode when it is over, start the next, and republish the target."""
-        if self.index >= 0 and sim_time - self.episode_start >= self.episode_s:
-            distance = float(np.linalg.norm(self.node.site_pos("end_effector") - self.target))
-            success = float(distance < self.success_radius)
-            self.episode_pub.publish(Float64MultiArray(data=[float(self.index), success, distance]))
-            self.index = -1
+        close_reach_episode(self, sim_time)
         if self.index < 0:
             self.index, self.episodes = self.episodes, self.episodes + 1
             self.episode_start = sim_time
@@ -343,11 +349,7 @@ class _LangReachTask:
         if sim_time < self.next_step:
             return
         self.next_step = max(self.next_step + self.env.dt, sim_time)
-        if self.index >= 0 and sim_time - self.episode_start >= self.episode_s:
-            distance = float(np.linalg.norm(self.node.site_pos("end_effector") - self.target))
-            success = float(distance < self.success_radius)
-            self.episode_pub.publish(Float64MultiArray(data=[float(self.index), success, distance]))
-            self.index = -1
+        close_reach_episode(self, sim_time)
         if self.index < 0:
             self._start_episode(sim_time)
         if sim_time >= self.next_text:

@@ -19,6 +19,7 @@ from ros_support import Nodes, Probe, fresh_domain_id, run_sim2sim
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64MultiArray, String
 
+from robot_rl.deploy.actions import action_spec
 from robot_rl.deploy.vla_runtime import VLARuntime
 from robot_rl.export_vla import export_vla_policy, make_vla_meta
 from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig
@@ -41,7 +42,8 @@ def vla_artifact(tmp_path) -> str:
     config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, chunk_len=H, width=32,
                            heads=2, num_steps=3)
     policy = VLAPolicy(VLA(config), tokenizer, TEXTS).eval()
-    meta = make_vla_meta(policy, ROBOT.name, ROBOT.joint_names, DEFAULT, ROBOT.control.action_scale,
+    action = action_spec("joint_position_delta_default", ROBOT.control.action_scale, DEFAULT)
+    meta = make_vla_meta(policy, ROBOT.name, ROBOT.joint_names, DEFAULT, action,
                          ROBOT.control.policy_hz, (SIZE, SIZE), task="so101_reach_lang")
     return str(export_vla_policy(policy, meta, tmp_path / "policy"))
 
