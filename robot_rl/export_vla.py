@@ -78,7 +78,7 @@ class VLAHead(nn.Module):
         """Joint targets ``[B, H*A]`` (see the class docstring for the inputs)."""
         images, (tokens, token_mask, state, noise) = inputs[: self.num_cameras], inputs[self.num_cameras:]
         chunk = self.policy(tuple(images), tokens, token_mask, state, noise)  # [B, H, A] in [-1, 1]
-        # torch twin of robot_rl.deploy.actions.to_targets (it runs in the graph); tests/test_action_maps.py
+        # torch twin of robot_rl.deploy.actions.to_targets (it runs in the graph); pinned by tests/test_export_vla.py
         return (self.offset + self.scale * chunk.clamp(self.clip_low, self.clip_high)).flatten(1)
 
 
