@@ -71,7 +71,7 @@ def edit_yaml(artifact, change) -> None:
 
 def test_onnx_equals_torch_forward_with_the_same_noise_on_two_cameras_and_a_batch(exported):
     """Graph output = offset + scale * clip(VLAPolicy.forward) for 5 rows of random images, instructions, states and
-    noise: max abs difference below 1e-5 rad (measured 2e-7 to 5e-7 here)."""
+    noise: max abs difference below 1e-5 rad (measured 0.8e-6 to 1.1e-6 rad here, seeds 0-2)."""
     policy, out, meta = exported
     _, session = load_policy(out)
     gen = torch.Generator().manual_seed(1)
