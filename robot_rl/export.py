@@ -117,17 +117,19 @@ def make_meta(
     ).validate()
 
 
-def _onnx_bytes(module: nn.Module, example: torch.Tensor) -> bytes:
+def onnx_bytes(module: nn.Module, examples: tuple[torch.Tensor, ...], input_names: Sequence[str]) -> bytes:
+    """The ONNX graph (opset 17, traced) of ``module(*examples)`` with inputs ``input_names`` and output ``action``;
+    dimension 0 of every input and of the output is the batch."""
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(
             module,
-            (example,),
+            examples,
             buffer,
-            input_names=["obs"],
+            input_names=list(input_names),
             output_names=["action"],
-            dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}},
+            dynamic_axes={name: {0: "batch"} for name in [*input_names, "action"]},
             opset_version=17,
             dynamo=False,
         )
@@ -143,7 +145,8 @@ def _torchscript_bytes(module: nn.Module, example: torch.Tensor) -> bytes:
     return buffer.getvalue()
 
 
-def _check_outputs(name: str, expected: np.ndarray, got: np.ndarray, atol: float) -> None:
+def check_outputs(name: str, expected: np.ndarray, got: np.ndarray, atol: float) -> None:
+    """ArtifactError unless graph ``name``'s ``got`` equals torch's ``expected`` to ``atol`` (NaN where it is)."""
     if got.shape != expected.shape:
         raise ArtifactError(f"{name} returns shape {got.shape}, torch returns {expected.shape}.")
     nan_expected, nan_got = np.isnan(expected), np.isnan(got)
@@ -185,7 +188,7 @@ def export_policy(
     if unknown or not formats:
         raise ValueError(f"formats {list(formats)} must be a non-empty subset of {FORMATS}.")
     module = copy.deepcopy(actor).cpu().eval()
-    _check_finite_weights(module, Path(out_dir))
+    check_finite_weights(module, Path(out_dir))
     D, HA = meta.observation_dim, meta.chunk_length * meta.action_dim
     example = torch.randn(4, D, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
@@ -205,16 +208,16 @@ def export_policy(
     if "onnx" in formats:
         import onnxruntime as ort
 
-        data = _onnx_bytes(module, example)
+        data = onnx_bytes(module, (example,), ["obs"])
         session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-        _check_outputs("policy.onnx", expected_np, session.run(None, {"obs": example.numpy()})[0], atol)
+        check_outputs("policy.onnx", expected_np, session.run(None, {"obs": example.numpy()})[0], atol)
         write_atomic(out / ONNX_FILE, data)
         files[ONNX_FILE] = sha256_file(out / ONNX_FILE)
     if "torchscript" in formats:
         data = _torchscript_bytes(module, example)
         loaded = torch.jit.load(io.BytesIO(data))
         with torch.no_grad():
-            _check_outputs("policy.pt", expected_np, loaded(example).numpy(), atol)
+            check_outputs("policy.pt", expected_np, loaded(example).numpy(), atol)
         write_atomic(out / TORCHSCRIPT_FILE, data)
         files[TORCHSCRIPT_FILE] = sha256_file(out / TORCHSCRIPT_FILE)
     save_meta(dataclasses.replace(meta, files=files), out)
@@ -222,7 +225,7 @@ def export_policy(
     return out
 
 
-def _check_finite_weights(module: nn.Module, out_dir: Path) -> None:
+def check_finite_weights(module: nn.Module, out_dir: Path) -> None:
     """Refuse an actor with a NaN/Inf parameter or buffer: a diverged run must never become an artifact."""
     for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
         bad = int((~torch.isfinite(tensor.detach())).sum()) if tensor.is_floating_point() else 0

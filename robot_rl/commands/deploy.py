@@ -19,9 +19,12 @@ EPILOG = """examples:
   robot-rl deploy sim2sim --robot so101 --policy outputs/run/policy --episodes 20 --latency-ms 5 --noise 0.002
   robot-rl deploy sim2sim --robot so101 --policy outputs/run/policy --print-commands
   robot-rl deploy sim2sim --policy outputs/lift_run/policy --episodes 20 --latency-ms 5 --noise 0.002
+  robot-rl deploy sim2sim --policy outputs/vla_run/policy --episodes 10
 
-sim2sim plays the artifact's own task (policy.yaml `task`): so101_reach (targets) or so101_lift (the
-simulated robot holds the cube scene and publishes the cube pose on the object topic).
+sim2sim plays the artifact's own task (policy.yaml `task`): so101_reach (targets), so101_lift (the
+simulated robot holds the cube scene and publishes the cube pose on the object topic) or, for a VLA artifact,
+so101_reach_lang (the simulated robot publishes the instruction and the artifact's camera images; set
+MUJOCO_GL=egl EGL_PLATFORM=surfaceless where EGL is available, else OSMesa renders).
 
 check exits 2 when it refuses the artifact or robot.yaml (bad input: the policy node refuses the same
 artifact with the same message), 1 when the artifact is readable but a check reports ERROR lines, 0 when
@@ -50,12 +53,11 @@ def _check(args: argparse.Namespace) -> int:
 def _validate_sim2sim(args: argparse.Namespace) -> None:
     """Refuse bad input before any node starts: the domain id, robot.yaml and the artifact (InputError)."""
     from robot_rl.deploy.ros_env import check_domain_id
-    from robot_rl.deploy.runtime import PolicyRuntime
-    from robot_rl.deploy.validate import RobotSpec
+    from robot_rl.deploy.validate import RobotSpec, load_policy
     from sim.robots import load_robot
 
     check_domain_id(args.domain_id)
-    PolicyRuntime(Path(args.policy), robot=RobotSpec.from_robot(load_robot(args.robot).as_dict()))
+    load_policy(Path(args.policy), robot=RobotSpec.from_robot(load_robot(args.robot).as_dict()))
 
 
 def _sim2sim(args: argparse.Namespace) -> int:
@@ -80,7 +82,7 @@ def _sim2sim(args: argparse.Namespace) -> int:
         return 0
     from robot_rl.deploy.node_procs import NodeProcesses
 
-    sim_params = _sim_params(args.latency_ms, args.noise, args.seed)
+    sim_params = _sim_params(args.latency_ms, args.noise, args.seed) | _vla_sim_params(Path(args.policy))
     nodes = NodeProcesses(args.launch, _launch_args(Path(args.policy), args.robot, args.namespace), args.domain_id,
                           extra={"sim_robot": sim_params, "policy_node": limit})
     if args.print_commands:
@@ -103,12 +105,23 @@ def _sim_params(latency_ms: float, noise: float, seed: int) -> dict[str, object]
             "velocity_noise": 10.0 * float(noise), "seed": int(seed)}
 
 
+def _vla_sim_params(policy: Path) -> dict[str, object]:
+    """A VLA artifact's scene for the simulated robot: its task (language episodes, instructions) and the cameras it
+    sees, rendered at its image size (square); ``{}`` for a vector artifact."""
+    from robot_rl.deploy.artifact import load_meta
+
+    meta = load_meta(policy)
+    if meta.vla is None:
+        return {}
+    return {"task": meta.task, "cameras": ",".join(meta.vla.cameras), "image_size": meta.vla.height}
+
+
 def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 0.0, latency_ms: float = 0.0,
                  noise: float = 0.0, domain_id: int = 0, seed: int = 0, namespace: str = "",
                  launch: str = "sim2sim.launch.yaml", warmup: int = 1,
                  policy_params: dict[str, object] | None = None, rt_priority: int = 0,
                  rt_nodes: tuple[str, ...] | None = None) -> list[tuple[float, float]]:
-    """Play episodes of the artifact's task (reach or lift) through ROS 2; ``[(success 0/1, final distance m)]``.
+    """Play episodes of the artifact's task (reach, lift, language reach) over ROS 2; ``[(success, final distance m)]``.
 
     ``episode_s``: the longest episode (a lift episode ends at success); 0 is the task's own length. The final
     distance is the gripper's to the target (reach) or to the cube (lift).
@@ -132,7 +145,7 @@ def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 0.0
         import sim as sim_tasks
 
         episode_s = sim_tasks.make_env(task, num_envs=1).cfg.episode_s
-    sim = _sim_params(latency_ms, noise, seed) | {"task": task, "episode_s": episode_s}
+    sim = _sim_params(latency_ms, noise, seed) | _vla_sim_params(policy) | {"task": task, "episode_s": episode_s}
     extra = {"sim_robot": sim, "policy_node": dict(policy_params or {})}
     nodes = NodeProcesses(launch, _launch_args(policy, robot, namespace), domain_id, extra=extra)
     os.environ.update({k: nodes.env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
@@ -181,8 +194,8 @@ def main(argv: list[str]) -> int:
     sim.add_argument("--domain-id", type=domain_id, default=os.environ.get("ROS_DOMAIN_ID", "0"),
                      help="ROS_DOMAIN_ID: 0..101 or 215..232 (default $ROS_DOMAIN_ID or 0)")
     sim.add_argument("--episodes", type=count, default=0,
-                     help="play N episodes of the artifact's task, reach or lift (after one warm-up episode with "
-                          "the soft start), print the success rate and stop (0: run until Ctrl-C)")
+                     help="play N episodes of the artifact's task, reach, lift or language reach (after one warm-up "
+                          "episode with the soft start), print the success rate and stop (0: run until Ctrl-C)")
     sim.add_argument("--episode-s", type=duration, default=0.0,
                      help="episode length in seconds (a lift episode ends earlier at success); default 0: the "
                           "task's own (so101_reach 4 s, so101_lift 8 s)")

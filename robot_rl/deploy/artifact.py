@@ -1,6 +1,7 @@
 """The policy artifact schema (DESIGN.md, contract 3): ``policy.yaml`` beside ``policy.onnx``/``policy.pt``.
 
-An artifact directory needs nothing from training to run::
+An artifact directory needs nothing from training to run. ``inputs: vector`` (the default, every artifact
+before VLA policies)::
 
     policy.onnx   input "obs" float32 [B, D]: the env's "policy" observation (every term already
                   multiplied by its scale); output "action" float32 [B, H*A]: joint targets in robot
@@ -9,6 +10,11 @@ An artifact directory needs nothing from training to run::
     policy.yaml   :class:`PolicyMeta`, with the sha256 of the graphs.
     manifest.json the sha256 of every other file, policy.yaml included; written last, so a directory
                   with a manifest is complete. Every loader verifies it (:func:`load_meta`).
+
+``inputs: vla`` (a vision-language-action policy, :class:`VLAInputs`): ``policy.onnx`` takes one uint8
+``image_<camera> [B, 3, H, W]`` per camera, ``tokens`` int64 ``[B, L]``, ``token_mask`` bool ``[B, L]``, ``state``
+float32 ``[B, A]`` (measured joint positions) and ``noise`` float32 ``[B, H, A]`` and returns the same ``action``
+``[B, H*A]``; ``tokenizer.json`` (the instruction tokenizer, ``tokenizers`` JSON) sits beside it; no ``policy.pt``.
 
 Only numpy and PyYAML here: the ROS nodes import this module on a robot computer without torch.
 """
@@ -29,6 +35,7 @@ from typing import Any
 import yaml
 
 from robot_rl.deploy.chunking import CHUNK_MODES
+from robot_rl.deploy.vla_schema import INPUT_KINDS, VLAInputs
 from robot_rl.errors import InputError, check_finite
 
 SCHEMA_VERSION = 1
@@ -124,7 +131,10 @@ class PolicyMeta:
         task: the training task, e.g. ``so101_reach``.
         training: summary (algorithm, steps, eval success, ...), free-form.
         config: the resolved source config, free-form.
-        files: ``{file name: sha256}`` of the exported graphs, checked on load.
+        files: ``{file name: sha256}`` of the exported graphs (and a VLA's tokenizer), checked on load.
+        inputs: :data:`INPUT_KINDS`: ``vector`` (``observation`` describes ``obs``) or ``vla`` (``observation`` is
+            empty, ``vla`` describes the images, instruction and state).
+        vla: the inputs of a VLA artifact; None for ``vector``.
         schema_version: :data:`SCHEMA_VERSION`.
     """
 
@@ -140,6 +150,8 @@ class PolicyMeta:
     training: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    inputs: str = "vector"
+    vla: VLAInputs | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -200,8 +212,32 @@ class PolicyMeta:
                 or not 1 <= self.chunk_length <= 1000:
             raise bad("chunk_length", self.chunk_length, "must be a whole number in [1, 1000]")
         self._validate_execution(bad)
+        self._validate_inputs(bad, source)
+        for key, value in (("robot", self.robot), ("task", self.task)):
+            if not isinstance(value, str):
+                raise bad(key, value, "must be a string")
+        if not isinstance(self.files, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                       for k, v in self.files.items()):
+            raise bad("files", self.files, "must map file names to sha256 hex digests")
+        return self
+
+    def _validate_inputs(self, bad: Callable[..., ArtifactError], source: object) -> None:
+        """``inputs`` known; ``vector``: observation terms of the vocabulary; ``vla``: no terms, a valid ``vla``."""
+        if self.inputs not in INPUT_KINDS:
+            raise bad("inputs", self.inputs, f"must be one of {INPUT_KINDS}")
+        if self.inputs == "vla":
+            if not isinstance(self.vla, VLAInputs):
+                raise bad("vla", self.vla, "must be a mapping of the VLA inputs (inputs: vla)")
+            if self.observation != []:
+                raise bad("observation", self.observation, "must be [] for inputs: vla (the vla section says what "
+                          "the graph takes)")
+            self.vla.validate(bad)
+            return
+        if self.vla is not None:
+            raise bad("vla", self.vla, "must be absent for inputs: vector")
         if not isinstance(self.observation, list) or not self.observation:
             raise bad("observation", self.observation, "must be a non-empty list of terms")
+        A = self.action_dim
         for i, term in enumerate(self.observation):
             if not isinstance(term.name, str) or term.name not in OBSERVATION_TERMS:
                 raise bad(f"observation[{i}].name", term.name,
@@ -210,13 +246,6 @@ class PolicyMeta:
             if isinstance(term.size, bool) or term.size != expected:
                 raise bad(f"observation[{i}].size", term.size, f"term {term.name!r} has {expected} values")
             _finite(source, f"observation[{i}].scale", term.scale)
-        for key, value in (("robot", self.robot), ("task", self.task)):
-            if not isinstance(value, str):
-                raise bad(key, value, "must be a string")
-        if not isinstance(self.files, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                       for k, v in self.files.items()):
-            raise bad("files", self.files, "must map file names to sha256 hex digests")
-        return self
 
     def _validate_execution(self, bad: Callable[..., ArtifactError]) -> None:
         """``chunk_execution``: a known mode, ``execute_len`` in ``[1, H]``, ``ensemble_decay`` finite and >= 0."""
@@ -237,6 +266,8 @@ class PolicyMeta:
     def to_dict(self) -> dict[str, Any]:
         """Plain-YAML form, ``schema_version`` first, then the field order."""
         data = asdict(self)
+        if data["vla"] is None:
+            del data["vla"]
         return {"schema_version": data.pop("schema_version"), **data}
 
     @classmethod
@@ -259,6 +290,13 @@ class PolicyMeta:
                                     key="chunk_execution", value=execution, fix=REEXPORT)
             _check_keys(source, "chunk_execution.", execution, ChunkExecution)
             data["chunk_execution"] = ChunkExecution(**execution)
+        vla = data.get("vla")
+        if vla is not None:
+            if not isinstance(vla, dict):
+                raise ArtifactError("must be a mapping of the VLA inputs", file=source, key="vla", value=vla,
+                                    fix=REEXPORT)
+            _check_keys(source, "vla.", vla, VLAInputs)
+            data["vla"] = VLAInputs(**vla)
         terms = data["observation"]
         if not isinstance(terms, list):
             raise ArtifactError("must be a list of {name, size, scale}", file=source, key="observation",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.deploy.artifact import PolicyMeta, check_joint_order
+from robot_rl.deploy.artifact import ArtifactError, PolicyMeta, check_joint_order
 from robot_rl.deploy.chunking import ChunkExecutor
 from robot_rl.deploy.validate import RobotSpec, load_policy
 
@@ -33,6 +33,10 @@ class PolicyRuntime:
     def __init__(self, artifact_dir: str | Path, robot_joint_names: list[str] | None = None,
                  threads: int = 1, robot: RobotSpec | None = None) -> None:
         self.meta, self.session = load_policy(artifact_dir, robot, threads)
+        if self.meta.vla is not None:
+            raise ArtifactError("is a VLA policy (inputs: vla): images, an instruction and the joint state in",
+                                file=Path(artifact_dir) / "policy.yaml", key="inputs", value=self.meta.inputs,
+                                fix="run it with robot_rl.deploy.vla_runtime.VLARuntime")
         if robot_joint_names is not None:
             check_joint_order(self.meta, robot_joint_names)
         # One observation at a time through preallocated buffers bound once (no per-call output allocation).

@@ -6,8 +6,9 @@ file, the key, the value and the fix:
 
 1. ``manifest.json``: present, and every file's sha256 matches (policy.yaml included);
 2. ``policy.yaml``: every field present, typed, every number finite and in range;
-3. ``policy.onnx``: loads, input ``obs`` ``[B, D]`` and output ``action`` ``[B, H*A]`` float32 as
-   policy.yaml says, and one inference on a zero observation returns that shape;
+3. ``policy.onnx``: loads, input ``obs`` ``[B, D]`` (a VLA artifact: the inputs of :func:`graph_inputs`) and
+   output ``action`` ``[B, H*A]`` float32 as policy.yaml says, and one inference on zeros returns that shape;
+   a VLA artifact's tokenizer is listed in ``files`` (so checksummed) and loads (:func:`load_tokenizer`);
 4. against the robot (when given, :class:`RobotSpec`): joint names and order, the default pose and
    the action offset inside the joint limits, the default pose equal to robot.yaml's.
 
@@ -34,6 +35,7 @@ from robot_rl.deploy.artifact import (
     check_joint_order,
     load_meta,
 )
+from robot_rl.deploy.instruction import load_tokenizer
 from robot_rl.deploy.safety import robot_yaml_source
 
 DEFAULT_POSE_ATOL = 1e-6
@@ -115,14 +117,32 @@ def _dim(value: Any) -> int | None:
     return value if isinstance(value, int) else None
 
 
+_ONNX_TYPES = {np.uint8: "tensor(uint8)", np.int64: "tensor(int64)", np.bool_: "tensor(bool)",
+               np.float32: "tensor(float)"}
+
+
+def graph_inputs(meta: PolicyMeta) -> list[tuple[str, type, tuple[int, ...]]]:
+    """``[(name, numpy dtype, shape without the batch)]`` of the graph's inputs, in order.
+
+    ``vector``: ``obs`` float32 ``[D]``. ``vla``: ``image_<camera>`` uint8 ``[3, H, W]`` per camera, ``tokens``
+    int64 ``[L]``, ``token_mask`` bool ``[L]``, ``state`` float32 ``[A]``, ``noise`` float32 ``[H, A]``.
+    """
+    if meta.vla is None:
+        return [("obs", np.float32, (meta.observation_dim,))]
+    v, A = meta.vla, meta.action_dim
+    images = [(f"image_{c}", np.uint8, (3, v.height, v.width)) for c in v.cameras]
+    return [*images, ("tokens", np.int64, (v.max_text_len,)), ("token_mask", np.bool_, (v.max_text_len,)),
+            ("state", np.float32, (A,)), ("noise", np.float32, (meta.chunk_length, A))]
+
+
 def open_session(path: Path, meta: PolicyMeta, threads: int = 1) -> ort.InferenceSession:
     """Load ``policy.onnx`` and check its input/output names, types and shapes against ``meta``.
 
     Raises:
-        ArtifactError: not an ONNX graph onnxruntime can run, or I/O that differs from policy.yaml's
-            ``obs [B, D]`` -> ``action [B, H*A]`` (checked statically and by one inference on zeros).
+        ArtifactError: not an ONNX graph onnxruntime can load, or I/O that differs from policy.yaml's
+            :func:`graph_inputs` -> ``action [B, H*A]`` (checked statically and by one inference on zeros).
     """
-    D, HA = meta.observation_dim, meta.chunk_length * meta.action_dim
+    HA = meta.chunk_length * meta.action_dim
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -131,24 +151,29 @@ def open_session(path: Path, meta: PolicyMeta, threads: int = 1) -> ort.Inferenc
     except _ORT_ERRORS as exc:
         raise ArtifactError(f"not an ONNX graph onnxruntime can load ({str(exc).strip()[:300]})", file=path,
                             fix=REEXPORT) from exc
-    for role, args, name, width in (("input", session.get_inputs(), "obs", D),
-                                    ("output", session.get_outputs(), "action", HA)):
-        if len(args) != 1 or args[0].name != name:
-            raise ArtifactError(f"must have one {role} named {name!r}", file=path, key=f"{role}s",
-                                value=[a.name for a in args], fix=REEXPORT)
-        shape, kind = args[0].shape, args[0].type
-        if kind != "tensor(float)" or len(shape) != 2 or _dim(shape[1]) not in (None, width):
+    specs = graph_inputs(meta)
+    expected = [*specs, ("action", np.float32, (HA,))]
+    names = [a.name for a in session.get_inputs()] + [a.name for a in session.get_outputs()]
+    if names != [name for name, _, _ in expected]:
+        raise ArtifactError(f"must have inputs {[n for n, _, _ in specs]} and one output 'action' as policy.yaml "
+                            f"says (inputs: {meta.inputs})", file=path, key="inputs/outputs", value=names,
+                            fix=REEXPORT)
+    for arg, (name, dtype, shape) in zip([*session.get_inputs(), *session.get_outputs()], expected, strict=True):
+        dims = arg.shape[1:]
+        if arg.type != _ONNX_TYPES[dtype] or len(dims) != len(shape) \
+                or any(_dim(d) not in (None, want) for d, want in zip(dims, shape, strict=True)):
             raise ArtifactError(
-                f"must be float32 [B, {width}] as policy.yaml says (observation {D}, chunk_length "
-                f"{meta.chunk_length} x {meta.action_dim} joints); the files come from different exports",
-                file=path, key=f"{role} {name!r}", value=f"{kind} {shape}", fix=REEXPORT)
+                f"must be {_ONNX_TYPES[dtype]} [B, {', '.join(map(str, shape))}] as policy.yaml says (observation "
+                f"{meta.observation_dim}, chunk_length {meta.chunk_length} x {meta.action_dim} joints); the files "
+                "come from different exports", file=path, key=f"{'output' if name == 'action' else 'input'} {name!r}",
+                value=f"{arg.type} {arg.shape}",
+                fix=REEXPORT)
     try:
-        probe = session.run(["action"], {"obs": np.zeros((1, D), dtype=np.float32)})[0]
+        probe = session.run(["action"], {name: np.zeros((1, *shape), dtype=dtype) for name, dtype, shape in specs})[0]
     except _ORT_ERRORS as exc:
-        raise ArtifactError(f"fails on a zero observation [1, {D}] ({str(exc).strip()[:300]})", file=path,
-                            fix=REEXPORT) from exc
+        raise ArtifactError(f"fails on zero inputs ({str(exc).strip()[:300]})", file=path, fix=REEXPORT) from exc
     if tuple(probe.shape) != (1, HA):
-        raise ArtifactError(f"returns shape {tuple(probe.shape)} for obs [1, {D}], policy.yaml needs [1, {HA}] "
+        raise ArtifactError(f"returns shape {tuple(probe.shape)} for a batch of 1, policy.yaml needs [1, {HA}] "
                             f"(chunk_length {meta.chunk_length} x {meta.action_dim} joints)", file=path,
                             key="output 'action'", value=list(probe.shape), fix=REEXPORT)
     return session
@@ -162,6 +187,12 @@ def load_policy(artifact_dir: str | Path, robot: RobotSpec | None = None,
     if ONNX_FILE not in meta.files:
         raise ArtifactError(f"lists no {ONNX_FILE}", file=artifact_dir / "policy.yaml", key="files",
                             value=sorted(meta.files), fix="export with formats including 'onnx'")
+    if meta.vla is not None:
+        if meta.vla.tokenizer not in meta.files:
+            raise ArtifactError(f"lists no {meta.vla.tokenizer} (vla.tokenizer): the tokenizer must be checksummed "
+                                "like every file", file=artifact_dir / "policy.yaml", key="files",
+                                value=sorted(meta.files), fix=REEXPORT)
+        load_tokenizer(artifact_dir / meta.vla.tokenizer)
     session = open_session(artifact_dir / ONNX_FILE, meta, threads)
     if robot is not None:
         check_against_robot(meta, robot, artifact_dir / "policy.yaml")

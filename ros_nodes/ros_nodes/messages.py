@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped, Twist
-from sensor_msgs.msg import Imu, JointState
+from sensor_msgs.msg import Image, Imu, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -94,3 +94,32 @@ def pose_position(msg: PoseStamped) -> np.ndarray:
     """``[3]`` position of a PoseStamped."""
     p = msg.pose.position
     return np.array([p.x, p.y, p.z])
+
+
+IMAGE_ENCODING = "rgb8"
+"""The one ``sensor_msgs/Image`` encoding a VLA policy takes (its artifact's ``vla.image_format``)."""
+
+
+def image_array(msg: Image) -> np.ndarray:
+    """uint8 ``[3, H, W]`` (RGB, channels first) of an ``rgb8`` Image (rows may be padded: ``step >= 3 W``).
+
+    Raises:
+        ValueError: another encoding, or fewer bytes than ``height * step``.
+    """
+    if msg.encoding != IMAGE_ENCODING:
+        raise ValueError(f"image encoding {msg.encoding!r}: the policy takes {IMAGE_ENCODING}")
+    h, w, step = msg.height, msg.width, msg.step
+    data = np.frombuffer(msg.data, dtype=np.uint8)
+    if h < 1 or w < 1 or step < 3 * w or data.size < h * step:
+        raise ValueError(f"image {h}x{w} with step {step} holds {data.size} bytes; rgb8 needs step >= {3 * w} and "
+                         f"height * step bytes")
+    return data[: h * step].reshape(h, step)[:, : 3 * w].reshape(h, w, 3).transpose(2, 0, 1)
+
+
+def image_message(image: np.ndarray, msg: Image | None = None) -> Image:
+    """An ``rgb8`` Image of uint8 ``image [3, H, W]`` (``msg`` refilled when given; the caller stamps it)."""
+    msg = Image() if msg is None else msg
+    msg.height, msg.width = int(image.shape[1]), int(image.shape[2])
+    msg.encoding, msg.is_bigendian, msg.step = IMAGE_ENCODING, 0, 3 * msg.width
+    msg.data = np.ascontiguousarray(image.transpose(1, 2, 0)).tobytes()
+    return msg

@@ -3,7 +3,9 @@
 Subscribes JointState (+ Imu, + Twist velocity command, + PoseStamped target, + PoseStamped object
 (cube) pose, as the policy's observation terms require), rebuilds the training observation
 (:mod:`robot_rl.deploy.observation`),
-runs the ONNX policy, passes the target through the safety layer (:mod:`robot_rl.deploy.safety`)
+runs the ONNX policy (a VLA artifact, ``inputs: vla``: camera images, an instruction and the measured joint
+positions instead, :mod:`ros_nodes.vla_inputs`; a missing, stale or bad image or instruction holds the command),
+passes the target through the safety layer (:mod:`robot_rl.deploy.safety`)
 and publishes a Float64MultiArray or JointTrajectory. A tick runs in the callback of the first
 JointState after each control period (event-driven: lowest latency), or from a watchdog timer one
 period after the last tick when states stop.
@@ -34,11 +36,12 @@ from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import SetBool
 
 from robot_rl.deploy.actions import to_raw
-from robot_rl.deploy.artifact import ArtifactError
+from robot_rl.deploy.artifact import ArtifactError, load_meta
 from robot_rl.deploy.observation import ObservationBuilder, RobotState, reorder_index
 from robot_rl.deploy.runtime import PolicyRuntime, chunk_executor
 from robot_rl.deploy.safety import SafetyConfig, SafetyState, latch_estop, safety_step, set_enabled
 from robot_rl.deploy.validate import RobotSpec, check_control_hz
+from robot_rl.deploy.vla_runtime import VLARuntime
 from robot_rl.errors import EXIT_BAD_INPUT, InputError
 from ros_nodes import spin
 from ros_nodes.messages import (
@@ -51,6 +54,7 @@ from ros_nodes.messages import (
 )
 from ros_nodes.params import declare
 from ros_nodes.stats import LoopStats
+from ros_nodes.vla_inputs import VLAInputs
 
 PARAMS = {
     "policy": (str, None),
@@ -78,6 +82,7 @@ PARAMS = {
     "stats_capacity": (int, 4096),  # ticks kept for the statistics (4096: 82 s at 50 Hz)
     "executor": (str, "single"),  # single | events (rclpy's EventsExecutor)
     "rt_priority": (int, 0),  # > 0: SCHED_FIFO at this priority for the whole node (needs rtprio rights)
+    "image_timeout": (float, 0.5),  # VLA artifacts: hold when a camera's latest image is older (s)
 }
 
 
@@ -108,7 +113,8 @@ class PolicyNode(Node):
         robot = RobotSpec(source, p["joint_names"], self.safety_cfg.lower, self.safety_cfg.upper,
                           np.asarray(p["default_joint_pos"], dtype=np.float64))
         control_hz = check_control_hz(p["control_hz"], source)
-        self.runtime = PolicyRuntime(p["policy"], robot=robot)
+        vla = load_meta(p["policy"]).vla is not None
+        self.runtime = (VLARuntime if vla else PolicyRuntime)(p["policy"], robot=robot)
         self.meta = self.runtime.meta
         A = self.meta.action_dim
         self.safety = SafetyState(enabled=p["start_enabled"])
@@ -148,6 +154,7 @@ class PolicyNode(Node):
             self.create_subscription(PoseStamped, p["target_topic"], self._on_target, 10)
         if "cube_pos" in terms:
             self.create_subscription(PoseStamped, p["object_topic"], self._on_object, 10)
+        self.vla = VLAInputs(self, self.runtime, p["image_timeout"], self.chunks.reset) if vla else None
         self.create_subscription(Bool, "estop", self._on_estop, 10)
         self.create_subscription(Float64MultiArray, "sim/episode", self._on_episode_end, 10)
         self.create_service(SetBool, "~/enable", self._on_enable)
@@ -241,8 +248,10 @@ class PolicyNode(Node):
             self.stats.count("watchdog_ticks")
             self._tick(now)
 
-    def _policy_target(self) -> np.ndarray | None:
+    def _policy_target(self, now: float) -> np.ndarray | None:
         """``[A]`` policy target for this tick, or None when an input is missing."""
+        if self.vla is not None:
+            return self._vla_target(now)
         try:
             obs = self.observation.build(self.state, self.last_action)
         except ValueError as exc:
@@ -256,6 +265,26 @@ class PolicyNode(Node):
             self.stats.count("inferences")
         return self.chunks.step(chunks)[0]
 
+    def _vla_target(self, now: float) -> np.ndarray | None:
+        """``[A]`` target of a VLA policy, or None (logged) while an image or the instruction is missing or bad: the
+        plan in flight is dropped then, since it was made from older inputs."""
+        why = self.vla.missing(now)
+        hold, chunks = why is not None, self._no_chunk
+        if hold:
+            self.vla.log("missing", f"holding the command: {why}")
+        elif self.chunks.needs_query()[0]:
+            t0 = time.perf_counter()
+            chunk = self.vla.chunk(self.state.joint_pos)  # None (logged) when the runtime refuses an input
+            self._inference_ms = 1e3 * (time.perf_counter() - t0)
+            self.stats.count("inferences")
+            hold = chunk is None
+            chunks = self._no_chunk if hold else chunk[None]
+        if hold:
+            self.stats.count("vla_hold")
+            self.chunks.reset()
+            return None
+        return self.chunks.step(chunks)[0]
+
     def _tick(self, now: float) -> None:
         """One control step from the latest state; ``now`` is when its JointState (or the watchdog) arrived."""
         on_time = now - self._next_tick < self.period
@@ -264,7 +293,7 @@ class PolicyNode(Node):
         self._inference_ms = float("nan")
         fresh = self.measured is not None and self.safety.enabled and not self.safety.estopped
         stale = self.state_time is None or now - self.state_time > self.safety_cfg.stale_state_timeout
-        target = self._policy_target() if fresh and not stale else None
+        target = self._policy_target(now) if fresh and not stale else None
         out = safety_step(self.safety_cfg, self.safety, target, self.measured, now, self.state_time)
         if "stale" in out.events and not self.safety.stale:
             late_ms = 1e3 * (now - self.state_time - self.safety_cfg.stale_state_timeout) if self.state_time else 0.0

@@ -25,6 +25,16 @@ base frame as a PoseStamped on ``object_topic`` every control period, scores the
 every control period (``TaskEnv.score_state``: lift height held for ``hold_steps``, gripper at the cube) and
 ends the episode on success or after ``episode_s``, publishing ``sim/episode`` = [index, success, final
 gripper-to-cube distance m]. ``episode_s: 0`` (the default) is the task's own episode length.
+
+With a language task (``task: so101_reach_lang``, an env with ``has_instructions``) it simulates the task's scene
+(arm, coloured targets, cameras), starts every episode from the task's reset (arm, targets and one instruction
+drawn by the task), publishes the instruction (std_msgs/String on ``instruction_topic``, at the episode start and
+every 0.5 s) and the images of ``cameras`` (comma-separated MJCF camera names, e.g.
+``front,wrist``; ``image_size`` pixels square; rgb8 sensor_msgs/Image on ``camera/<name>/image_raw``), rendered
+with :class:`sim.render.CameraGroup`'s small-image settings (EGL where ``MUJOCO_GL=egl``, else OSMesa) in a thread
+of their own from the state of each control period (frames are dropped when rendering is slower; the image stamp
+is the state's time). At the end of ``episode_s`` it publishes ``sim/episode`` = [index, success, final distance m]
+for the named target (success: the task's ``success_radius``).
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from __future__ import annotations
 import copy
 import math
 import sys
+import threading
 import time
 from collections import deque
 
@@ -40,12 +51,12 @@ import numpy as np
 import rclpy
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
-from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Float64MultiArray
+from sensor_msgs.msg import Image, Imu, JointState
+from std_msgs.msg import Float64MultiArray, String
 
 import sim
 from ros_nodes import spin
-from ros_nodes.messages import command_class, command_positions
+from ros_nodes.messages import command_class, command_positions, image_message
 from ros_nodes.params import declare
 from sim.robots import add_floor_and_light, build_model, load_robot, site_name
 
@@ -68,6 +79,9 @@ PARAMS = {
     "episode_s": (float, 0.0),  # 0: the task's own episode length
     "success_radius": (float, 0.02),
     "target_joint_pos": ("float[]", []),
+    "cameras": (str, ""),  # language tasks: comma-separated cameras to publish (e.g. "front,wrist")
+    "image_size": (int, 64),  # their images' height and width (pixels)
+    "instruction_topic": (str, "instruction"),
 }
 MAX_CATCH_UP_STEPS = 50
 
@@ -83,7 +97,8 @@ class SimRobotNode(Node):
         self.p = p
         self.robot = load_robot(p["robot"])
         self.task_env = sim.make_env(p["task"], num_envs=1, seed=p["seed"]) if p["task"] else None
-        if self.task_env is not None and not self.task_env.has_target:  # an object task: the task's scene
+        scene_task = self.task_env is not None and (not self.task_env.has_target or self.task_env.has_instructions)
+        if scene_task:  # an object or language task: the task's scene
             self.model = copy.deepcopy(self.task_env.mujoco_view(0)[0])
         else:
             self.model = build_model(self.robot, add_floor_and_light)
@@ -105,7 +120,8 @@ class SimRobotNode(Node):
         self.create_subscription(command_class(p["command_type"]), p["command_topic"], self._on_command, 10)
         self.task = None
         if self.task_env is not None:
-            self.task = (_ReachTask if self.task_env.has_target else _LiftTask)(self)
+            kind = _LangReachTask if self.task_env.has_instructions else _ReachTask
+            self.task = (kind if self.task_env.has_target else _LiftTask)(self)
         dt = self.model.opt.timestep
         publish_hz = p["publish_hz"] or 1.0 / dt
         self.t0: float | None = None  # wall time of physics step 0, set by the first timer tick
@@ -172,6 +188,11 @@ class SimRobotNode(Node):
             imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = gx, gy, gz
             self.imu_pub.publish(imu)
 
+    def close(self) -> None:
+        """Stop a language task's render thread; nothing else to stop."""
+        if isinstance(self.task, _LangReachTask):
+            self.task.close()
+
     def base_frame_pose(self, position: np.ndarray) -> PoseStamped:
         """PoseStamped of ``position`` ``[3]`` (already in the base frame), stamped now, identity orientation."""
         msg = PoseStamped()
@@ -184,6 +205,16 @@ class SimRobotNode(Node):
     def site_pos(self, role: str) -> np.ndarray:
         """``[3]`` world position of the site playing ``role``."""
         return self.data.site(site_name(self.robot, role)).xpos.copy()
+
+
+def close_reach_episode(task: _ReachTask | _LangReachTask, sim_time: float) -> None:
+    """End ``task``'s running episode once it has lasted ``episode_s``: publish ``sim/episode`` = [index, success,
+    gripper-to-target distance m] (success: within ``success_radius``) and set ``index`` to -1 (none running)."""
+    if task.index >= 0 and sim_time - task.episode_start >= task.episode_s:
+        distance = float(np.linalg.norm(task.node.site_pos("end_effector") - task.target))
+        success = float(distance < task.success_radius)
+        task.episode_pub.publish(Float64MultiArray(data=[float(task.index), success, distance]))
+        task.index = -1
 
 
 class _ReachTask:
@@ -214,11 +245,7 @@ class _ReachTask:
 
     def update(self, sim_time: float) -> None:
         """Close the episode when it is over, start the next, and republish the target."""
-        if self.index >= 0 and sim_time - self.episode_start >= self.episode_s:
-            distance = float(np.linalg.norm(self.node.site_pos("end_effector") - self.target))
-            success = float(distance < self.success_radius)
-            self.episode_pub.publish(Float64MultiArray(data=[float(self.index), success, distance]))
-            self.index = -1
+        close_reach_episode(self, sim_time)
         if self.index < 0:
             self.index, self.episodes = self.episodes, self.episodes + 1
             self.episode_start = sim_time
@@ -228,6 +255,112 @@ class _ReachTask:
             return
         self.last_target_pub = sim_time
         self.target_pub.publish(self.node.base_frame_pose(self.target - self.node.site_pos("base")))
+
+
+class _LangReachTask:
+    """Language reach episodes in the task's scene: the task's reset, its instruction and camera images out.
+
+    Images are rendered and published by a thread of their own (it owns the GL context; MuJoCo releases the GIL
+    while rendering), from a copy of the state taken each control period: physics and joint states keep their
+    time grid while a frame renders, and when rendering is slower than the control rate the newest state wins.
+    """
+
+    def __init__(self, node: SimRobotNode) -> None:
+        self.node, self.env = node, node.task_env
+        p = node.p
+        self.cameras = tuple(c.strip() for c in p["cameras"].split(",") if c.strip())
+        known = [node.model.camera(i).name for i in range(node.model.ncam)]
+        if any(c not in known for c in self.cameras):
+            raise ValueError(f"parameter 'cameras' = {p['cameras']!r}: task {p['task']!r} has cameras {known}")
+        self.image_pubs = {c: node.create_publisher(Image, f"camera/{c}/image_raw", 1) for c in self.cameras}
+        self.instruction_pub = node.create_publisher(String, p["instruction_topic"], 1)
+        self.episode_pub = node.create_publisher(Float64MultiArray, "sim/episode", 10)
+        self.episode_s = p["episode_s"] or self.env.cfg.episode_s
+        self.success_radius = float(self.env.cfg.params["success_radius"])
+        self.index, self.episodes, self.episode_start, self.next_step, self.next_text = -1, 0, 0.0, 0.0, 0.0
+        self.instruction, self.target = "", np.zeros(3)
+        self.snapshot: tuple | None = None  # (stamp, qpos, mocap_pos, mocap_quat) for the render thread
+        self.wake, self.stop = threading.Condition(), threading.Event()
+        self.thread: threading.Thread | None = None
+        if self.cameras:
+            started: list[BaseException | None] = []
+            self.thread = threading.Thread(target=self._render_loop, args=(p["image_size"], started), daemon=True)
+            self.thread.start()
+            with self.wake:
+                self.wake.wait_for(lambda: started, timeout=60.0)
+            if not started or started[0] is not None:
+                raise ValueError(f"cannot render cameras {list(self.cameras)}: {started[0] if started else 'timeout'}")
+
+    def _render_loop(self, size: int, started: list) -> None:
+        """Render thread: open the renderer here (its GL context is current in this thread), then render and
+        publish every new snapshot."""
+        from sim.render import CameraGroup, GLUnavailableError  # GL only for a language task with cameras
+
+        try:
+            group = CameraGroup(self.node.model, self.cameras, size, size)
+        except GLUnavailableError as exc:  # handed to __init__, which refuses to start
+            started.append(exc)
+            with self.wake:
+                self.wake.notify_all()
+            return
+        started.append(None)
+        with self.wake:
+            self.wake.notify_all()
+        messages = {c: Image() for c in self.cameras}
+        try:
+            while not self.stop.is_set():
+                with self.wake:
+                    self.wake.wait_for(lambda: self.snapshot is not None or self.stop.is_set(), timeout=0.5)
+                    snapshot, self.snapshot = self.snapshot, None
+                if snapshot is None:
+                    continue
+                stamp, qpos, mocap_pos, mocap_quat = snapshot
+                frames = group.render(qpos[None], mocap_pos[None], mocap_quat[None])
+                for camera, pub in self.image_pubs.items():
+                    msg = image_message(frames[camera][0], messages[camera])
+                    msg.header.stamp, msg.header.frame_id = stamp, camera
+                    pub.publish(msg)
+        finally:
+            group.close()
+
+    def close(self) -> None:
+        """Stop the render thread (before the node is destroyed)."""
+        self.stop.set()
+        with self.wake:
+            self.wake.notify_all()
+        if self.thread is not None:
+            self.thread.join(timeout=5.0)
+
+    def _start_episode(self, sim_time: float) -> None:
+        """Arm, targets and instruction from the task's reset (copied into the node's data)."""
+        self.env.reset()
+        _, data = self.env.mujoco_view(0)
+        node = self.node
+        node.data.qpos[:], node.data.qvel[:], node.data.ctrl[:] = data.qpos, data.qvel, data.ctrl
+        node.data.mocap_pos[:], node.data.mocap_quat[:] = data.mocap_pos, data.mocap_quat
+        mujoco.mj_forward(node.model, node.data)
+        self.instruction = self.env.instructions()[0]
+        self.target = self.env.target[0].cpu().numpy().astype(np.float64)
+        self.index, self.episodes, self.episode_start, self.next_text = self.episodes, self.episodes + 1, sim_time, 0.0
+
+    def update(self, sim_time: float) -> None:
+        """Once per control period: close/start episodes, publish the instruction (every 0.5 s), hand the state to
+        the render thread."""
+        if sim_time < self.next_step:
+            return
+        self.next_step = max(self.next_step + self.env.dt, sim_time)
+        close_reach_episode(self, sim_time)
+        if self.index < 0:
+            self._start_episode(sim_time)
+        if sim_time >= self.next_text:
+            self.next_text = sim_time + 0.5
+            self.instruction_pub.publish(String(data=self.instruction))
+        if self.thread is not None:
+            data = self.node.data
+            with self.wake:
+                self.snapshot = (self.node.get_clock().now().to_msg(), data.qpos.copy(), data.mocap_pos.copy(),
+                                 data.mocap_quat.copy())
+                self.wake.notify_all()
 
 
 class _LiftTask:
@@ -271,7 +404,8 @@ class _LiftTask:
 
 def main(args: list[str] | None = None) -> int:
     """Console entry point ``sim_robot_node``."""
-    return 2 if spin.run_node(args, "sim_robot", lambda _stop: SimRobotNode(), (ValueError,)) is None else 0
+    node = spin.run_node(args, "sim_robot", lambda _stop: SimRobotNode(), (ValueError,), finish=SimRobotNode.close)
+    return 2 if node is None else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,82 @@
+"""Instructions of a VLA artifact without torch: its ``tokenizers`` JSON, text -> token ids (numpy).
+
+The same ids as :meth:`robot_rl.models.vla.tokenizer.InstructionTokenizer.encode` (the training side, torch):
+``tokenizers`` encodes the text, the ids are cut at ``L`` and right-padded with ``0`` (``[PAD]``), the mask is
+``ids != 0``. ``tokenizers`` (the ``[vla]`` extra) is imported only when a VLA artifact is opened, so vector
+artifacts run on numpy + onnxruntime alone.
+
+Rules for what a runtime accepts (docs/vla.md, "Export and ROS 2"):
+
+- an empty (or all-whitespace) instruction is refused;
+- a character the tokenizer maps to ``[UNK]`` (id 1: outside the trained alphabet, printable ASCII) is refused,
+  since the model never saw that id;
+- an instruction that is not one of the strings trained on is accepted (the tokenizer splits any ASCII word into
+  known pieces; paraphrases may work) and reported by :func:`check_instruction` as a warning;
+- an instruction longer than ``L`` tokens is cut at ``L`` (what training did), also a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robot_rl.deploy.artifact import REEXPORT, ArtifactError
+from robot_rl.errors import InputError
+
+PAD_ID, UNK_ID = 0, 1
+"""The VLA tokenizer's special ids, ``[PAD]`` and ``[UNK]``."""
+
+
+def load_tokenizer(path: Path) -> Any:
+    """The ``tokenizers.Tokenizer`` of ``path``; ArtifactError when missing, malformed or without the specials."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise ArtifactError("a VLA artifact needs the tokenizers package to encode its instruction", file=path,
+                            fix='pip install -e ".[vla]" (or pip install tokenizers)') from exc
+    if not path.is_file():
+        raise ArtifactError("missing: the instruction tokenizer of this VLA artifact", file=path, fix=REEXPORT)
+    try:
+        tokenizer = Tokenizer.from_str(path.read_text())
+    except Exception as exc:  # tokenizers raises a plain Exception on malformed JSON
+        raise ArtifactError(f"not a tokenizers JSON ({str(exc)[:200]})", file=path, fix=REEXPORT) from exc
+    if tokenizer.token_to_id("[PAD]") != PAD_ID or tokenizer.token_to_id("[UNK]") != UNK_ID:
+        raise ArtifactError("a tokenizer without [PAD] = 0 and [UNK] = 1 (not the VLA family's)", file=path,
+                            fix=REEXPORT)
+    return tokenizer
+
+
+def encode(tokenizer: Any, text: str, max_len: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(ids int64 [L], mask bool [L], n)`` of one instruction; ``n`` is its token count before the cut at ``L``."""
+    full = tokenizer.encode(text).ids
+    ids = np.zeros(max_len, dtype=np.int64)
+    piece = full[:max_len]
+    ids[: len(piece)] = piece
+    return ids, ids != PAD_ID, len(full)
+
+
+def check_instruction(tokenizer: Any, text: str, max_len: int, known: Sequence[str]) -> tuple[
+        np.ndarray, np.ndarray, list[str]]:
+    """``(ids [L], mask [L], warnings)`` of ``text`` under the module's rules.
+
+    Raises:
+        InputError: ``text`` is not a string, is empty, or holds characters the tokenizer maps to ``[UNK]``.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("the instruction is empty", key="instruction", value=text,
+                         fix=f"send one of the instructions the policy was trained on, e.g. {known[0]!r}")
+    ids, mask, count = encode(tokenizer, text, max_len)
+    if UNK_ID in ids:
+        unknown = sorted({c for c in text if UNK_ID in tokenizer.encode(c).ids})
+        raise InputError(f"the instruction holds characters the policy's tokenizer does not know ({unknown}: "
+                         "[UNK])", key="instruction", value=text, fix="write the instruction in plain ASCII")
+    warnings = []
+    if text not in known:
+        warnings.append(f"instruction {text!r} is not one the policy was trained on (e.g. {known[0]!r}); "
+                        "running it anyway")
+    if count > max_len:
+        warnings.append(f"instruction {text!r} has {count} tokens, cut at {max_len}")
+    return ids, mask, warnings

@@ -1,0 +1,112 @@
+"""The camera and instruction inputs of the policy node when it runs a VLA artifact (``inputs: vla``).
+
+One ``sensor_msgs/Image`` subscription per camera of policy.yaml (``vla.image_topics``, relative: the node's
+namespace and ``--ros-args -r`` remappings apply; best effort, depth 1: the newest image wins) and one
+``std_msgs/String`` subscription on ``vla.instruction_topic`` (reliable, depth 1). :meth:`VLAInputs.chunk` runs
+:class:`~robot_rl.deploy.vla_runtime.VLARuntime` on the latest of each, or returns None, logging why at most
+every 2 s, when the node must hold its command instead: no image yet from a camera, an image older than
+``image_timeout``, an image that is not rgb8 or not the policy's size, no (valid) instruction. Never raises on
+bad input.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, qos_profile_sensor_data
+from sensor_msgs.msg import Image
+from std_msgs.msg import String
+
+from robot_rl.deploy.vla_runtime import VLARuntime
+from robot_rl.errors import InputError
+from ros_nodes.messages import image_array
+
+LOG_PERIOD_S = 2.0
+"""Seconds between two log lines about the same missing or bad input."""
+
+
+class VLAInputs:
+    """Latest camera images and instruction of a VLA policy node.
+
+    Args:
+        node: the policy node (subscriptions and logger).
+        runtime: the artifact's runtime.
+        image_timeout: seconds after which an image is stale (hold).
+        on_instruction: called when the instruction changes (the node drops its chunk plans).
+    """
+
+    def __init__(self, node: Node, runtime: VLARuntime, image_timeout: float,
+                 on_instruction: Callable[[], None]) -> None:
+        if not image_timeout > 0:
+            raise ValueError(f"parameter 'image_timeout' must be > 0 s, got {image_timeout}")
+        self.node, self.runtime, self.timeout = node, runtime, image_timeout
+        self.on_instruction = on_instruction
+        self.images: dict[str, np.ndarray] = {}
+        self.image_time: dict[str, float] = {}
+        self.instruction: str | None = None
+        self._last_log: dict[str, float] = {}
+        vla = runtime.vla
+        sensor_qos = QoSProfile(depth=1, reliability=qos_profile_sensor_data.reliability,
+                                durability=qos_profile_sensor_data.durability)
+        self.topics = {}
+        for camera, topic in zip(vla.cameras, vla.image_topics, strict=True):
+            sub = node.create_subscription(Image, topic, lambda msg, c=camera: self._on_image(c, msg), sensor_qos)
+            self.topics[camera] = sub.topic_name
+        self.instruction_topic = node.create_subscription(String, vla.instruction_topic, self._on_instruction,
+                                                          QoSProfile(depth=1)).topic_name
+
+    def log(self, key: str, text: str) -> None:
+        """Log ``text`` as a warning unless ``key`` was logged less than :data:`LOG_PERIOD_S` ago."""
+        now = time.monotonic()
+        if now - self._last_log.get(key, -LOG_PERIOD_S) >= LOG_PERIOD_S:
+            self._last_log[key] = now
+            self.node.get_logger().warning(text)
+
+    def _on_image(self, camera: str, msg: Image) -> None:
+        try:
+            self.images[camera] = image_array(msg)
+        except ValueError as exc:
+            self.images.pop(camera, None)
+            self.log(f"image {camera}", f"holding: camera {camera!r} on {self.topics[camera]}: {exc}")
+            return
+        self.image_time[camera] = time.monotonic()
+
+    def _on_instruction(self, msg: String) -> None:
+        if msg.data == self.instruction:
+            return
+        try:
+            warnings = self.runtime.set_instruction(msg.data)
+        except InputError as exc:
+            self.instruction = None
+            self.log("instruction", f"holding: instruction refused: {exc}")
+            self.on_instruction()
+            return
+        for warning in warnings:
+            self.node.get_logger().warning(warning)
+        self.instruction = msg.data
+        self.node.get_logger().info(f"instruction: {msg.data!r}")
+        self.on_instruction()
+
+    def missing(self, now: float) -> str | None:
+        """Why no chunk can be computed at monotonic time ``now`` (a phrase), or None when every input is there."""
+        for camera in self.runtime.vla.cameras:
+            if camera not in self.images:
+                return f"no image yet from camera {camera!r} ({self.topics[camera]})"
+            age = now - self.image_time[camera]
+            if age > self.timeout:
+                return f"camera {camera!r} image is {age:.2f} s old (image_timeout {self.timeout:g} s)"
+        if self.instruction is None:
+            return f"no instruction yet on {self.instruction_topic} (std_msgs/String)"
+        return None
+
+    def chunk(self, joint_pos: np.ndarray) -> np.ndarray | None:
+        """Joint targets ``[H, A]`` from the latest images, the instruction and ``joint_pos [A]``; None (logged)
+        when the runtime refuses an input (an image of another size, a NaN state)."""
+        try:
+            return self.runtime.infer(self.images, self.instruction, joint_pos)
+        except InputError as exc:
+            self.log("infer", f"holding: {exc}")
+            return None

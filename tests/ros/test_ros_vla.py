@@ -1,0 +1,149 @@
+"""A VLA artifact behind the policy node over real DDS: camera images (sensor_msgs/Image) and an instruction
+(std_msgs/String) in, commands out, holds on missing, stale or bad inputs; and a short so101_reach_lang sim2sim.
+
+The policy is an untrained :class:`VLAPolicy` exported in the test (one 32x32 ``front`` camera, chunk 4, open loop
+of the whole chunk): what is tested is the loop, not success. Its commands are compared with
+:class:`VLARuntime`'s chunk for the same image, instruction and state, computed here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import torch
+from ros_nodes.messages import image_array, image_message
+from ros_support import Nodes, Probe, fresh_domain_id, run_sim2sim
+from sensor_msgs.msg import Image
+from std_msgs.msg import Float64MultiArray, String
+
+from robot_rl.deploy.actions import action_spec
+from robot_rl.deploy.vla_runtime import VLARuntime
+from robot_rl.export_vla import export_vla_policy, make_vla_meta
+from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig
+from robot_rl.models.vla.policy import VLAPolicy
+from sim.robots import load_robot
+from sim.tasks.so101_reach_lang import INSTRUCTIONS
+
+pytestmark = pytest.mark.ros
+
+ROBOT = load_robot("so101")
+DEFAULT = np.array([j.default for j in ROBOT.joints])
+LOWER, UPPER = np.array([j.lower for j in ROBOT.joints]), np.array([j.upper for j in ROBOT.joints])
+SIZE, H = 32, 4
+TEXTS = list(INSTRUCTIONS.table())
+
+
+def vla_artifact(tmp_path) -> str:
+    torch.manual_seed(0)
+    tokenizer = InstructionTokenizer.train(TEXTS)
+    config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, chunk_len=H, width=32,
+                           heads=2, num_steps=3)
+    policy = VLAPolicy(VLA(config), tokenizer, TEXTS).eval()
+    action = action_spec("joint_position_delta_default", ROBOT.control.action_scale, DEFAULT)
+    meta = make_vla_meta(policy, ROBOT.name, ROBOT.joint_names, DEFAULT, action,
+                         ROBOT.control.policy_hz, (SIZE, SIZE), task="so101_reach_lang")
+    return str(export_vla_policy(policy, meta, tmp_path / "policy"))
+
+
+def picture(size: int = SIZE) -> np.ndarray:
+    """uint8 ``[3, size, size]``: a fixed colour gradient."""
+    ramp = np.linspace(0, 255, size, dtype=np.float64)
+    return np.stack([np.add.outer(ramp, 0 * ramp), np.add.outer(0 * ramp, ramp), np.full((size, size), 90.0)]
+                    ).astype(np.uint8)
+
+
+def test_messages_round_trip_an_rgb8_image_and_refuse_other_encodings():
+    image = picture(5)
+    msg = image_message(image)
+    assert (msg.height, msg.width, msg.step, msg.encoding) == (5, 5, 15, "rgb8")
+    np.testing.assert_array_equal(image_array(msg), image)
+    padded = Image(height=5, width=5, step=16, encoding="rgb8",
+                   data=np.pad(image.transpose(1, 2, 0).reshape(5, 15), ((0, 0), (0, 1))).tobytes())
+    np.testing.assert_array_equal(image_array(padded), image)  # row padding (step > 3 W) is skipped
+    with pytest.raises(ValueError, match="bgr8"):
+        image_array(Image(height=5, width=5, step=15, encoding="bgr8", data=msg.data))
+    with pytest.raises(ValueError, match="holds 15 bytes"):
+        image_array(Image(height=5, width=5, step=15, encoding="rgb8", data=bytes(15)))
+
+
+def test_policy_node_runs_a_vla_artifact_from_image_and_instruction_topics_and_holds_on_bad_input(tmp_path):
+    policy = vla_artifact(tmp_path)
+    expected = np.clip(VLARuntime(policy).infer({"front": picture()}, TEXTS[0], DEFAULT), LOWER, UPPER)  # [H, 6]
+    domain = fresh_domain_id()
+    probe = Probe(domain, ROBOT.joint_names)
+    image_pub = probe.node.create_publisher(Image, "camera/front/image_raw", 1)
+    text_pub = probe.node.create_publisher(String, "instruction", 1)
+    feed = {"image": None, "text": None}
+
+    def publish() -> None:  # 20 Hz camera and instruction, as long as feed holds them
+        if feed["image"] is not None:
+            msg = image_message(feed["image"])
+            msg.header.stamp = probe.node.get_clock().now().to_msg()
+            image_pub.publish(msg)
+        if feed["text"] is not None:
+            text_pub.publish(String(data=feed["text"]))
+
+    probe.node.create_timer(0.05, publish)
+    stats = tmp_path / "stats.json"
+    nodes = Nodes("deploy.launch.yaml", {"policy": policy}, domain, tmp_path, extra={"policy_node": {
+        "soft_start_s": 0.0, "max_step_change": "[10.0]", "image_timeout": 0.3, "stats_file": str(stats)}})
+    log = lambda: nodes.log("policy_node")  # noqa: E731
+    try:
+        assert probe.wait_for(lambda: "commands on" in log(), 90), log()
+        probe.state_fn = lambda t: DEFAULT
+        assert probe.wait_for(lambda: "no image yet from camera 'front'" in log(), 30), log()
+        feed["image"] = picture()
+        assert probe.wait_for(lambda: "no instruction yet" in log(), 30), log()
+        assert probe.received() == []  # nothing sent before the policy's first target
+        feed["text"] = TEXTS[0]
+        assert probe.wait_for(lambda: len(probe.received()) >= 12, 30), log()
+        commands = np.array([c for _, c in probe.received()])
+        # every command is one row of the chunk computed here (open loop of the whole chunk: all rows, in turn)
+        rows = np.abs(commands[:, None, :] - expected[None]).max(axis=2).argmin(axis=1)
+        np.testing.assert_allclose(commands, expected[rows], atol=1e-5)
+        assert set(rows.tolist()) == set(range(H))
+
+        for bad, line in ((picture(48), "image is 48x48, the policy takes 32x32"), (None, "s old (image_timeout")):
+            feed["image"] = bad
+            assert probe.wait_for(lambda line=line: line in log(), 30), log()
+            since = time.monotonic()
+            assert probe.wait_for(lambda since=since: len(probe.received(since)) >= 5, 10)
+            held = np.array([c for _, c in probe.received(since)])
+            np.testing.assert_array_equal(held, held[:1].repeat(len(held), 0))  # the last command, held
+            feed["image"] = picture()
+            assert probe.wait_for(lambda: len(probe.received(time.monotonic() - 0.2)) >= 3, 10)
+
+        feed["text"] = " "
+        assert probe.wait_for(lambda: "instruction refused" in log() and "the instruction is empty" in log(), 30), log()
+        assert nodes.stop()["policy_node"] == 0
+    finally:
+        nodes.stop()
+        probe.close()
+    summary = json.loads(stats.read_text())
+    assert summary["inferences"] >= 3 and summary["vla_hold"] > 0, summary
+
+
+def test_sim2sim_so101_reach_lang_with_an_untrained_vla_artifact(tmp_path):
+    """The simulated robot plays so101_reach_lang: the task's instruction and 32x32 front images out, episodes
+    reported; the policy node runs the VLA on them and commands the arm (an untrained policy: no success asked)."""
+    policy = vla_artifact(tmp_path)
+    domain = fresh_domain_id()
+    probe = Probe(domain, ROBOT.joint_names)
+    episodes, images, texts = (probe.record(t, topic) for t, topic in (
+        (Float64MultiArray, "sim/episode"), (Image, "camera/front/image_raw"), (String, "instruction")))
+    stats = tmp_path / "stats.json"
+    sim_params = {"task": "so101_reach_lang", "episode_s": 2.0, "cameras": "front", "image_size": SIZE,
+                  "command_latency_s": 0.005}
+    nodes = Nodes("sim2sim.launch.yaml", {"policy": policy}, domain, tmp_path,
+                  extra={"sim_robot": sim_params, "policy_node": {"stats_file": str(stats)}})
+    run_sim2sim(probe, nodes, episodes, 3, 180)
+    assert [m.data[0] for m in episodes] == list(range(len(episodes)))
+    assert all(m.data[1] in (0.0, 1.0) and 0.0 < m.data[2] < 1.0 for m in episodes)
+    assert {m.data for m in texts} <= set(TEXTS) and len({m.data for m in texts}) >= 1
+    assert len(images) > 20 and all((m.height, m.width, m.encoding) == (SIZE, SIZE, "rgb8") for m in images)
+    assert image_array(images[-1]).std() > 5  # a rendered scene, not a blank frame
+    summary = json.loads(stats.read_text())
+    assert summary["inferences"] > 10, summary
