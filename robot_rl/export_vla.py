@@ -30,7 +30,9 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -90,6 +92,27 @@ def make_vla_meta(
     action: ActionSpec,
     control_hz: float,
     image_size: tuple[int, int],
+    **options: Any,
+) -> PolicyMeta:
+    """A validated :class:`PolicyMeta` (``inputs: vla``) for ``policy`` on a robot: :func:`vla_meta` of its cameras,
+    chunk, text length, flow steps and instructions (``options``: :func:`vla_meta`'s keywords)."""
+    c = policy.model.config
+    return vla_meta(list(policy.cameras), policy.chunk_len, c.max_text_len, c.num_steps, list(policy.instructions),
+                    robot, joint_names, default_joint_pos, action, control_hz, image_size, **options)
+
+
+def vla_meta(
+    cameras: list[str],
+    chunk_len: int,
+    max_text_len: int,
+    flow_steps: int,
+    instructions: list[str],
+    robot: str,
+    joint_names: Sequence[str],
+    default_joint_pos: Sequence[float],
+    action: ActionSpec,
+    control_hz: float,
+    image_size: tuple[int, int],
     *,
     chunk_execution: ChunkExecution | None = None,
     resize: str = "none",
@@ -98,20 +121,19 @@ def make_vla_meta(
     training: dict | None = None,
     config: dict | None = None,
 ) -> PolicyMeta:
-    """A validated :class:`PolicyMeta` (``inputs: vla``) for ``policy`` on a robot.
+    """A validated :class:`PolicyMeta` (``inputs: vla``) of any VLA graph (ours, or a LeRobot one: export_lerobot).
 
     ``action``: the env's action map, :func:`robot_rl.deploy.actions.action_spec` of its control settings.
-    ``image_size``: ``(H, W)`` the policy was trained on; ``resize``: ``none`` (refuse other sizes) or ``nearest``.
+    ``image_size``: ``(H, W)`` the graph takes; ``resize``: ``none`` (refuse other sizes) or ``nearest``.
     ``chunk_execution`` (None): open loop of the whole chunk. Image topics: :func:`image_topic` per camera.
     """
-    c = policy.model.config
-    vla = VLAInputs(cameras=list(policy.cameras), image_topics=[image_topic(n) for n in policy.cameras],
+    vla = VLAInputs(cameras=list(cameras), image_topics=[image_topic(n) for n in cameras],
                     height=int(image_size[0]), width=int(image_size[1]), tokenizer=TOKENIZER_FILE,
-                    max_text_len=c.max_text_len, instructions=list(policy.instructions), flow_steps=c.num_steps,
+                    max_text_len=int(max_text_len), instructions=list(instructions), flow_steps=int(flow_steps),
                     instruction_topic=instruction_topic, resize=resize)
     default = [float(x) for x in default_joint_pos]
     return PolicyMeta(robot=robot, joint_names=list(joint_names), default_joint_pos=default, observation=[],
-                      action=action, control_hz=float(control_hz), chunk_length=policy.chunk_len,
+                      action=action, control_hz=float(control_hz), chunk_length=int(chunk_len),
                       chunk_execution=chunk_execution, task=task, training=dict(training or {}),
                       config=dict(config or {}), inputs="vla", vla=vla).validate()
 
@@ -143,8 +165,6 @@ def export_vla_policy(policy: VLAPolicy, meta: PolicyMeta, out_dir: str | Path, 
         ArtifactError: non-finite weights, a meta that does not describe ``policy`` (cameras, chunk, joints), or a
             graph that differs from torch.
     """
-    import onnxruntime as ort
-
     meta.validate()
     if meta.vla is None:
         raise ArtifactError("export_vla_policy needs a VLA meta (inputs: vla)", key="inputs", value=meta.inputs,
@@ -164,15 +184,18 @@ def export_vla_policy(policy: VLAPolicy, meta: PolicyMeta, out_dir: str | Path, 
         expected = head(*examples).numpy()
     names = [name for name, _, _ in graph_inputs(meta)]
     data = onnx_bytes(head, examples, names)
-    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-    check_outputs(ONNX_FILE, expected, session.run(["action"], dict(zip(names, (x.numpy() for x in examples),
-                                                                           strict=True)))[0], atol)
-    tokenizer_json = _tokenizer_bytes(head.policy, meta)
+    check_outputs(ONNX_FILE, expected, run_graph(data, names, examples), atol)
+    return write_vla_artifact(out, data, _tokenizer_bytes(head.policy, meta), meta)
 
+
+def write_vla_artifact(out: Path, onnx: bytes, tokenizer_json: bytes, meta: PolicyMeta) -> Path:
+    """Write a checked graph, its tokenizer JSON, ``policy.yaml`` (with their sha256) and ``manifest.json`` into
+    ``out``. The manifest and policy.yaml are removed first and written last: a directory with a manifest is
+    complete."""
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_FILE).unlink(missing_ok=True)
     (out / META_FILE).unlink(missing_ok=True)
-    write_atomic(out / ONNX_FILE, data)
+    write_atomic(out / ONNX_FILE, onnx)
     write_atomic(out / TOKENIZER_FILE, tokenizer_json)
     files = {name: sha256_file(out / name) for name in (ONNX_FILE, TOKENIZER_FILE)}
     save_meta(dataclasses.replace(meta, files=files), out)
@@ -180,8 +203,17 @@ def export_vla_policy(policy: VLAPolicy, meta: PolicyMeta, out_dir: str | Path, 
     return out
 
 
-def onnx_bytes(head: VLAHead, examples: tuple[torch.Tensor, ...], names: list[str]) -> bytes:
-    """The ONNX graph (opset 18) of ``head`` by ``torch.export`` (the dynamo exporter), dimension 0 dynamic.
+def run_graph(onnx: bytes, names: list[str], inputs: tuple[torch.Tensor, ...]) -> np.ndarray:
+    """The ``action`` output of the graph ``onnx`` under onnxruntime (CPU) for ``inputs`` named ``names``."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
+    return session.run(["action"], dict(zip(names, (x.numpy() for x in inputs), strict=True)))[0]
+
+
+def onnx_bytes(head: nn.Module, examples: tuple[torch.Tensor, ...], names: list[str]) -> bytes:
+    """The ONNX graph (opset 18) of ``head`` (``forward(*inputs)``) by ``torch.export`` (the dynamo exporter),
+    dimension 0 of every input dynamic.
 
     Chosen over the TorchScript tracer of :func:`robot_rl.export.onnx_bytes` for VLA graphs: the tracer spells the
     attention layers' shapes out as ~9k nodes (Reshape, Shape, Gather, ...) whose per-node overhead made one

@@ -173,6 +173,43 @@ class LeRobotPolicy:
         policy.eval()
         return cls(policy, preprocessor, postprocessor, action_spec, root)
 
+    @property
+    def max_text_len(self) -> int:
+        """Token ids per instruction the pre-processor keeps (SmolVLA's ``tokenizer_max_length``)."""
+        return int(self.policy.config.tokenizer_max_length)
+
+    def text_tokenizer(self) -> tuple[Any, bool]:
+        """``(tokenizer, newline)``: the ``transformers`` tokenizer of the pre-processor's tokenizer step and whether a
+        step before it ends each task with ``"\\n"`` (SmolVLA's ``smolvla_new_line_processor``)."""
+        from lerobot.processor.newline_task_processor import NewLineTaskProcessorStep
+        from lerobot.processor.tokenizer_processor import TokenizerProcessorStep
+
+        step = next(s for s in self.preprocessor.steps if isinstance(s, TokenizerProcessorStep))
+        return step.input_tokenizer, any(isinstance(s, NewLineTaskProcessorStep) for s in self.preprocessor.steps)
+
+    def chunk_from_tokens(self, images: dict[str, torch.Tensor], tokens: torch.Tensor, token_mask: torch.Tensor,
+                          state: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """LeRobot's ``predict_action_chunk`` + post-processor on tensors alone (traceable; robot_rl.export_lerobot).
+
+        ``images`` ``{camera: uint8 [B, 3, H, W]}``, ``tokens`` int64 ``[B, L]`` / ``token_mask`` bool ``[B, L]`` (the
+        tokenizer step's ids and mask), ``state [B, S]`` joint positions, ``noise [B, H, A]`` -> ``[B, H, A]`` in the
+        dataset's action units. The same steps as the pre-processor's normaliser, SmolVLA's ``prepare_images``
+        (resize with padding, ``[-1, 1]``) and ``prepare_state`` (padding), its flow (KV cache of the prefix, Euler
+        steps) and the post-processor's un-normaliser; tests/lerobot_env pins it to :meth:`act`'s pipeline.
+        """
+        from lerobot.processor.normalize_processor import NormalizerProcessorStep, UnnormalizerProcessorStep
+
+        norm = next(s for s in self.preprocessor.steps if isinstance(s, NormalizerProcessorStep))
+        unnorm = next(s for s in self.postprocessor.steps if isinstance(s, UnnormalizerProcessorStep))
+        batch = {f"{IMAGES_PREFIX}{cam}": images[cam].float() / 255.0 for cam in self.cameras}
+        batch[STATE_KEY] = state.float()
+        batch = norm._normalize_observation(batch, inverse=False)  # LeRobot has no public tensor-only call
+        pictures, picture_masks = self.policy.prepare_images(batch)
+        pad = noise.new_zeros(*noise.shape[:2], self.policy.config.max_action_dim - self.action_dim)
+        actions = self.policy.model.sample_actions(pictures, picture_masks, tokens, token_mask,
+                                                   self.policy.prepare_state(batch), noise=torch.cat([noise, pad], -1))
+        return unnorm._normalize_action(actions[:, :, : self.action_dim], inverse=True)
+
     def check_inputs(self, images: dict[str, torch.Tensor], texts: Sequence[str], state: torch.Tensor) -> None:
         """Refuse inputs the policy cannot read: a missing camera, non-uint8 ``[B, 3, H, W]`` images, a state that is
         not ``[B, S]``, or not B non-empty instruction strings (:class:`InputError`)."""
