@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from robot_rl.deploy.artifact import ONNX_FILE, ActionSpec, ArtifactError, PolicyMeta
+from robot_rl.deploy.artifact import ONNX_FILE, ActionSpec, ArtifactError, ChunkExecution, PolicyMeta
 from robot_rl.deploy.instruction import encode
 from robot_rl.deploy.validate import graph_inputs
 from robot_rl.deploy.vla_schema import TOKENIZER_FILE
@@ -80,7 +80,8 @@ def make_lerobot_meta(policy: LeRobotPolicy, robot: str, joint_names: Sequence[s
                       default_joint_pos: Sequence[float], action: ActionSpec, control_hz: float,
                       instructions: Sequence[str], **options: Any) -> PolicyMeta:
     """A validated :class:`PolicyMeta` (``inputs: vla``) for ``policy`` on a robot: its cameras and image size
-    (config.json's input features), ``chunk_size``, ``tokenizer_max_length``, ``num_steps``; ``instructions``: the
+    (config.json's input features), ``chunk_size``, ``tokenizer_max_length``, ``num_steps``, an open loop of
+    ``n_action_steps`` (unless ``options`` has a ``chunk_execution``); ``instructions``: the
     strings it was trained on (the task's); ``options``: :func:`robot_rl.export_vla.vla_meta`'s keywords.
 
     Raises:
@@ -94,6 +95,7 @@ def make_lerobot_meta(policy: LeRobotPolicy, robot: str, joint_names: Sequence[s
         raise ArtifactError(f"state {policy.state_dim} / action {policy.action_dim} vs {len(joint_names)} joints of "
                             f"{robot}", key="input_features", fix="export it for the robot it was trained on")
     config = policy.policy.config
+    options.setdefault("chunk_execution", ChunkExecution("open_loop", policy.execute_len, 0.0))  # n_action_steps
     options.setdefault("config", {"lerobot": {"type": config.type, "path": str(policy.path),
                                               "n_action_steps": policy.execute_len}})
     return vla_meta(list(policy.cameras), policy.chunk_len, policy.max_text_len, config.num_steps, list(instructions),

@@ -84,21 +84,13 @@ class VLAHead(nn.Module):
         return (self.offset + self.scale * chunk.clamp(self.clip_low, self.clip_high)).flatten(1)
 
 
-def make_vla_meta(
-    policy: VLAPolicy,
-    robot: str,
-    joint_names: Sequence[str],
-    default_joint_pos: Sequence[float],
-    action: ActionSpec,
-    control_hz: float,
-    image_size: tuple[int, int],
-    **options: Any,
-) -> PolicyMeta:
+def make_vla_meta(policy: VLAPolicy, *robot_args: Any, **options: Any) -> PolicyMeta:
     """A validated :class:`PolicyMeta` (``inputs: vla``) for ``policy`` on a robot: :func:`vla_meta` of its cameras,
-    chunk, text length, flow steps and instructions (``options``: :func:`vla_meta`'s keywords)."""
+    chunk, text length, flow steps and instructions. ``robot_args``: :func:`vla_meta`'s ``robot, joint_names,
+    default_joint_pos, action, control_hz, image_size``; ``options``: its keywords."""
     c = policy.model.config
     return vla_meta(list(policy.cameras), policy.chunk_len, c.max_text_len, c.num_steps, list(policy.instructions),
-                    robot, joint_names, default_joint_pos, action, control_hz, image_size, **options)
+                    *robot_args, **options)
 
 
 def vla_meta(

@@ -1,6 +1,7 @@
 """What the LeRobot policy path checks without LeRobot installed (the real layer is tests/lerobot_env, marker
 ``lerobot``): the policy directory's files and config.json (robot_rl.models.vla.lerobot_policy.check_policy_dir), the
-robot's joint-target map of ``robot-rl vla-lerobot-eval --action joint``, and the command refusing a bad directory."""
+robot's joint-target map of ``robot-rl vla-lerobot-eval --action joint``, and both LeRobot commands (eval, export)
+refusing a bad directory."""
 
 import importlib.util
 import json
@@ -68,15 +69,17 @@ def test_bad_config_is_refused(policy_dir, config, match):
         check_policy_dir(policy_dir)
 
 
-def test_command_refuses_a_bad_directory_with_exit_2(policy_dir, capsys):
+@pytest.mark.parametrize("command", [["vla-lerobot-eval"], ["vla-lerobot-export", "--out", "unused"]])
+def test_commands_refuse_a_bad_directory_with_exit_2(policy_dir, capsys, command):
     (policy_dir / "model.safetensors").unlink()
-    assert cli_main(["vla-lerobot-eval", str(policy_dir)]) == 2
+    assert cli_main([*command, str(policy_dir)]) == 2
     assert "model.safetensors: file missing from the LeRobot policy directory" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(importlib.util.find_spec("lerobot") is not None, reason="lerobot is installed here")
-def test_command_without_lerobot_names_the_setup_script(policy_dir, capsys):
-    assert cli_main(["vla-lerobot-eval", str(policy_dir)]) == 2
+@pytest.mark.parametrize("command", [["vla-lerobot-eval"], ["vla-lerobot-export", "--out", "unused"]])
+def test_commands_without_lerobot_name_the_setup_script(policy_dir, capsys, command):
+    assert cli_main([*command, str(policy_dir)]) == 2
     err = capsys.readouterr().err
     assert "needs lerobot 0.6.1" in err and "bash .ci/setup_lerobot" in err
 

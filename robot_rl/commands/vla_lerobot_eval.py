@@ -21,6 +21,17 @@ import torch
 from robot_rl.commands._args import add_episode_args, command_parser, positive
 
 SUMMARY = "Evaluate a local LeRobot policy directory (SmolVLA) on a language task: success per instruction"
+ACTION_NOTE = ("Needs the venv of `bash .ci/setup_lerobot`. --action joint (default): the policy's `action` is joint "
+               "targets (our recordings' `action`); --action policy: it is the env action in [-1, 1] (our "
+               "`action.policy`).")
+"""The epilog note of the LeRobot commands (this one and ``vla-lerobot-export``)."""
+
+
+def add_policy_args(parser: argparse.ArgumentParser) -> None:
+    """The LeRobot commands' ``policy`` directory and ``--action`` (what the policy's ``action`` feature is)."""
+    parser.add_argument("policy", type=Path, help="LeRobot policy directory (what save_pretrained wrote)")
+    parser.add_argument("--action", choices=("joint", "policy"), default="joint",
+                        help="what the policy's `action` feature is: joint targets (rad) or the env action in [-1, 1]")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,14 +41,11 @@ def _parser() -> argparse.ArgumentParser:
         "N episodes of a language task with cameras; print success overall, per target and per instruction.",
         "examples:\n  robot-rl vla-lerobot-eval outputs/smolvla_reach --task so101_reach_lang --episodes 20\n"
         "  robot-rl vla-lerobot-eval outputs/smolvla_reach --task so101_reach_lang --action policy --execute-len 4\n\n"
-        "Needs the venv of `bash .ci/setup_lerobot`. --action joint (default): the policy's `action` is joint targets "
-        "(our recordings' `action`); --action policy: it is the env action in [-1, 1] (our `action.policy`).",
+        + ACTION_NOTE,
     )
-    p.add_argument("policy", type=Path, help="LeRobot policy directory (what save_pretrained wrote)")
+    add_policy_args(p)
     p.add_argument("--task", default="so101_reach_lang", help="language task (default so101_reach_lang)")
     add_episode_args(p, episodes=20, envs_cap=8, what="episodes to run")
-    p.add_argument("--action", choices=("joint", "policy"), default="joint",
-                   help="what the policy's `action` feature is: joint targets (rad) or the env action in [-1, 1]")
     p.add_argument("--execute-len", type=positive, default=None,
                    help="actions played per inference (default: the policy's n_action_steps)")
     return p

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from robot_rl.commands._args import command_parser
+from robot_rl.commands.vla_lerobot_eval import ACTION_NOTE, add_policy_args, robot_action_spec
 
 SUMMARY = "Export a local LeRobot policy directory (SmolVLA) as a VLA artifact the ROS 2 policy node runs"
 
@@ -25,16 +26,12 @@ def _parser() -> argparse.ArgumentParser:
         "unrolled with the noise as input, post-processing and the robot's action map inside), tokenizer.json (its "
         "own tokenizer), policy.yaml, manifest.json. The graph is checked against torch before a file is written.",
         "example:\n  robot-rl vla-lerobot-export outputs/smolvla_reach --robot so101 --out outputs/smolvla_reach_onnx\n"
-        "  robot-rl deploy sim2sim --policy outputs/smolvla_reach_onnx\n\n"
-        "Needs the venv of `bash .ci/setup_lerobot`. --action joint (default): the policy's `action` is joint targets "
-        "(our recordings' `action`); --action policy: it is the env action in [-1, 1] (our `action.policy`).",
+        "  robot-rl deploy sim2sim --policy outputs/smolvla_reach_onnx\n\n" + ACTION_NOTE,
     )
-    p.add_argument("policy", type=Path, help="LeRobot policy directory (what save_pretrained wrote)")
+    add_policy_args(p)
     p.add_argument("--robot", default="so101", help="robot of hardware/<robot>/robot.yaml (default so101)")
     p.add_argument("--task", default="so101_reach_lang",
                    help="language task whose instructions the policy was trained on (default so101_reach_lang)")
-    p.add_argument("--action", choices=("joint", "policy"), default="joint",
-                   help="what the policy's `action` feature is: joint targets (rad) or the env action in [-1, 1]")
     p.add_argument("--resize", choices=("none", "nearest"), default="none",
                    help="images of another size than the policy's: refused (none) or resampled (nearest)")
     p.add_argument("--out", type=Path, required=True, help="artifact directory to write")
@@ -45,7 +42,6 @@ def main(argv: list[str]) -> int:
     """Parse ``argv``, load the policy, export; 2 on bad input."""
     args = _parser().parse_args(argv)
     import sim
-    from robot_rl.commands.vla_lerobot_eval import robot_action_spec
     from robot_rl.errors import InputError
     from robot_rl.export_lerobot import export_lerobot_policy, make_lerobot_meta
     from robot_rl.models.vla.lerobot_policy import LeRobotPolicy, check_policy_dir

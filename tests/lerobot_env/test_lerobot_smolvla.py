@@ -20,43 +20,14 @@ import torch
 
 pytest.importorskip("lerobot", reason="needs LeRobot 0.6.1 (bash .ci/setup_lerobot, then run in that venv)")
 
-from tiny_smolvla import make_policy_dir, open_dataset
+from tiny_smolvla import CHUNK, STEPS, frames, open_dataset
 
-import sim
-from robot_rl.commands.vla_lerobot_eval import robot_action_spec
-from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.deploy.actions import to_raw
 from robot_rl.errors import InputError
 from robot_rl.models.vla.lerobot_policy import LeRobotPolicy, check_policy_dir
 
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_thread")]
 ROOT = Path(__file__).resolve().parents[2]
-CHUNK, STEPS = 8, 30
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """``(dataset root, policy dir, losses)``: 4 recorded episodes, a SmolVLA trained STEPS steps on them."""
-    base = tmp_path_factory.mktemp("lerobot")
-    record("so101_reach_lang", expert_policy, base / "ds", 4, None, num_envs=4,
-           overrides={"cameras": ["front"], "image_size": 64})
-    losses = make_policy_dir(base / "ds", base, STEPS, chunk=CHUNK)
-    return base / "ds", base / "policy", losses
-
-
-@pytest.fixture(scope="module")
-def spec():
-    env = sim.make_env("so101_reach_lang", 1)
-    yield robot_action_spec(env.robot)
-    env.close()
-
-
-def frames(dataset_root, rows):
-    """``(images {front: uint8 [B, 3, 64, 64]}, texts, state [B, 6])`` of recorded frames ``rows``, via LeRobot."""
-    ds = open_dataset(dataset_root, 25, CHUNK)
-    items = [ds[i] for i in rows]
-    images = torch.stack([(it["observation.images.front"] * 255).round().to(torch.uint8) for it in items])
-    return {"front": images}, [it["task"] for it in items], torch.stack([it["observation.state"] for it in items])
 
 
 def test_training_with_lerobot_lowers_the_loss_and_saves_a_policy_dir(made):

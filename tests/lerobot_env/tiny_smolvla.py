@@ -26,6 +26,8 @@ import torch
 SPECIAL_TOKENS = {"fake_image_token": "<fake_token_around_image>", "image_token": "<image>",
                   "global_image_token": "<global-img>", "end_of_utterance_token": "<end_of_utterance>"}
 PAD = "<|endoftext|>"
+CHUNK, STEPS = 8, 30
+"""The tests' policy: chunk of 8 actions, trained 30 steps (tests/lerobot_env/conftest.py)."""
 
 
 def build_backbone(out: Path, texts: Sequence[str], image_size: int = 64) -> Path:
@@ -93,6 +95,14 @@ def open_dataset(root: Path, fps: int, chunk: int):
 
     return LeRobotDataset("local/robot_rl", root=root, video_backend="pyav",
                           delta_timestamps={"action": [i / fps for i in range(chunk)]})
+
+
+def frames(dataset_root: Path, rows: Sequence[int], chunk: int = CHUNK):
+    """``(images {front: uint8 [B, 3, 64, 64]}, texts, state [B, 6])`` of recorded frames ``rows``, via LeRobot."""
+    ds = open_dataset(dataset_root, 25, chunk)
+    items = [ds[i] for i in rows]
+    images = torch.stack([(it["observation.images.front"] * 255).round().to(torch.uint8) for it in items])
+    return {"front": images}, [it["task"] for it in items], torch.stack([it["observation.state"] for it in items])
 
 
 def train(policy, preprocessor, dataset, steps: int, batch_size: int = 8, lr: float = 1e-3,
