@@ -22,7 +22,13 @@ from robot_rl.deploy.actions import to_raw, to_targets
 from robot_rl.deploy.artifact import load_meta
 from robot_rl.deploy.instruction import encode
 from robot_rl.deploy.vla_runtime import VLARuntime
-from robot_rl.export_lerobot import ID_SHIFT, export_lerobot_policy, lerobot_token_ids, make_lerobot_meta
+from robot_rl.export_lerobot import (
+    ID_SHIFT,
+    LeRobotHead,
+    export_lerobot_policy,
+    lerobot_token_ids,
+    make_lerobot_meta,
+)
 from robot_rl.models.vla.lerobot_policy import LeRobotPolicy
 
 pytestmark = [pytest.mark.lerobot, pytest.mark.usefixtures("one_thread")]
@@ -72,6 +78,23 @@ def test_onnx_runtime_gives_lerobots_own_chunk_for_the_same_noise(made, spec, ex
     zero = runtime.infer({"front": images["front"][0].numpy()}, texts[0], state[0].numpy())  # noise None: zeros
     chunk = policy.act({"front": images["front"][:1]}, texts[:1], state[:1])[0].double().numpy()
     np.testing.assert_allclose(zero, to_targets(spec, chunk), atol=TOLERANCE)
+
+
+def test_head_for_env_action_policies_is_the_adapters_call_under_the_action_map(made, spec, exported):
+    """``--action policy``: the chunk is taken as the env action and clipped, as ``act`` without a spec does."""
+    from tokenizers import Tokenizer
+
+    artifact, policy = exported
+    head = LeRobotHead(policy, spec, targets=False).eval()
+    images, texts, state = frames(made[0], [10, 300])
+    tokenizer = Tokenizer.from_file(str(artifact / "tokenizer.json"))
+    encoded = [encode(tokenizer, t, 16) for t in texts]
+    noise = torch.randn(2, CHUNK, 6, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        got = head(images["front"], torch.as_tensor(np.stack([e[0] for e in encoded])),
+                   torch.as_tensor(np.stack([e[1] for e in encoded])), state, noise).reshape(2, CHUNK, 6)
+    as_env_action = LeRobotPolicy.load(made[1]).act(images, texts, state, noise).double().numpy()
+    np.testing.assert_allclose(got.numpy(), to_targets(spec, as_env_action), atol=TOLERANCE)
 
 
 def test_tokenizer_json_gives_lerobots_ids_moved_by_two(exported):
