@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
-KINDS = ("robot_yaml", "artifact", "checkpoint", "dataset", "config", "cli")
+KINDS = ("robot_yaml", "artifact", "vla_artifact", "checkpoint", "dataset", "config", "cli")
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,22 @@ class GoodInputs:
         run: a tiny finished PPO run on so101_reach (``config.yaml``, ``checkpoints/``, ``policy/``).
         artifact: ``run/policy`` (policy.yaml + policy.onnx + policy.pt).
         dataset: a 2-episode LeRobot v3 dataset recorded from the so101_reach expert.
+        root: the folder of all of them; :meth:`vla_artifact` is built there on first use.
     """
 
     robot_yaml: Path
     run: Path
     artifact: Path
     dataset: Path
+    root: Path
+
+    def vla_artifact(self) -> Path:
+        """An untrained VLA artifact for so101 (cameras front + wrist, 32x32, chunk 4, 3 flow steps, 8 tokens),
+        exported on the first call (~15-50 s) and reused after: policy.yaml, policy.onnx, tokenizer.json."""
+        out = self.root / "vla_policy"
+        if not (out / "manifest.json").is_file():
+            build_vla_artifact(out)
+        return out
 
 
 TRAIN_TINY = ["task.num_envs=8", "task.total_steps=256", "agent.num_steps_per_env=8", "agent.actor_hidden_dims=[16]",
@@ -71,7 +81,33 @@ def build_good_inputs(root: Path) -> GoodInputs:
                               cwd=root)
         if done.returncode != 0:
             raise RuntimeError(f"building the good inputs: robot-rl {' '.join(argv)} failed:\n{done.stderr[-3000:]}")
-    return GoodInputs(robot_yaml=robot_yaml, run=run, artifact=run / "policy", dataset=dataset)
+    return GoodInputs(robot_yaml=robot_yaml, run=run, artifact=run / "policy", dataset=dataset, root=root)
+
+
+VLA_INSTRUCTIONS = ["reach the red target", "touch the blue sphere"]
+
+
+def build_vla_artifact(out: Path) -> Path:
+    """Export a tiny untrained VLA policy for so101 into ``out`` (see :meth:`GoodInputs.vla_artifact`)."""
+    import torch
+
+    from robot_rl.deploy.actions import action_spec
+    from robot_rl.export_vla import export_vla_policy, make_vla_meta
+    from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig
+    from robot_rl.models.vla.policy import VLAPolicy
+    from sim.robots import load_robot
+
+    robot = load_robot("so101")
+    default = [j.default for j in robot.joints]
+    torch.manual_seed(0)
+    tokenizer = InstructionTokenizer.train(VLA_INSTRUCTIONS)
+    config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, cameras=("front", "wrist"),
+                           chunk_len=4, width=32, heads=2, num_steps=3, max_text_len=8)
+    policy = VLAPolicy(VLA(config), tokenizer, VLA_INSTRUCTIONS).eval()
+    action = action_spec("joint_position_delta_default", robot.control.action_scale, default)
+    meta = make_vla_meta(policy, robot.name, robot.joint_names, default, action, robot.control.policy_hz, (32, 32),
+                         task="so101_reach_lang")
+    return export_vla_policy(policy, meta, out)
 
 
 @dataclass(frozen=True)

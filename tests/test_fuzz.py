@@ -33,7 +33,7 @@ def test_classify_on_hand_made_outcomes():
 def test_the_corpus_is_large_and_covers_every_kind():
     kinds = {c.kind for c in CASES}
     assert len(CASES) >= 100, f"only {len(CASES)} fuzz cases"
-    assert kinds == {"robot_yaml", "artifact", "checkpoint", "dataset", "config", "cli"}, kinds
+    assert kinds == {"robot_yaml", "artifact", "vla_artifact", "checkpoint", "dataset", "config", "cli"}, kinds
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

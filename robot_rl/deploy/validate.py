@@ -8,7 +8,8 @@ file, the key, the value and the fix:
 2. ``policy.yaml``: every field present, typed, every number finite and in range;
 3. ``policy.onnx``: loads, input ``obs`` ``[B, D]`` (a VLA artifact: the inputs of :func:`graph_inputs`) and
    output ``action`` ``[B, H*A]`` float32 as policy.yaml says, and one inference on zeros returns that shape;
-   a VLA artifact's tokenizer is listed in ``files`` (so checksummed) and loads (:func:`load_tokenizer`);
+   a VLA artifact's tokenizer is listed in ``files`` (so checksummed), loads (:func:`load_tokenizer`), encodes
+   every trained instruction without ``[UNK]`` and has no id the graph cannot embed (:func:`check_tokenizer`);
 4. against the robot (when given, :class:`RobotSpec`): joint names and order, the default pose and
    the action offset inside the joint limits, the default pose equal to robot.yaml's.
 
@@ -35,7 +36,7 @@ from robot_rl.deploy.artifact import (
     check_joint_order,
     load_meta,
 )
-from robot_rl.deploy.instruction import load_tokenizer
+from robot_rl.deploy.instruction import UNK_ID, encode, load_tokenizer
 from robot_rl.deploy.safety import robot_yaml_source
 
 DEFAULT_POSE_ATOL = 1e-6
@@ -179,6 +180,32 @@ def open_session(path: Path, meta: PolicyMeta, threads: int = 1) -> ort.Inferenc
     return session
 
 
+def check_tokenizer(session: ort.InferenceSession, meta: PolicyMeta, tokenizer: Any, artifact_dir: Path) -> None:
+    """Refuse a VLA artifact whose tokenizer does not fit its policy.yaml and graph.
+
+    Raises:
+        ArtifactError: a trained instruction (``vla.instructions``) the tokenizer maps to ``[UNK]``, or a
+            tokenizer id above what the graph embeds (one inference with every token the highest id).
+    """
+    v = meta.vla
+    for i, text in enumerate(v.instructions):
+        if UNK_ID in encode(tokenizer, text, v.max_text_len)[0]:
+            raise ArtifactError(f"{text!r} holds characters its tokenizer maps to [UNK] (the policy never trained "
+                                f"on them)", file=artifact_dir / "policy.yaml", key=f"vla.instructions[{i}]",
+                                value=text, fix=REEXPORT)
+    top = max(tokenizer.get_vocab(with_added_tokens=True).values())
+    feeds = {name: np.zeros((1, *shape), dtype=dtype) for name, dtype, shape in graph_inputs(meta)}
+    feeds["tokens"][:], feeds["token_mask"][:] = top, True
+    quiet = ort.RunOptions()
+    quiet.log_severity_level = 4  # the refusal below says it; onnxruntime's own error line would repeat it
+    try:
+        session.run(["action"], feeds, quiet)
+    except _ORT_ERRORS as exc:
+        raise ArtifactError(f"has ids up to {top} that policy.onnx cannot embed ({str(exc).strip()[:200]}): "
+                            "the tokenizer and the graph come from different exports",
+                            file=artifact_dir / v.tokenizer, fix=REEXPORT) from exc
+
+
 def load_policy(artifact_dir: str | Path, robot: RobotSpec | None = None,
                 threads: int = 1) -> tuple[PolicyMeta, ort.InferenceSession]:
     """Validate an artifact (module docstring, steps 1-4) and return its metadata and ONNX session."""
@@ -192,8 +219,10 @@ def load_policy(artifact_dir: str | Path, robot: RobotSpec | None = None,
             raise ArtifactError(f"lists no {meta.vla.tokenizer} (vla.tokenizer): the tokenizer must be checksummed "
                                 "like every file", file=artifact_dir / "policy.yaml", key="files",
                                 value=sorted(meta.files), fix=REEXPORT)
-        load_tokenizer(artifact_dir / meta.vla.tokenizer)
+        tokenizer = load_tokenizer(artifact_dir / meta.vla.tokenizer)
     session = open_session(artifact_dir / ONNX_FILE, meta, threads)
+    if meta.vla is not None:
+        check_tokenizer(session, meta, tokenizer, artifact_dir)
     if robot is not None:
         check_against_robot(meta, robot, artifact_dir / "policy.yaml")
     return meta, session

@@ -83,8 +83,10 @@ class VLAInputs:
                 raise bad(f"vla.{key}", value, f"must be {expected!r} (the only one this robot_rl runs)")
         if self.resize not in RESIZE_RULES:
             raise bad("vla.resize", self.resize, f"must be one of {RESIZE_RULES}")
-        if not isinstance(self.tokenizer, str) or not self.tokenizer or Path(self.tokenizer).name != self.tokenizer:
-            raise bad("vla.tokenizer", self.tokenizer, "must name a file of the artifact directory")
+        tokenizer = self.tokenizer
+        if not isinstance(tokenizer, str) or Path(tokenizer).name != tokenizer or Path(tokenizer).suffix != ".json" \
+                or tokenizer == "manifest.json":
+            raise bad("vla.tokenizer", tokenizer, f"must name a .json file of the artifact ({TOKENIZER_FILE})")
         texts = self.instructions
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) and t.strip() for t in texts):
             raise bad("vla.instructions", texts, "must be a non-empty list of the instruction strings trained on")
