@@ -159,6 +159,10 @@ def test_runtime_bad_inputs_are_clear_errors(exported, caplog):
         runtime.infer(good, "  ", state)
     with pytest.raises(InputError, match=r"\[UNK\]"):
         runtime.infer(good, "reach the rød target", state)
+    with pytest.raises(InputError, match="5000 characters, more than 4096") as refused:
+        runtime.infer(good, "reach " * 833 + "go", state)
+    assert len(str(refused.value)) < 300  # the text is quoted cut to 80 characters, not all 5000
+    assert runtime.instruction == INSTRUCTIONS[0]  # the refused ones never replaced it
     with pytest.raises(InputError, match="state must be"):
         runtime.infer(good, INSTRUCTIONS[0], np.array([0.0, np.nan, 1.0, 0.6, 0.0, 0.0]))
     with pytest.raises(InputError, match="state must be"):

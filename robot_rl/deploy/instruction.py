@@ -7,7 +7,8 @@ artifacts run on numpy + onnxruntime alone.
 
 Rules for what a runtime accepts (docs/vla.md, "Export and ROS 2"):
 
-- an empty (or all-whitespace) instruction is refused;
+- an empty (or all-whitespace) instruction is refused, and so is one over :data:`MAX_INSTRUCTION_CHARS` characters
+  (not an instruction; its tokens past ``L`` would be cut anyway);
 - a character the tokenizer maps to ``[UNK]`` (id 1: outside the trained alphabet, printable ASCII) is refused,
   since the model never saw that id;
 - an instruction that is not one of the strings trained on is accepted (the tokenizer splits any ASCII word into
@@ -28,6 +29,16 @@ from robot_rl.errors import InputError
 
 PAD_ID, UNK_ID = 0, 1
 """The VLA tokenizer's special ids, ``[PAD]`` and ``[UNK]``."""
+MAX_INSTRUCTION_CHARS = 4096
+"""Longest instruction a runtime encodes (characters); messages quote at most :data:`QUOTE_CHARS` of it."""
+QUOTE_CHARS = 80
+
+
+def quoted(text: str) -> str:
+    """``repr(text)``, cut to :data:`QUOTE_CHARS` characters with its length when longer (for log lines)."""
+    if len(text) <= QUOTE_CHARS:
+        return repr(text)
+    return f"{text[:QUOTE_CHARS]!r}... ({len(text)} characters)"
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -63,20 +74,24 @@ def check_instruction(tokenizer: Any, text: str, max_len: int, known: Sequence[s
     """``(ids [L], mask [L], warnings)`` of ``text`` under the module's rules.
 
     Raises:
-        InputError: ``text`` is not a string, is empty, or holds characters the tokenizer maps to ``[UNK]``.
+        InputError: ``text`` is not a string, is empty, longer than :data:`MAX_INSTRUCTION_CHARS`, or holds
+            characters the tokenizer maps to ``[UNK]``.
     """
+    fix = f"send one of the instructions the policy was trained on, e.g. {known[0]!r}"
     if not isinstance(text, str) or not text.strip():
-        raise InputError("the instruction is empty", key="instruction", value=text,
-                         fix=f"send one of the instructions the policy was trained on, e.g. {known[0]!r}")
+        raise InputError("the instruction is empty", key="instruction", value=text, fix=fix)
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        raise InputError(f"the instruction has {len(text)} characters, more than {MAX_INSTRUCTION_CHARS}",
+                         key="instruction", value=quoted(text), fix=fix)
     ids, mask, count = encode(tokenizer, text, max_len)
     if UNK_ID in ids:
-        unknown = sorted({c for c in text if UNK_ID in tokenizer.encode(c).ids})
+        unknown = sorted(c for c in set(text) if UNK_ID in tokenizer.encode(c).ids)
         raise InputError(f"the instruction holds characters the policy's tokenizer does not know ({unknown}: "
-                         "[UNK])", key="instruction", value=text, fix="write the instruction in plain ASCII")
+                         "[UNK])", key="instruction", value=quoted(text), fix="write the instruction in plain ASCII")
     warnings = []
     if text not in known:
-        warnings.append(f"instruction {text!r} is not one the policy was trained on (e.g. {known[0]!r}); "
+        warnings.append(f"instruction {quoted(text)} is not one the policy was trained on (e.g. {known[0]!r}); "
                         "running it anyway")
     if count > max_len:
-        warnings.append(f"instruction {text!r} has {count} tokens, cut at {max_len}")
+        warnings.append(f"instruction {quoted(text)} has {count} tokens, cut at {max_len}")
     return ids, mask, warnings

@@ -20,6 +20,7 @@ from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
+from robot_rl.deploy.instruction import quoted
 from robot_rl.deploy.vla_runtime import VLARuntime
 from robot_rl.errors import InputError
 from ros_nodes.messages import image_array
@@ -87,7 +88,7 @@ class VLAInputs:
         for warning in warnings:
             self.node.get_logger().warning(warning)
         self.instruction = msg.data
-        self.node.get_logger().info(f"instruction: {msg.data!r}")
+        self.node.get_logger().info(f"instruction: {quoted(msg.data)}")
         self.on_instruction()
 
     def missing(self, now: float) -> str | None:
