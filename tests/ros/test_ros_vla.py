@@ -1,5 +1,7 @@
 """A VLA artifact behind the policy node over real DDS: camera images (sensor_msgs/Image) and an instruction
-(std_msgs/String) in, commands out, holds on missing, stale or bad inputs; and a short so101_reach_lang sim2sim.
+(std_msgs/String) in, commands out, holds on missing, stale or bad inputs (an image of another size, a wrong
+``step`` or data length, a NaN JointState, an empty or 12000-character instruction) and never crashes; and a
+short so101_reach_lang sim2sim.
 
 The policy is an untrained :class:`VLAPolicy` exported in the test (one 32x32 ``front`` camera, chunk 4, open loop
 of the whole chunk): what is tested is the loop, not success. Its commands are compared with
@@ -79,8 +81,8 @@ def test_policy_node_runs_a_vla_artifact_from_image_and_instruction_topics_and_h
     feed = {"image": None, "text": None}
 
     def publish() -> None:  # 20 Hz camera and instruction, as long as feed holds them
-        if feed["image"] is not None:
-            msg = image_message(feed["image"])
+        if feed["image"] is not None:  # an array [3, H, W], or a (malformed) Image message as it is
+            msg = feed["image"] if isinstance(feed["image"], Image) else image_message(feed["image"])
             msg.header.stamp = probe.node.get_clock().now().to_msg()
             image_pub.publish(msg)
         if feed["text"] is not None:
@@ -106,7 +108,11 @@ def test_policy_node_runs_a_vla_artifact_from_image_and_instruction_topics_and_h
         np.testing.assert_allclose(commands, expected[rows], atol=1e-5)
         assert set(rows.tolist()) == set(range(H))
 
-        for bad, line in ((picture(48), "image is 48x48, the policy takes 32x32"), (None, "s old (image_timeout")):
+        rgb = picture().transpose(1, 2, 0).tobytes()  # 32 rows of 96 bytes
+        short_step = Image(height=SIZE, width=SIZE, step=90, encoding="rgb8", data=rgb)
+        short_data = Image(height=SIZE, width=SIZE, step=3 * SIZE, encoding="rgb8", data=rgb[:100])
+        for bad, line in ((picture(48), "image is 48x48, the policy takes 32x32"), (None, "s old (image_timeout"),
+                          (short_step, "with step 90 holds 3072 bytes"), (short_data, "with step 96 holds 100 bytes")):
             feed["image"] = bad
             assert probe.wait_for(lambda line=line: line in log(), 30), log()
             since = time.monotonic()
@@ -116,14 +122,24 @@ def test_policy_node_runs_a_vla_artifact_from_image_and_instruction_topics_and_h
             feed["image"] = picture()
             assert probe.wait_for(lambda: len(probe.received(time.monotonic() - 0.2)) >= 3, 10)
 
-        feed["text"] = " "
-        assert probe.wait_for(lambda: "instruction refused" in log() and "the instruction is empty" in log(), 30), log()
-        assert nodes.stop()["policy_node"] == 0
+        probe.state_fn = lambda t: np.full(6, np.nan)  # a driver publishing NaN positions: ignored, then stale
+        assert probe.wait_for(lambda: "ignoring invalid JointState" in log() and "JointState stale" in log(), 30), log()
+        since, last = time.monotonic(), probe.received()[-1][1]
+        time.sleep(0.5)
+        assert all(np.array_equal(c, last) for _, c in probe.received(since))  # the last command, held
+        probe.state_fn = lambda t: DEFAULT
+        assert probe.wait_for(lambda: len(probe.received(time.monotonic() - 0.2)) >= 3, 10), log()
+
+        for text, line in ((" ", "the instruction is empty"), ("reach " * 2000, "12000 characters, more than 4096")):
+            feed["text"] = text
+            assert probe.wait_for(lambda line=line: "instruction refused" in log() and line in log(), 30), log()
+        assert "reach " * 20 not in log()  # quoted at most 80 characters, never 12000 in a log line
+        assert nodes.stop()["policy_node"] == 0  # alive until stopped: none of it crashed the node
     finally:
         nodes.stop()
         probe.close()
     summary = json.loads(stats.read_text())
-    assert summary["inferences"] >= 3 and summary["vla_hold"] > 0, summary
+    assert summary["inferences"] >= 3 and summary["vla_hold"] > 0 and summary["invalid_state"] > 0, summary
 
 
 def test_sim2sim_so101_reach_lang_with_an_untrained_vla_artifact(tmp_path):
