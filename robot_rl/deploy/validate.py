@@ -167,7 +167,8 @@ def open_session(path: Path, meta: PolicyMeta, threads: int = 1) -> ort.Inferenc
                 f"vla {meta.vla.height}x{meta.vla.width} images, {meta.vla.max_text_len} tokens"
             raise ArtifactError(
                 f"must be {_ONNX_TYPES[dtype]} [B, {', '.join(map(str, shape))}] as policy.yaml says ({inputs}, "
-                f"chunk_length {meta.chunk_length} x {meta.action_dim} joints); the files come from different exports", file=path, key=f"{'output' if name == 'action' else 'input'} {name!r}",
+                f"chunk_length {meta.chunk_length} x {meta.action_dim} joints); the files come from different exports",
+                file=path, key=f"{'output' if name == 'action' else 'input'} {name!r}",
                 value=f"{arg.type} {arg.shape}",
                 fix=REEXPORT)
     try:
