@@ -40,6 +40,8 @@ class VLAConfig:
     action_dim: int
     vocab_size: int
     cameras: tuple[str, ...] = ("front",)
+    image_size: int = 64
+    """H = W of every camera image, the training resolution (the encoders themselves take any size)."""
     chunk_len: int = 16
     """H, actions per chunk."""
     max_text_len: int = 16
