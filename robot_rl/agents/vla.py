@@ -60,6 +60,9 @@ class VLAAgentConfig(AgentConfig):
         log_interval: gradient steps per log row (``checkpoint_interval`` counts rows).
         flow_steps: Euler steps of the sampler.
         state_key: the dataset's state feature (joint positions: evaluation feeds ``env.joint_positions()``).
+        relative_actions: predict chunks relative to the least-squares linear map of the state to the action
+            (:meth:`VLA.set_anchor <robot_rl.models.vla.model.VLA.set_anchor>`; for position control the action
+            holding the current pose), so the model learns the motion rather than the pose it starts from.
     """
 
     dataset: str | None = None
@@ -80,6 +83,7 @@ class VLAAgentConfig(AgentConfig):
     log_interval: int = 50
     flow_steps: int = 10
     state_key: str = "observation.state"
+    relative_actions: bool = True
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",), non_negative=("weight_decay", "grad_clip"),
@@ -168,7 +172,12 @@ class VLAAgent(Agent):
         batches = VLABatches(self.cfg.dataset, self.tokenizer, self.cfg.chunk_len, self.cfg.max_text_len,
                              tuple(self.cfg.cameras), state_key=self.cfg.state_key)
         if self.num_updates == 0:  # a resumed model has the stats in its buffers already
-            self.model.set_stats(*(x.to(self.device) for x in batches.normalization()))
+            if self.cfg.relative_actions:
+                *stats, weight, bias = (x.to(self.device) for x in batches.anchored_normalization())
+                self.model.set_anchor(weight, bias)
+            else:
+                stats = [x.to(self.device) for x in batches.normalization()]
+            self.model.set_stats(*stats)
         return batches
 
     def update(self) -> dict[str, float | torch.Tensor]:
