@@ -27,7 +27,7 @@ from _results import RESULTS, run_facts, write_rows
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = {"so101_reach_lang": 0.70, "so101_pick_lang": 0.50}
 """The issue's success targets."""
-CHANCE = {"so101_reach_lang": 0.25, "so101_pick_lang": 0.5}
+CHANCE = {"so101_reach_lang": 1 / 4, "so101_pick_lang": 1 / 3}
 """One over the number of coloured targets: success of a policy that ignores the instruction but does the task."""
 
 

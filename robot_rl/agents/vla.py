@@ -63,6 +63,7 @@ class VLAAgentConfig(AgentConfig):
         relative_actions: predict chunks relative to the least-squares linear map of the state to the action
             (:meth:`VLA.set_anchor <robot_rl.models.vla.model.VLA.set_anchor>`; for position control the action
             holding the current pose), so the model learns the motion rather than the pose it starts from.
+        image_grid: image tokens per camera = ``image_grid ** 2`` (0: the size preset's, 4 on ``cpu``).
     """
 
     dataset: str | None = None
@@ -84,12 +85,13 @@ class VLAAgentConfig(AgentConfig):
     flow_steps: int = 10
     state_key: str = "observation.state"
     relative_actions: bool = True
+    image_grid: int = 0
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",), non_negative=("weight_decay", "grad_clip"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
-              at_least_0=("warmup_updates",),
+              at_least_0=("warmup_updates", "image_grid"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES,
                        "image_encoder": ("conv", "efficientnet_lite0")})
         if self.execute_len > self.chunk_len:
@@ -145,6 +147,8 @@ class VLAAgent(Agent):
         self.tokenizer = InstructionTokenizer.train(self.instructions, cfg.vocab_size)
         sizes = {"chunk_len": cfg.chunk_len, "max_text_len": cfg.max_text_len, "cameras": tuple(cfg.cameras),
                  "image_encoder": cfg.image_encoder, "image_size": int(height), "num_steps": cfg.flow_steps}
+        if cfg.image_grid:
+            sizes["image_grid"] = cfg.image_grid
         preset = VLAConfig.cpu if cfg.size == "cpu" else VLAConfig.gpu
         self.model_config = preset(ds.features[cfg.state_key].shape[0], action_dim, self.tokenizer.vocab_size,
                                    **sizes)
