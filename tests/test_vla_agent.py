@@ -40,6 +40,14 @@ def dataset(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def tiny_run(dataset: Path, tmp_path_factory) -> Path:
+    """A run of 10 gradient steps (enough for the evaluation plumbing)."""
+    run = tmp_path_factory.mktemp("vla_run") / "run"
+    Runner(config(dataset, "agent.updates=10"), run).learn(evaluate_and_export=False)
+    return run
+
+
 def config(dataset: Path, *extra: str):
     return compose([*TINY, f"agent.dataset={dataset}", *extra])
 
@@ -108,12 +116,10 @@ def test_bad_input_is_a_clear_input_error(dataset: Path, tmp_path: Path) -> None
         policy.act({}, [text], state)
 
 
-def test_evaluation_per_instruction_and_the_wrong_instruction_switch(dataset: Path, tmp_path: Path) -> None:
+def test_evaluation_per_instruction_and_the_wrong_instruction_switch(tiny_run: Path) -> None:
     """The same episode seeds told the named and a shifted instruction: each env's policy input names the next
     colour, while the env still scores (and the result groups by) the named one."""
-    run = tmp_path / "run"
-    Runner(config(dataset, "agent.updates=10"), run).learn(evaluate_and_export=False)
-    runner = open_run(run, num_envs=4)
+    runner = open_run(tiny_run, num_envs=4)
     env = runner.env_factory(4, 123)
     told: list[list[str]] = []
     starts = []
@@ -135,3 +141,15 @@ def test_evaluation_per_instruction_and_the_wrong_instruction_switch(dataset: Pa
     for a, b in zip(right, wrong, strict=True):
         ka = next(k for k, c in enumerate(colours) if c in a.split())
         assert b.replace(colours[(ka + 1) % 4], colours[ka]) == a  # same paraphrase, the next colour
+
+
+def test_robot_rl_eval_of_a_vla_run_reports_both_instructions_and_writes_a_video(tiny_run: Path, tmp_path: Path,
+                                                                                 capsys) -> None:
+    from robot_rl.cli import main
+
+    video = tmp_path / "eval.mp4"
+    assert main(["eval", str(tiny_run), "--episodes", "2", "--num-envs", "2", "--wrong-instruction",
+                 "--video", str(video)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["episodes"] == summary["wrong_instruction"]["episodes"] == 2
+    assert "success_by_target" in summary["wrong_instruction"] and video.stat().st_size > 0
