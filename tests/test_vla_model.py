@@ -226,6 +226,12 @@ def test_dataset_batches_hold_chunks_images_and_instructions(reach_dataset: Path
     held = batches.state @ weight.T + bias
     assert weight.shape == (6, 6) and (batches.action - held).abs().mean() < 0.2 * batches.action.std(0).mean()
     assert (res_std[:4] < 0.5 * batches.action.std(0)[:4]).all()  # the four joints that move
+    # motion weights: a reach's first frames (its chunk moves away from the held pose) outweigh its last ones
+    w = batches.motion_weights(weight, bias, boost=2.0)
+    assert w.shape == (50,) and w.min() >= 1.0 and torch.isclose((w - 1).mean(), torch.tensor(2.0))
+    assert w[:3].mean() > 2 * w[20:25].mean() and torch.equal(batches.motion_weights(weight, bias, 0.0), torch.ones(50))
+    draws = [batches.sample(64, torch.Generator().manual_seed(1), w)["state"] for _ in range(2)]
+    assert torch.equal(*draws)
 
 
 @pytest.mark.render

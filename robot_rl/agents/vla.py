@@ -64,6 +64,9 @@ class VLAAgentConfig(AgentConfig):
             (:meth:`VLA.set_anchor <robot_rl.models.vla.model.VLA.set_anchor>`; for position control the action
             holding the current pose), so the model learns the motion rather than the pose it starts from.
         image_grid: image tokens per camera = ``image_grid ** 2`` (0: the size preset's, 4 on ``cpu``).
+        motion_boost: draw frames with weights ``1 + motion_boost * m / mean(m)``, ``m`` how far a frame's chunk moves
+            from the pose held (:meth:`VLABatches.motion_weights <robot_rl.data.vla_batches.VLABatches.motion_weights>`;
+            0: uniformly). Scripted reaches move in their first few steps and hold still after.
     """
 
     dataset: str | None = None
@@ -86,9 +89,10 @@ class VLAAgentConfig(AgentConfig):
     state_key: str = "observation.state"
     relative_actions: bool = True
     image_grid: int = 0
+    motion_boost: float = 0.0
 
     def __post_init__(self) -> None:
-        check(self, "agent", positive=("lr",), non_negative=("weight_decay", "grad_clip"),
+        check(self, "agent", positive=("lr",), non_negative=("weight_decay", "grad_clip", "motion_boost"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
               at_least_0=("warmup_updates", "image_grid"),
@@ -163,6 +167,8 @@ class VLAAgent(Agent):
         self.num_updates = 0
         self.batches = None
         """The decoded dataset (:class:`VLABatches`), loaded at the first :meth:`update`."""
+        self.frame_weights: torch.Tensor | None = None
+        """``[N]`` frame sampling weights (``motion_boost > 0``), from the model's anchor at the first update."""
 
     # --- offline training ---------------------------------------------------------------------------
 
@@ -182,6 +188,9 @@ class VLAAgent(Agent):
             else:
                 stats = [x.to(self.device) for x in batches.normalization()]
             self.model.set_stats(*stats)
+        if self.cfg.motion_boost > 0:
+            self.frame_weights = batches.motion_weights(self.model.anchor_weight.cpu(), self.model.anchor_bias.cpu(),
+                                                        self.cfg.motion_boost)
         return batches
 
     def update(self) -> dict[str, float | torch.Tensor]:
@@ -191,7 +200,7 @@ class VLAAgent(Agent):
         if self.batches is None:
             self.batches = self._load_batches()
         cfg = self.cfg
-        batch = self.batches.sample(cfg.batch_size, self.generator)
+        batch = self.batches.sample(cfg.batch_size, self.generator, self.frame_weights)
         batch = {k: ({c: im.to(self.device) for c, im in v.items()} if k == "images" else v.to(self.device))
                  for k, v in batch.items()}
         noise = torch.randn(batch["action"].shape, device=self.device)
