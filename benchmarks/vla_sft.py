@@ -56,8 +56,9 @@ def dataset_for(task: str, root: Path, episodes: int, env: dict[str, str]) -> Pa
 def run_task(task: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
     """Train and evaluate one task; its row."""
     data = dataset_for(task, args.data_root, args.demos, env)
-    run = args.runs / task
-    log = args.runs / f"{task}.log"
+    name = f"{task}-{args.tag}" if args.tag else task
+    run = args.runs / name
+    log = args.runs / f"{name}.log"
     overrides = [f"agent.{kv}" for kv in args.agent]
     start = time.monotonic()
     robot_rl(["train", "agent=vla", f"agent.dataset={data}", f"task={task}", "task.env.cameras=[front,wrist]",
@@ -70,7 +71,7 @@ def run_task(task: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
                     "--seed", str(args.eval_seed), "--wrong-instruction"], env, log)
     summary = json.loads(out[out.index("{"):])
     wrong = summary.pop("wrong_instruction")
-    return {"task": task, "dataset": str(data), "demos": args.demos, "run": str(run),
+    return {"task": task, "dataset": str(data), "demos": args.demos, "run": str(run), "agent": args.agent,
             "train_wall_s": round(train_wall, 1), "gradient_steps": summary["env_steps"],
             "final_flow_loss": metrics[-1].get("loss/flow") if metrics else None,
             "target": TARGETS.get(task), "chance": CHANCE.get(task), "eval_seed": args.eval_seed,
@@ -81,8 +82,8 @@ def pct(rate: float, ci: list[float]) -> str:
     return f"{100 * rate:.0f}% [{100 * ci[0]:.0f}-{100 * ci[1]:.0f}]"
 
 
-def table(rows: list[dict], meta: dict) -> str:
-    """The docs/results/vla.md page of ``rows`` (one per task)."""
+def table(rows: list[dict], metas: list[dict]) -> str:
+    """The docs/results/vla.md page of ``rows`` (one per rows file) and their files' ``metas``."""
     lines = ["# VLA fine-tuning from scripted demonstrations", "",
              "Written by `benchmarks/vla_sft.py` (raw rows in `docs/results/vla/<task>.json`). `agent=vla` "
              "(`VLAConfig.cpu`, cameras front + wrist at 64x64, joint-position state) trained offline by "
@@ -90,18 +91,23 @@ def table(rows: list[dict], meta: dict) -> str:
              "evaluated by `robot-rl eval --wrong-instruction` on episodes from another seed. Success with a 95% "
              "Wilson interval; *wrong instruction*: the same episodes with the policy told another target's "
              "instruction (same paraphrase) while the env scores the named target.", "",
-             "| task | demos | train wall | gradient steps | success (target) | per target | wrong instruction "
-             "(chance) |", "|---|---|---|---|---|---|---|"]
+             "| task | agent overrides | demos | train wall | gradient steps | success (target) | per target | "
+             "wrong instruction (chance) |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         named, wrong = r["named"], r["wrong_instruction"]
         per = ", ".join(f"{k} {100 * v['success_rate']:.0f}%" for k, v in named.get("success_by_target", {}).items())
         target = f" (>= {100 * r['target']:.0f}%)" if r.get("target") else ""
         chance = f" ({100 * r['chance']:.0f}%)" if r.get("chance") else ""
-        lines.append(f"| {r['task']} | {r['demos']} | {r['train_wall_s'] / 60:.1f} min | {r['gradient_steps']} | "
+        overrides = " ".join(r.get("agent", [])) or "-"
+        lines.append(f"| {r['task']} | {overrides} | {r['demos']} | {r['train_wall_s'] / 60:.1f} min | "
+                     f"{r['gradient_steps']} | "
                      f"{pct(named['success_rate'], named['success_ci95'])}{target} over {named['episodes']} | {per} | "
                      f"{pct(wrong['success_rate'], wrong['success_ci95'])}{chance} |")
-    lines += ["", f"Command: `{meta['command']}`; commit {meta.get('commit', '?')}; load average "
-              f"{meta['load_average']['start']} -> {meta['load_average']['end']}; {meta['date']}.", ""]
+    lines.append("")
+    for meta in metas:
+        lines.append(f"- Command: `{meta['command']}`; commit {meta.get('commit', '?')}; load average "
+                     f"{meta['load_average']['start']} -> {meta['load_average']['end']}; {meta['date']}.")
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -117,6 +123,7 @@ def main() -> None:
     p.add_argument("--eval-envs", type=int, default=50)
     p.add_argument("--eval-seed", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0, help="training seed")
+    p.add_argument("--tag", default="", help="suffix of the run and rows file names (<task>-<tag>), to keep variants")
     p.add_argument("--runs", type=Path, default=Path("outputs/bench_vla_sft"))
     p.add_argument("--out", type=Path, default=RESULTS / "vla")
     args = p.parse_args()
@@ -126,7 +133,7 @@ def main() -> None:
            "EGL_PLATFORM": os.environ.get("EGL_PLATFORM", "surfaceless")}
     for task in args.tasks:
         row = run_task(task, args, env)
-        write_rows(args.out / f"{task}.json", [row])
+        write_rows(args.out / f"{task}-{args.tag}.json" if args.tag else args.out / f"{task}.json", [row])
         n, w = row["named"], row["wrong_instruction"]
         target = row["target"]
         print(f"{task}: success {pct(n['success_rate'], n['success_ci95'])}"
@@ -136,8 +143,8 @@ def main() -> None:
               f"{row['train_wall_s'] / 60:.1f} min, {row['gradient_steps']} steps", flush=True)
     files = sorted(args.out.glob("*.json"))
     rows = [row for f in files for row in json.loads(f.read_text())["rows"]]
-    meta = json.loads(files[-1].read_text())["meta"] if files else run_facts(sys.argv)
-    (args.out.parent / "vla.md").write_text(table(rows, meta))
+    metas = [json.loads(f.read_text())["meta"] for f in files] or [run_facts(sys.argv)]
+    (args.out.parent / "vla.md").write_text(table(rows, metas))
     print(f"table written to {args.out.parent / 'vla.md'}")
 
 
