@@ -113,7 +113,7 @@ def table(rows: list[dict], metas: list[dict]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tasks", nargs="+", default=list(TARGETS))
+    p.add_argument("--tasks", nargs="*", default=list(TARGETS), help="tasks to run (none: only rewrite the table)")
     p.add_argument("--data-root", type=Path, default=Path("/work/vla_data"))
     p.add_argument("--demos", type=int, default=100, help="episodes in (or to record into) the dataset")
     p.add_argument("--minutes", type=float, default=30.0, help="training wall budget per task")
