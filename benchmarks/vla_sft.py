@@ -98,7 +98,7 @@ def table(rows: list[dict], metas: list[dict]) -> str:
         per = ", ".join(f"{k} {100 * v['success_rate']:.0f}%" for k, v in named.get("success_by_target", {}).items())
         target = f" (>= {100 * r['target']:.0f}%)" if r.get("target") else ""
         chance = f" ({100 * r['chance']:.0f}%)" if r.get("chance") else ""
-        overrides = " ".join(r.get("agent", [])) or "-"
+        overrides = " ".join(r["agent"]) or "-" if "agent" in r else "(see command)"
         lines.append(f"| {r['task']} | {overrides} | {r['demos']} | {r['train_wall_s'] / 60:.1f} min | "
                      f"{r['gradient_steps']} | "
                      f"{pct(named['success_rate'], named['success_ci95'])}{target} over {named['episodes']} | {per} | "
