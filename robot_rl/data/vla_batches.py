@@ -93,6 +93,18 @@ class VLABatches:
         s, a = self.stats[self.state_key], self.stats[self.action_key]
         return s["mean"], s["std"], a["mean"], a["std"]
 
+    def anchored_normalization(self) -> tuple[torch.Tensor, ...]:
+        """``(state_mean [S], state_std [S], residual_mean [A], residual_std [A], weight [A, S], bias [A])``: the
+        least-squares linear map ``state -> action`` over all frames (:meth:`VLA.set_anchor
+        <robot_rl.models.vla.model.VLA.set_anchor>`) and the stats of every chunk step's residual ``action[t + k] -
+        (state[t] @ weight.T + bias)`` (what the model then predicts, standardised)."""
+        x = torch.cat([self.state, torch.ones(len(self.state), 1)], dim=1).double()
+        solution = torch.linalg.lstsq(x, self.action.double()).solution.float()  # [S + 1, A]
+        weight, bias = solution[:-1].T.contiguous(), solution[-1]
+        residual = self.action[self.chunk_rows] - (self.state @ weight.T + bias).unsqueeze(1)  # [N, H, A]
+        s = self.stats[self.state_key]
+        return s["mean"], s["std"], residual.mean(dim=(0, 1)), residual.std(dim=(0, 1)), weight, bias
+
     def batch(self, index: torch.Tensor) -> dict:
         """Frames ``index [B]`` as ``{"images": {camera: uint8 [B, 3, H, W]}, "tokens": int64 [B, L],
         "token_mask": bool [B, L], "state": [B, S], "action": [B, H, A], "action_is_pad": bool [B, H]}``."""
@@ -106,6 +118,19 @@ class VLABatches:
             "action_is_pad": self.chunk_pad[index],
         }
 
-    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict:
-        """:meth:`batch` of ``batch_size`` frames drawn uniformly with replacement."""
-        return self.batch(torch.randint(0, len(self), (batch_size,), generator=generator))
+    def motion_weights(self, weight: torch.Tensor, bias: torch.Tensor, boost: float) -> torch.Tensor:
+        """``[N]`` sampling weights ``1 + boost * m / mean(m)``, ``m`` a frame's mean absolute chunk residual
+        ``action[t + k] - (state[t] @ weight.T + bias)`` over its steps and dims, each dim divided by its std: frames
+        whose chunk moves away from the held pose (a reach's first steps) weigh more than frames holding still."""
+        residual = self.action[self.chunk_rows] - (self.state @ weight.T + bias).unsqueeze(1)  # [N, H, A]
+        scale = residual.std(dim=(0, 1)).clamp_min(1e-6)
+        m = (residual / scale).abs().mean(dim=(1, 2))
+        return 1.0 + boost * m / m.mean().clamp_min(1e-12)
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None,
+               weights: torch.Tensor | None = None) -> dict:
+        """:meth:`batch` of ``batch_size`` frames drawn with replacement: uniformly, or in proportion to ``weights``
+        ``[N]`` (e.g. :meth:`motion_weights`)."""
+        if weights is None:
+            return self.batch(torch.randint(0, len(self), (batch_size,), generator=generator))
+        return self.batch(torch.multinomial(weights, batch_size, replacement=True, generator=generator))
