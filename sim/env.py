@@ -83,12 +83,17 @@ class TaskCfg:
     """MJCF cameras rendered as observation groups ``camera_<name>`` (uint8 ``[N, 3, H, W]``); none: no GL."""
     image_size: int = 64
     """Height and width (pixels) of the camera groups' images."""
+    camera_obs: bool = True
+    """Render the cameras into every observation (groups ``camera_<name>``); False: only on request,
+    :meth:`TaskEnv.camera_images` (a chunked policy that queries every k steps renders k times less)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.cameras, str) or not all(isinstance(c, str) and c for c in self.cameras):
             raise SimInputError(f"task setting cameras = {self.cameras!r} must be a list of camera names, "
                                 "e.g. [front, wrist]")
         self.cameras = tuple(self.cameras)
+        if not isinstance(self.camera_obs, bool):
+            raise SimInputError(f"task setting camera_obs = {self.camera_obs!r} must be true or false")
         if isinstance(self.image_size, bool) or not isinstance(self.image_size, int) \
                 or not 8 <= self.image_size <= 1024:
             raise SimInputError(f"task setting image_size = {self.image_size!r} must be an integer in [8, 1024] "
@@ -211,8 +216,11 @@ class TaskEnv(VecEnv):
         noise = torch.cat(widths).to(self.device)
         self._policy_noise = noise if cfg.observation_noise and bool(noise.any()) else None
         size = cfg.image_size
-        self.image_shapes: dict[str, tuple[int, int, int]] = {f"camera_{c}": (3, size, size) for c in cfg.cameras}
-        """Camera observation groups (uint8 ``[N, 3, H, W]``, RGB), by group name; empty without cameras."""
+        self.image_shapes: dict[str, tuple[int, int, int]] = {
+            f"camera_{c}": (3, size, size) for c in cfg.cameras if cfg.camera_obs}
+        """Camera observation groups (uint8 ``[N, 3, H, W]``, RGB), by group name; empty without cameras (or
+        ``camera_obs`` off)."""
+        self.cameras = cfg.cameras
         self._camera = None
         if cfg.cameras:
             from sim.render import CameraGroup  # GL only for a task built with cameras
@@ -422,6 +430,10 @@ class TaskEnv(VecEnv):
             raise SimInputError(f"task {type(self).__name__} has no observation term {name!r}; it has {known}")
         return term.func(self, **term.params)
 
+    def joint_positions(self) -> torch.Tensor:
+        """``[N, J]`` copy of the joint positions (robot.yaml order, noise-free; ``state.joint_pos``)."""
+        return self.state.joint_pos.clone()
+
     @property
     def joint_qpos_index(self) -> torch.Tensor:
         """``[J]`` addresses of the robot's joints (robot.yaml order) in ``qpos`` (``SimSnapshot.physics``)."""
@@ -491,21 +503,29 @@ class TaskEnv(VecEnv):
         if self._policy_noise is not None:
             u = torch.rand(out["policy"].shape, generator=self.generator, device=self.device)
             out["policy"] = out["policy"] + (2.0 * u - 1.0) * self._policy_noise
-        if self._camera is not None:
+        if self.image_shapes:
             out.update(self._render_cameras(images, image_ids))
         return out
+
+    def camera_images(self, env_ids: Any = None) -> dict[str, torch.Tensor]:
+        """``{camera: uint8 [n, 3, H, W]}`` of every camera of ``cameras``, rendered now for envs ``env_ids``
+        (None: all), whether or not ``camera_obs`` puts them in the observations."""
+        if self._camera is None:
+            raise SimInputError(f"task {type(self).__name__} renders no camera; set cameras, e.g. [front]")
+        index = self._env_ids(env_ids)
+        physics = self.backend.capture(index)
+        frames = self._camera.render(physics["qpos"], physics["mocap_pos"], physics["mocap_quat"])
+        return {name: torch.from_numpy(image).to(self.device) for name, image in frames.items()}
 
     def _render_cameras(self, images: Obs | None, ids: torch.Tensor | None) -> Obs:
         """``{"camera_<name>": uint8 [N, 3, H, W]}``: envs ``ids`` (None: all) rendered, the rest from ``images``."""
         index = self._env_ids(ids)
-        physics = self.backend.capture(index)
-        frames = self._camera.render(physics["qpos"], physics["mocap_pos"], physics["mocap_quat"])
+        frames = self.camera_images(index)
         out = {}
         for name, shape in self.image_shapes.items():
             full = images[name].clone() if images is not None else \
                 torch.empty(self.num_envs, *shape, dtype=torch.uint8, device=self.device)
-            full[torch.as_tensor(index, device=self.device)] = torch.from_numpy(frames[name[len("camera_"):]]).to(
-                self.device)
+            full[torch.as_tensor(index, device=self.device)] = frames[name[len("camera_"):]]
             out[name] = full
         return out
 

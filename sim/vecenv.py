@@ -66,6 +66,8 @@ class VecEnv(abc.ABC):
     """Names of the columns of ``info["reward_by_group"]``."""
     has_expert: bool = False
     """Whether the task declares a scripted expert (:meth:`expert_action`)."""
+    cameras: tuple[str, ...] = ()
+    """Cameras :meth:`camera_images` renders (the task's ``cameras`` setting)."""
     has_instructions: bool = False
     """Whether each env carries a language instruction (:meth:`instructions`; the language tasks)."""
 
@@ -94,10 +96,29 @@ class VecEnv(abc.ABC):
         raise SimInputError(f"task {type(self).__name__} has no scripted expert; record a trained policy instead "
                             "(robot-rl record --policy <artifact dir>)")
 
-    def instructions(self) -> list[str]:
+    def instructions(self, shift: int = 0) -> list[str]:
         """The instruction of every env's current episode (``num_envs`` strings); tasks with them set
-        :attr:`has_instructions`."""
+        :attr:`has_instructions`. ``shift`` != 0 names target ``(named + shift) mod K`` instead, in the same
+        paraphrase (a wrong instruction, for the language-matters control of VLA evaluation)."""
         raise SimInputError(f"task {type(self).__name__} has no language instructions")
+
+    def instruction_targets(self) -> list[str]:
+        """The target each env's current instruction names (``num_envs`` names, e.g. colours)."""
+        raise SimInputError(f"task {type(self).__name__} has no language instructions")
+
+    def instruction_table(self) -> list[str]:
+        """Every instruction string the task draws from (all targets, all paraphrases)."""
+        raise SimInputError(f"task {type(self).__name__} has no language instructions")
+
+    def camera_images(self, env_ids=None) -> dict[str, torch.Tensor]:
+        """``{camera: uint8 [n, 3, H, W]}`` rendered now for envs ``env_ids`` (None: all), for tasks built with
+        cameras."""
+        raise SimInputError(f"task {type(self).__name__} renders no camera images")
+
+    def joint_positions(self) -> torch.Tensor:
+        """``[N, J]`` the robot's joint positions now (robot units, robot.yaml order, noise-free): what a
+        recorded dataset stores as ``observation.state``."""
+        raise SimInputError(f"task {type(self).__name__} does not expose joint positions")
 
     def close(self) -> None:  # noqa: B027 - optional hook, most envs hold nothing to release
         """Release resources (threads, renderers)."""

@@ -126,6 +126,37 @@ def test_camera_groups_have_the_stated_layout_and_follow_the_arm() -> None:
     env.close()
 
 
+def test_shifted_instructions_name_the_next_target_in_the_same_paraphrase() -> None:
+    env = sim.make_env("so101_reach_lang", num_envs=6, seed=3)
+    env.reset(seed=3)
+    named, told = env.instruction_targets(), env.instructions(shift=1)
+    colours = list(REACH.targets)
+    for right, wrong, colour, p in zip(env.instructions(), told, named, env.paraphrase_id.tolist(), strict=True):
+        assert right == REACH.text(colours.index(colour), p)
+        assert wrong == REACH.text((colours.index(colour) + 1) % 4, p)
+    assert sorted(env.instruction_table()) == sorted(REACH.table())
+    assert torch.equal(env.joint_positions(), env.state.joint_pos) and env.cameras == ()
+    with pytest.raises(SimInputError, match="renders no camera"):
+        env.camera_images()
+
+
+@pytest.mark.render
+def test_camera_images_on_request_equal_the_camera_groups() -> None:
+    """camera_obs=false: no camera groups, and camera_images(ids) renders what the groups would show."""
+    kwargs = {"num_envs": 3, "seed": 1, "cameras": ["front", "wrist"], "image_size": 32}
+    grouped, bare = sim.make_env("so101_reach_lang", **kwargs), sim.make_env("so101_reach_lang", camera_obs=False,
+                                                                             **kwargs)
+    obs, bare_obs = grouped.reset(seed=1), bare.reset(seed=1)
+    assert "camera_front" in obs and not any(k.startswith("camera_") for k in bare_obs) and not bare.image_shapes
+    action = torch.full((3, 6), 0.3)
+    obs, _ = grouped.step(action).obs, bare.step(action)
+    images = bare.camera_images([2, 0])
+    assert torch.equal(images["front"], obs["camera_front"][[2, 0]])
+    assert torch.equal(images["wrist"], obs["camera_wrist"][[2, 0]])
+    with pytest.raises(SimInputError, match="camera_obs"):
+        sim.make_env("so101_reach_lang", camera_obs="no")
+
+
 @pytest.mark.render
 def test_after_a_reset_the_camera_groups_show_the_reset_envs() -> None:
     env = sim.make_env("so101_pick_lang", num_envs=2, seed=0, nthread=1, cameras=["front"], image_size=16,

@@ -164,6 +164,14 @@ def test_model_shapes_determinism_and_padding() -> None:
         assert torch.allclose(model.sample(garbage, noise), first, atol=1e-6)
         model.set_stats(torch.zeros(5), torch.ones(5), torch.tensor([1.0, 2.0, 3.0]), torch.full((3,), 2.0))
         assert torch.allclose(model.sample(obs, noise), 2.0 * first + torch.tensor([1.0, 2.0, 3.0]), atol=1e-5)
+        weight, bias = torch.randn(3, 5), torch.randn(3)  # relative actions: the sample shifts by the anchor
+        model.set_anchor(weight, bias)
+        anchor = (obs["state"] @ weight.T + bias).unsqueeze(1)
+        assert torch.allclose(model.sample(obs, noise), 2.0 * first + torch.tensor([1.0, 2.0, 3.0]) + anchor, atol=1e-5)
+        action, t = torch.randn(3, 6, 3), torch.full((3,), 0.3)
+        relative = model.loss(obs, action + anchor, noise, t)
+        model.set_anchor(torch.zeros(3, 5), torch.zeros(3))
+        assert torch.allclose(relative, model.loss(obs, action, noise, t))
     with pytest.raises(ValueError, match="multiple of heads"):
         VLAConfig.cpu(5, 3, 50, width=30)
     with pytest.raises(ValueError, match="image_encoder"):
@@ -213,6 +221,11 @@ def test_dataset_batches_hold_chunks_images_and_instructions(reach_dataset: Path
     assert [tokenizer.decode(row) for row in batch["tokens"][[0, 2]]] == [batches.texts[0]] * 2
     with pytest.raises(InputError, match="feature not in the dataset"):
         VLABatches(reach_dataset, tokenizer, 8, 12, cameras=("wrist",))
+    # position control: the action is nearly the pose held, so the residual's spread is a small part of the action's
+    *_, res_std, weight, bias = batches.anchored_normalization()
+    held = batches.state @ weight.T + bias
+    assert weight.shape == (6, 6) and (batches.action - held).abs().mean() < 0.2 * batches.action.std(0).mean()
+    assert (res_std[:4] < 0.5 * batches.action.std(0)[:4]).all()  # the four joints that move
 
 
 @pytest.mark.render

@@ -40,6 +40,8 @@ class EnvSpec:
         reward_groups: names of the reward groups (``G`` columns of ``reward_by_group``).
         dt: control period in seconds.
         max_episode_steps: time limit of one episode.
+        instructions: every instruction string a language task draws (``VecEnv.instruction_table``); empty
+            for tasks without instructions.
     """
 
     num_envs: int
@@ -50,6 +52,7 @@ class EnvSpec:
     reward_groups: tuple[str, ...] = ("total",)
     dt: float = 0.02
     max_episode_steps: int = 1000
+    instructions: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Any) -> EnvSpec:
@@ -63,6 +66,7 @@ class EnvSpec:
             reward_groups=tuple(env.reward_groups),
             dt=float(env.dt),
             max_episode_steps=int(env.max_episode_steps),
+            instructions=tuple(env.instruction_table()) if env.has_instructions else (),
         )
 
     @property
@@ -73,6 +77,14 @@ class EnvSpec:
 
 class Agent(abc.ABC):
     """Base class of all agents. Shapes: ``N`` envs, ``A`` action size, ``D`` policy obs size."""
+
+    policy_inputs: str = "policy"
+    """What :meth:`policy` reads: ``"policy"``, the raw ``obs["policy"]``; ``"vla"``, a
+    :class:`~robot_rl.models.vla.policy.VLAPolicy`'s cameras, instruction and joint positions."""
+    offline: bool = False
+    """Whether the agent learns from a fixed dataset only (``agent=vla``): the runner then steps no env, calls
+    :meth:`update` (one gradient step) :meth:`offline_updates` times and counts its progress, log rows and
+    checkpoints in those updates; the env serves the final evaluation only."""
 
     def __init__(self, cfg: Any, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu") -> None:
         """``critic_cfg`` is only handed to :func:`robot_rl.critics.make_critic` by the agent that builds its critic
@@ -115,7 +127,9 @@ class Agent(abc.ABC):
     @abc.abstractmethod
     def policy(self) -> nn.Module:
         """A standalone deterministic policy: raw ``obs["policy"]`` ``[B, D]`` -> action ``[B, A]`` (a chunk
-        ``[B, H*A]`` when :meth:`policy_chunking` says ``H > 1``; :func:`robot_rl.train.evaluation.playable`).
+        ``[B, H*A]`` when :meth:`policy_chunking` says ``H > 1``; :func:`robot_rl.train.evaluation.playable`),
+        or a :class:`robot_rl.models.vla.policy.VLAPolicy` (cameras, instruction and joint positions in, a chunk
+        ``[B, H, A]`` out; ``agent=vla``).
 
         Observation normalisation is inside the module; it shares no state with training after
         being returned (a copy), so it can be exported or evaluated while training continues.
@@ -133,6 +147,10 @@ class Agent(abc.ABC):
         Default (on-policy): every :meth:`update` is one iteration; steps collected after the last one are not logged.
         """
         return updated
+
+    def offline_updates(self) -> int:
+        """An :attr:`offline` agent's training length in :meth:`update` calls (online agents: ``task.total_steps``)."""
+        raise NotImplementedError(f"{type(self).__name__} learns online, from env steps")
 
     def policy_chunking(self) -> tuple[int, ChunkExecution]:
         """``(H, execution)``: :meth:`policy` outputs ``H`` actions per query, ``[B, H*A]`` step-major, played one

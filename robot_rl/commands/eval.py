@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--execute-len", type=positive, default=None,
                    help="artifact only: play each chunk open loop for this many steps before the next inference "
                         "(1: re-plan every step, the chunk's first action) instead of policy.yaml's chunk_execution")
+    p.add_argument("--wrong-instruction", action="store_true",
+                   help="run only: a VLA run is evaluated twice on the same episode seeds, told the named target's "
+                        "instruction and then another target's (same paraphrase, target shifted by one) while the "
+                        "env scores the named one; the second result is under 'wrong_instruction'")
     return p
 
 
@@ -51,6 +55,10 @@ def main(argv: list[str]) -> int:
         player = playable(runner.agent)
         summary = evaluate(player, env, args.episodes, args.seed, video, on_done=player.reset).summary()
         summary["env_steps"] = runner.env_steps
+        if args.wrong_instruction:
+            wrong = playable(runner.agent, instruction_shift=1)
+            summary["wrong_instruction"] = evaluate(wrong, env, args.episodes, args.seed,
+                                                    on_done=wrong.reset).summary()
     else:
         print(f"robot-rl eval: {args.path} has neither config.yaml (a run) nor policy.yaml (an artifact)",
               file=sys.stderr)

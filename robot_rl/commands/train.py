@@ -81,12 +81,15 @@ def _train(cfg: DictConfig) -> None:
               f"({distributed.backend_for(train_cfg.sim.device)})", file=sys.stderr)
     print(f"run directory: {run_dir}", file=sys.stderr)
     result = runner.learn()
-    print(f"trained {result.env_steps:,} env steps in {result.wall_s:.0f} s ({result.updates} updates)")
+    unit = "gradient steps" if runner.agent.offline else "env steps"
+    print(f"trained {result.env_steps:,} {unit} in {result.wall_s:.0f} s ({result.updates} updates)")
     if result.eval:
         e = result.eval
         lo, hi = e["success_ci95"]
         print(f"eval over {e['episodes']} episodes: success {100 * e['success_rate']:.1f}% "
               f"[95% CI {100 * lo:.1f}-{100 * hi:.1f}], return {e['return_mean']:.2f}")
+        for target, t in e.get("success_by_target", {}).items():
+            print(f"  {target}: success {100 * t['success_rate']:.1f}% over {t['episodes']} episodes")
     if result.artifact:
         print(f"policy artifact: {result.artifact}")
 

@@ -153,6 +153,8 @@ class TrainConfig:
         checkpoint_interval: agent updates between checkpoints (>= 1).
         eval_episodes: episodes of the final deterministic evaluation (0 = skip).
         export_formats: policy artifact formats written at the end (``onnx``, ``torchscript``).
+        max_train_s: stop training after this many seconds of training wall time (a resumed run's earlier
+            time included), then evaluate and export as at the end of the budget; 0 = no limit.
 
     ``__post_init__`` (run by ``OmegaConf.to_object``) refuses NaN/inf anywhere in the groups, a seed
     outside ``[0, SEED_MAX]``, a budget too small for one update, and an agent/critic pair the agent
@@ -170,6 +172,7 @@ class TrainConfig:
     checkpoint_interval: int = 25
     eval_episodes: int = 100
     export_formats: list[str] = field(default_factory=lambda: ["onnx", "torchscript"])
+    max_train_s: float = 0.0
 
     def __post_init__(self) -> None:
         for group in ("task", "agent", "critic", "sim", "logger"):
@@ -180,7 +183,8 @@ class TrainConfig:
                                      fix=f"set {key} to a finite value (or drop the override for the default)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= SEED_MAX:
             raise fail(self, "", "seed", "is out of range", f"an integer in [0, {SEED_MAX}]")
-        check(self, "", at_least_1=("checkpoint_interval",), at_least_0=("eval_episodes",))
+        check(self, "", at_least_1=("checkpoint_interval",), at_least_0=("eval_episodes",),
+              non_negative=("max_train_s",))
         unknown = [f for f in self.export_formats if f not in EXPORT_FORMATS]
         if unknown:
             raise fail(self, "", "export_formats", f"has unknown {unknown}",

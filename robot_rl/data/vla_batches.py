@@ -93,6 +93,18 @@ class VLABatches:
         s, a = self.stats[self.state_key], self.stats[self.action_key]
         return s["mean"], s["std"], a["mean"], a["std"]
 
+    def anchored_normalization(self) -> tuple[torch.Tensor, ...]:
+        """``(state_mean [S], state_std [S], residual_mean [A], residual_std [A], weight [A, S], bias [A])``: the
+        least-squares linear map ``state -> action`` over all frames (:meth:`VLA.set_anchor
+        <robot_rl.models.vla.model.VLA.set_anchor>`) and the stats of every chunk step's residual ``action[t + k] -
+        (state[t] @ weight.T + bias)`` (what the model then predicts, standardised)."""
+        x = torch.cat([self.state, torch.ones(len(self.state), 1)], dim=1).double()
+        solution = torch.linalg.lstsq(x, self.action.double()).solution.float()  # [S + 1, A]
+        weight, bias = solution[:-1].T.contiguous(), solution[-1]
+        residual = self.action[self.chunk_rows] - (self.state @ weight.T + bias).unsqueeze(1)  # [N, H, A]
+        s = self.stats[self.state_key]
+        return s["mean"], s["std"], residual.mean(dim=(0, 1)), residual.std(dim=(0, 1)), weight, bias
+
     def batch(self, index: torch.Tensor) -> dict:
         """Frames ``index [B]`` as ``{"images": {camera: uint8 [B, 3, H, W]}, "tokens": int64 [B, L],
         "token_mask": bool [B, L], "state": [B, S], "action": [B, H, A], "action_is_pad": bool [B, H]}``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ import torch
 from torch import nn
 
 from robot_rl.agents.base import Agent
+from robot_rl.errors import InputError
 from robot_rl.models.chunked_actor import ChunkPlayer
 
 Z95 = 1.959963984540054
@@ -46,28 +48,53 @@ class EvalResult:
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     successes: list[bool] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    """Language tasks: the target each episode's instruction named (the env's, whatever the policy was told)."""
 
     def summary(self) -> dict[str, Any]:
-        """Means with 95% intervals: normal for return and length, Wilson for success rate."""
+        """Means with 95% intervals: normal for return and length, Wilson for success rate; a language task's
+        success per named target under ``success_by_target`` (``{target: {episodes, success_rate, success_ci95}}``)."""
         n = len(self.returns)
         ret, ret_half = mean_ci(self.returns)
         length, len_half = mean_ci([float(x) for x in self.lengths])
-        k = int(sum(self.successes))
-        lo, hi = wilson_interval(k, n)
-        return {
+        out = {
             "episodes": n,
             "return_mean": ret,
             "return_ci95": [ret - ret_half, ret + ret_half],
             "length_mean": length,
             "length_ci95": [length - len_half, length + len_half],
-            "success_rate": k / n,
-            "success_ci95": [lo, hi],
+            **success_summary(self.successes),
         }
+        if self.targets:
+            out["success_by_target"] = {
+                name: {"episodes": sum(t == name for t in self.targets),
+                       **success_summary([s for s, t in zip(self.successes, self.targets, strict=True) if t == name])}
+                for name in sorted(set(self.targets))}
+        return out
+
+
+def success_summary(successes: list[bool]) -> dict[str, Any]:
+    """``{"success_rate", "success_ci95"}`` (Wilson) of per-episode outcomes (at least one)."""
+    k, n = int(sum(successes)), len(successes)
+    return {"success_rate": k / n, "success_ci95": list(wilson_interval(k, n))}
+
+
+class EnvPlayer(abc.ABC):
+    """A policy that reads more of the env than ``obs["policy"]`` (cameras, instructions, joint positions):
+    :func:`evaluate` calls :meth:`act` with the env and every observation group."""
+
+    @abc.abstractmethod
+    def act(self, env: Any, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Action ``[N, A]`` for this step of ``env`` (a ``sim.VecEnv``) and its observation groups ``obs``."""
+
+    @abc.abstractmethod
+    def reset(self, done: torch.Tensor) -> None:
+        """Forget per-env plans where ``done`` ``[N]`` bool is set."""
 
 
 @torch.no_grad()
 def evaluate(
-    policy: nn.Module | Callable[[torch.Tensor], torch.Tensor],
+    policy: nn.Module | Callable[[torch.Tensor], torch.Tensor] | EnvPlayer,
     env: Any,
     episodes: int,
     seed: int = 0,
@@ -79,10 +106,11 @@ def evaluate(
 
     Each env ``i`` contributes a fixed quota of episodes (``episodes`` split evenly), so short
     episodes are not over-represented. An episode's success is ``info["success"]`` at its last
-    step. With ``video_path``, env 0's first episode is rendered to an mp4.
+    step. With ``video_path``, env 0's first episode is rendered to an mp4. On a language task each episode's
+    named target is kept (:attr:`EvalResult.targets`).
 
     Args:
-        policy: raw ``obs["policy"]`` ``[N, D]`` -> action ``[N, A]``.
+        policy: raw ``obs["policy"]`` ``[N, D]`` -> action ``[N, A]``, or an :class:`EnvPlayer`.
         on_done: called after every step with ``done`` ``[N]`` bool: a policy that plans ahead passes its
             ``reset`` (a :class:`~robot_rl.models.chunked_actor.ChunkPlayer` of :func:`playable`, an artifact's
             chunk executor) so finished envs drop their plans.
@@ -104,8 +132,9 @@ def evaluate(
             break
         if recording:
             frames.append(env.render(0, *video_size))
-        action = policy(obs["policy"]).clamp(env.action_low, env.action_high)
-        step = env.step(action)
+        named = env.instruction_targets() if env.has_instructions else None
+        action = policy.act(env, obs) if isinstance(policy, EnvPlayer) else policy(obs["policy"])
+        step = env.step(action.clamp(env.action_low, env.action_high))
         ep_ret += step.reward
         ep_len += 1
         done = step.terminated | step.truncated
@@ -116,6 +145,8 @@ def evaluate(
         result.returns += ep_ret[take].tolist()
         result.lengths += ep_len[take].tolist()
         result.successes += success[take].tolist()
+        if named is not None:
+            result.targets += [named[i] for i in torch.nonzero(take).squeeze(1).tolist()]
         count += take.long()
         ep_ret[done] = 0.0
         ep_len[done] = 0
@@ -131,11 +162,20 @@ def evaluate(
     return result
 
 
-def playable(agent: Agent) -> ChunkPlayer:
+def playable(agent: Agent, instruction_shift: int = 0) -> ChunkPlayer | EnvPlayer:
     """``agent.policy()`` as :func:`evaluate` plays it (pass ``on_done=player.reset``): through a
     :class:`~robot_rl.models.chunked_actor.ChunkPlayer` with the agent's chunk execution, as deployed (one action
-    per query plays each query's action: the policy's own output)."""
+    per query plays each query's action: the policy's own output); a VLA policy (``agent.policy_inputs == "vla"``)
+    through a :class:`robot_rl.train.vla_eval.VLAPlayer`, told the instructions shifted by ``instruction_shift``
+    targets (0: the right ones)."""
     chunk_len, execution = agent.policy_chunking()
+    if agent.policy_inputs == "vla":
+        from robot_rl.train.vla_eval import VLAPlayer  # the [vla] extra (tokenizers) only for VLA runs
+
+        return VLAPlayer(agent.policy(), execution, instruction_shift)
+    if instruction_shift:
+        raise InputError("a wrong instruction needs a VLA policy (agent=vla)", key="--wrong-instruction",
+                         fix="drop --wrong-instruction for this run")
     return ChunkPlayer(agent.policy(), chunk_len, agent.env.action_dim, execution)
 
 

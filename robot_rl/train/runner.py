@@ -144,7 +144,8 @@ class Runner:
         self.agent: Agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(self.env), cfg.sim.device)
         distributed.broadcast_modules(self.agent.networks().values())  # data parallel: rank 0's weights
         self.env_steps = 0
-        """Transitions collected (all envs)."""
+        """Transitions collected (all envs); for an :attr:`offline <robot_rl.agents.Agent.offline>` agent,
+        gradient updates done (the run's progress counter either way: log steps, checkpoint names)."""
         self.updates = 0
         """Iterations done (:meth:`Agent.iteration_done <robot_rl.agents.Agent.iteration_done>`): log rows;
         ``checkpoint_interval`` counts them."""
@@ -268,9 +269,10 @@ class Runner:
         return step.obs
 
     def learn(self, evaluate_and_export: bool = True) -> RunResult:
-        """Train up to ``task.total_steps``, then evaluate and export (unless disabled)."""
+        """Train up to ``task.total_steps`` (an offline agent: its ``offline_updates()``) or ``max_train_s``, then
+        evaluate and export (unless disabled)."""
         cfg, env, agent = self.cfg, self.env, self.agent
-        total = cfg.task.total_steps
+        total = agent.offline_updates() if agent.offline else cfg.task.total_steps
         logger = MetricLogger(self.run_dir, list(cfg.logger.backends), cfg.logger.wandb_project,
                               train_config_to_dict(cfg), enabled=distributed.is_main())
         progress = Progress(total, self.env_steps, enabled=cfg.logger.progress and distributed.is_main())
@@ -278,15 +280,18 @@ class Runner:
         env_logs: dict[str, list[float]] = {}
         sums: dict[str, float | torch.Tensor] = {}  # device tensors: converted once per iteration, by scalars()
         update_calls = 0
-        obs = env.reset(seed=self.seed + self.updates)  # a resumed run starts fresh episodes
+        obs = None if agent.offline else env.reset(seed=self.seed + self.updates)  # resumed: fresh episodes
         start = time.monotonic()
         base_elapsed, iteration_start = self.elapsed_s, self.env_steps
         collect_s = learn_s = 0.0
         agent.train_mode(True)
         try:
-            while self.env_steps < total:
+            while self.env_steps < total and not self._out_of_time(base_elapsed + time.monotonic() - start):
                 t0 = time.monotonic()
-                obs = self._collect(obs, stats, env_logs)
+                if agent.offline:
+                    self.env_steps += 1  # counts this update
+                else:
+                    obs = self._collect(obs, stats, env_logs)
                 t1 = time.monotonic()
                 collect_s += t1 - t0
                 updated = agent.ready()
@@ -295,7 +300,8 @@ class Runner:
                         sums[k] = sums[k] + v if k in sums else v
                     update_calls += 1
                     learn_s += time.monotonic() - t1
-                if not agent.iteration_done(self.env_steps - iteration_start, updated, self.env_steps >= total):
+                final = self.env_steps >= total or self._out_of_time(base_elapsed + time.monotonic() - start)
+                if not agent.iteration_done(self.env_steps - iteration_start, updated, final):
                     continue
                 self.updates += 1
                 self.elapsed_s = base_elapsed + time.monotonic() - start
@@ -322,6 +328,10 @@ class Runner:
         if evaluate_and_export:
             self.evaluate_and_export(result, env)
         return result
+
+    def _out_of_time(self, elapsed_s: float) -> bool:
+        """Whether ``max_train_s`` (when set) of training wall time, a resumed run's earlier time included, is spent."""
+        return 0 < self.cfg.max_train_s <= elapsed_s
 
     def evaluate_and_export(self, result: RunResult, env: Any) -> None:
         """End of training: ``cfg.eval_episodes`` deterministic episodes, then the contract-3 artifact of

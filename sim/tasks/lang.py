@@ -133,10 +133,20 @@ class InstructedTask:
         """Hook after ``target_id`` of envs ``ids`` changed."""
         raise NotImplementedError
 
-    def instructions(self) -> list[str]:
-        """The instruction of every env's current episode (``num_envs`` strings)."""
-        return [self.instruction_set.text(int(k), int(p)) for k, p in
+    def instructions(self, shift: int = 0) -> list[str]:
+        """The instruction of every env's current episode (``num_envs`` strings); ``shift`` != 0: the one naming
+        target ``(target_id + shift) mod K`` in the same paraphrase."""
+        count = len(self.instruction_set.targets)
+        return [self.instruction_set.text((int(k) + shift) % count, int(p)) for k, p in
                 zip(self.target_id.tolist(), self.paraphrase_id.tolist(), strict=True)]
+
+    def instruction_targets(self) -> list[str]:
+        """The target (colour) each env's instruction names."""
+        return [self.instruction_set.targets[int(k)] for k in self.target_id.tolist()]
+
+    def instruction_table(self) -> list[str]:
+        """Every instruction string of :attr:`instruction_set` (target-major)."""
+        return list(self.instruction_set.table())
 
     def set_instruction(self, text: str, env_ids=None) -> None:
         """Give envs ``env_ids`` (None: all) the instruction ``text`` (any text naming one target).

@@ -15,7 +15,9 @@ to t = 0 (:mod:`robot_rl.models.vla.flow`) and is deterministic given the noise.
 
 Actions and state are standardised inside the model with the dataset's mean/std (:meth:`set_stats`):
 ``x_t``, ``noise`` and the velocity live in the standardised action space; :meth:`sample` and the
-``action`` of :meth:`loss` are in dataset units.
+``action`` of :meth:`loss` are in dataset units. With :meth:`set_anchor` the model predicts actions relative to a
+linear map of the state (position control: the action that holds the current pose), and the action statistics are
+those of that residual.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class VLAConfig:
     action_dim: int
     vocab_size: int
     cameras: tuple[str, ...] = ("front",)
+    image_size: int = 64
+    """H = W of every camera image, the training resolution (the encoders themselves take any size)."""
     chunk_len: int = 16
     """H, actions per chunk."""
     max_text_len: int = 16
@@ -130,6 +134,8 @@ class VLA(nn.Module):
         self.register_buffer("state_std", torch.ones(c.state_dim))
         self.register_buffer("action_mean", torch.zeros(c.action_dim))
         self.register_buffer("action_std", torch.ones(c.action_dim))
+        self.register_buffer("anchor_weight", torch.zeros(c.action_dim, c.state_dim))
+        self.register_buffer("anchor_bias", torch.zeros(c.action_dim))
 
     @torch.no_grad()
     def set_stats(self, state_mean: torch.Tensor, state_std: torch.Tensor, action_mean: torch.Tensor,
@@ -139,6 +145,17 @@ class VLA(nn.Module):
         self.state_std.copy_(state_std.clamp_min(eps))
         self.action_mean.copy_(action_mean)
         self.action_std.copy_(action_std.clamp_min(eps))
+
+    @torch.no_grad()
+    def set_anchor(self, weight: torch.Tensor, bias: torch.Tensor) -> None:
+        """Predict actions relative to ``anchor(state) = state @ weight.T + bias`` (``weight [A, S]``, ``bias [A]``;
+        zeros, the default: absolute actions). ``set_stats``' action mean/std are then those of the residual."""
+        self.anchor_weight.copy_(weight)
+        self.anchor_bias.copy_(bias)
+
+    def anchor(self, state: torch.Tensor) -> torch.Tensor:
+        """``[B, 1, A]``: what every chunk step of state ``[B, S]`` (dataset units) is predicted relative to."""
+        return (state @ self.anchor_weight.T + self.anchor_bias).unsqueeze(1)
 
     def encode(self, obs: dict) -> Context:
         """The prefix tokens ``[B, C*grid^2 + L + 1, D]`` of observation ``obs`` (module docstring)."""
@@ -167,7 +184,7 @@ class VLA(nn.Module):
         given the noise (in eval mode where ``dropout > 0``)."""
         context = self.encode(obs)
         x0 = flow.euler_sample(lambda x, t: self.velocity(x, t, context), noise, self.config.num_steps)
-        return x0 * self.action_std + self.action_mean
+        return x0 * self.action_std + self.action_mean + self.anchor(obs["state"])
 
     def loss(self, obs: dict, action: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
              action_is_pad: torch.Tensor | None = None) -> torch.Tensor:
@@ -175,7 +192,7 @@ class VLA(nn.Module):
 
         ``action_is_pad`` bool ``[B, H]`` drops chunk steps past the episode end.
         """
-        a = (action - self.action_mean) / self.action_std
+        a = (action - self.anchor(obs["state"]) - self.action_mean) / self.action_std
         predicted = self.velocity(flow.interpolate(a, noise, t), t, self.encode(obs))
         return flow.flow_loss(predicted, a, noise, None if action_is_pad is None else ~action_is_pad)
 

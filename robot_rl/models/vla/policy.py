@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from robot_rl.errors import InputError
 from robot_rl.models.vla.model import VLA
 from robot_rl.models.vla.tokenizer import InstructionTokenizer
 
@@ -62,11 +63,46 @@ class VLAPolicy(nn.Module):
                "token_mask": token_mask, "state": state}
         return self.model.sample(obs, noise).clamp(-1.0, 1.0)
 
+    def check_inputs(self, images: dict[str, torch.Tensor], texts: Sequence[str], state: torch.Tensor) -> None:
+        """Refuse what :meth:`act` cannot take: a missing camera, an image that is not uint8 ``[B, 3, H, W]`` at the
+        training size, an empty instruction or (when :attr:`instructions` is set) one it was not trained on, a state
+        that is not ``[B, S]``.
+
+        Raises:
+            InputError: naming the input and what it should be.
+        """
+        c = self.model.config
+        batch = state.shape[0] if state.dim() == 2 else -1
+        if state.shape != (batch, c.state_dim):
+            raise InputError("state must be [B, S] joint positions", key="state", value=list(state.shape),
+                             fix=f"pass [B, {c.state_dim}] joint positions in robot units")
+        want = (batch, 3, c.image_size, c.image_size)
+        for cam in self.cameras:
+            image = images.get(cam)
+            if image is None:
+                raise InputError("a camera image the policy needs is missing", key=cam, value=sorted(images),
+                                 fix=f"give every camera of {list(self.cameras)} (sim: task.env.cameras=...)")
+            if image.dtype != torch.uint8 or tuple(image.shape) != want:
+                raise InputError("wrong image: the policy takes uint8 RGB at its training size", key=cam,
+                                 value=f"{image.dtype} {list(image.shape)}",
+                                 fix=f"uint8 {list(want)} (e.g. task.env.image_size={c.image_size})")
+        if len(texts) != batch:
+            raise InputError("one instruction per batch row", key="texts", value=len(texts), fix=f"{batch} strings")
+        for text in texts:
+            if not text.strip():
+                raise InputError("empty instruction", key="texts", value=text,
+                                 fix=f"one of the trained instructions, e.g. {self.instructions[:2]}")
+            if self.instructions and text not in self.instructions:
+                raise InputError("unknown instruction: the policy was not trained on it", key="texts", value=text,
+                                 fix=f"one of the {len(self.instructions)} trained instructions, e.g. "
+                                     f"{list(self.instructions[:2])}")
+
     @torch.no_grad()
     def act(self, images: dict[str, torch.Tensor], texts: Sequence[str], state: torch.Tensor,
             noise: torch.Tensor | None = None) -> torch.Tensor:
         """Chunk ``[B, H, A]`` for camera images ``{name: uint8 [B, 3, H, W]}``, instruction strings (B of them)
-        and ``state [B, S]``; ``noise`` defaults to zeros."""
+        and ``state [B, S]``; ``noise`` defaults to zeros. :class:`InputError` on bad inputs (:meth:`check_inputs`)."""
+        self.check_inputs(images, texts, state)
         tokens, mask = self.encode_text(texts)
         device = state.device
         if noise is None:

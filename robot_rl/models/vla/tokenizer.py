@@ -77,9 +77,30 @@ class InstructionTokenizer:
         values = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
         return self._tok.decode([i for i in values if i != self.pad_id], skip_special_tokens=False)
 
+    def to_json(self) -> str:
+        """The tokenizer as ``tokenizers`` JSON text (what :meth:`save` writes; checkpoints hold it)."""
+        return self._tok.to_str(pretty=True)
+
     def save(self, path: str | Path) -> None:
         """Write the tokenizer as ``tokenizers`` JSON."""
-        Path(path).write_text(self._tok.to_str(pretty=True))
+        Path(path).write_text(self.to_json())
+
+    @classmethod
+    def from_json(cls, text: str, source: str | Path | None = None) -> InstructionTokenizer:
+        """A tokenizer from :meth:`to_json`'s text (``source``: where it came from, for the error).
+
+        Raises:
+            InputError: not a tokenizer JSON of this family.
+        """
+        try:
+            tokenizer = Tokenizer.from_str(text)
+        except Exception as exc:  # tokenizers raises a plain Exception on malformed JSON
+            raise InputError(f"not a tokenizer JSON ({exc})", file=source,
+                             fix="point at a file written by InstructionTokenizer.save") from exc
+        if not has_specials(tokenizer):
+            raise InputError(f"a tokenizer without {PAD} = 0 and {UNK} = 1", file=source,
+                             fix="point at a file written by InstructionTokenizer.save")
+        return cls(tokenizer)
 
     @classmethod
     def load(cls, path: str | Path) -> InstructionTokenizer:
@@ -91,15 +112,7 @@ class InstructionTokenizer:
         path = Path(path)
         if not path.is_file():
             raise InputError("tokenizer file not found", file=path, fix="train one with InstructionTokenizer.train")
-        try:
-            tokenizer = Tokenizer.from_str(path.read_text())
-        except Exception as exc:  # tokenizers raises a plain Exception on malformed JSON
-            raise InputError(f"not a tokenizer JSON ({exc})", file=path,
-                             fix="point at a file written by InstructionTokenizer.save") from exc
-        if not has_specials(tokenizer):
-            raise InputError(f"a tokenizer without {PAD} = 0 and {UNK} = 1", file=path,
-                             fix="point at a file written by InstructionTokenizer.save")
-        return cls(tokenizer)
+        return cls.from_json(path.read_text(), path)
 
 
 def has_specials(tokenizer: Tokenizer) -> bool:

@@ -1,0 +1,266 @@
+"""Supervised fine-tuning of a VLA from demonstrations (``agent=vla``): offline, under ``robot-rl train``.
+
+The agent trains the flow-matching model of :mod:`robot_rl.models.vla` on a LeRobot dataset recorded with camera
+video and one instruction (task string) per episode. It is :attr:`~robot_rl.agents.base.Agent.offline`: the
+runner steps no env and calls :meth:`VLAAgent.update`, one AdamW step on a batch of ``batch_size`` frames
+(:class:`~robot_rl.data.vla_batches.VLABatches`: images ``{camera: uint8 [B, 3, H, W]}``, tokens ``[B, L]``,
+state ``[B, S]``, action chunks ``[B, H, A]``), ``updates`` times; the env serves the final evaluation, where
+:meth:`VLAAgent.policy` (a :class:`~robot_rl.models.vla.policy.VLAPolicy`) plays its chunks with
+:meth:`VLAAgent.policy_chunking` (``robot_rl/train/vla_eval.py``).
+
+The instruction tokenizer is a BPE trained at start on the dataset's task strings plus every instruction the task
+draws (``EnvSpec.instructions``); the checkpoint holds it as its JSON text, and a resumed or evaluated run uses that
+text, so the token ids never change under a trained model. The dataset's frames are decoded at the first update
+only: opening a run to evaluate it reads the dataset's metadata, not its video.
+
+Learning rate: linear warm-up over ``warmup_updates``, then ``lr_schedule`` (``cosine`` to 0 at ``updates``, or
+``constant``). Gradients are clipped to norm ``grad_clip`` (0: not clipped).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
+from robot_rl.config.checks import check, fail
+from robot_rl.config.schema import AgentConfig
+from robot_rl.deploy.artifact import ChunkExecution
+from robot_rl.errors import InputError
+
+MODEL_SIZES = ("cpu", "gpu")
+LR_SCHEDULES = ("cosine", "constant")
+IMAGES_PREFIX = "observation.images."
+
+
+@dataclass
+class VLAAgentConfig(AgentConfig):
+    """``agent=vla`` (configs/agent/vla.yaml).
+
+    Attributes:
+        dataset: LeRobot dataset directory with ``observation.images.<camera>`` and task strings (required).
+        size: ``cpu`` (:meth:`VLAConfig.cpu <robot_rl.models.vla.model.VLAConfig.cpu>`, ~0.2M parameters) or
+            ``gpu`` (~12M).
+        image_encoder: ``conv`` (trained from scratch) or ``efficientnet_lite0`` (frozen ImageNet backbone).
+        cameras: the dataset's cameras the policy sees, in this order.
+        chunk_len: H, actions per chunk.
+        execute_len: actions of each chunk played open loop before the next query (evaluation and export).
+        max_text_len: L, instruction tokens kept.
+        vocab_size: most tokens of the instruction BPE.
+        updates: gradient steps of the run (the runner's progress counter).
+        batch_size: frames per step.
+        lr, weight_decay: AdamW's.
+        lr_schedule: ``cosine`` (to 0 at ``updates``) or ``constant``, after ``warmup_updates`` of linear warm-up.
+        grad_clip: gradient-norm clip (0: none).
+        log_interval: gradient steps per log row (``checkpoint_interval`` counts rows).
+        flow_steps: Euler steps of the sampler.
+        state_key: the dataset's state feature (joint positions: evaluation feeds ``env.joint_positions()``).
+        relative_actions: predict chunks relative to the least-squares linear map of the state to the action
+            (:meth:`VLA.set_anchor <robot_rl.models.vla.model.VLA.set_anchor>`; for position control the action
+            holding the current pose), so the model learns the motion rather than the pose it starts from.
+        image_grid: image tokens per camera = ``image_grid ** 2`` (0: the size preset's, 4 on ``cpu``).
+    """
+
+    dataset: str | None = None
+    size: str = "cpu"
+    image_encoder: str = "conv"
+    cameras: list[str] = field(default_factory=lambda: ["front", "wrist"])
+    chunk_len: int = 16
+    execute_len: int = 8
+    max_text_len: int = 16
+    vocab_size: int = 256
+    updates: int = 4000
+    batch_size: int = 64
+    lr: float = 3e-4
+    weight_decay: float = 1e-4
+    lr_schedule: str = "cosine"
+    warmup_updates: int = 100
+    grad_clip: float = 1.0
+    log_interval: int = 50
+    flow_steps: int = 10
+    state_key: str = "observation.state"
+    relative_actions: bool = True
+    image_grid: int = 0
+
+    def __post_init__(self) -> None:
+        check(self, "agent", positive=("lr",), non_negative=("weight_decay", "grad_clip"),
+              at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
+                          "flow_steps"),
+              at_least_0=("warmup_updates", "image_grid"),
+              choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES,
+                       "image_encoder": ("conv", "efficientnet_lite0")})
+        if self.execute_len > self.chunk_len:
+            raise fail(self, "agent", "execute_len", f"exceeds chunk_len={self.chunk_len}", f"1..{self.chunk_len}")
+        if not self.cameras or len(set(self.cameras)) != len(self.cameras):
+            raise fail(self, "agent", "cameras", "must name one or more distinct cameras", "e.g. [front, wrist]")
+
+
+def learning_rate(cfg: VLAAgentConfig, update: int) -> float:
+    """The learning rate of gradient step ``update`` (0-based): linear warm-up, then the schedule."""
+    if update < cfg.warmup_updates:
+        return cfg.lr * (update + 1) / cfg.warmup_updates
+    if cfg.lr_schedule == "constant":
+        return cfg.lr
+    progress = (update - cfg.warmup_updates) / max(1, cfg.updates - cfg.warmup_updates)
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+@register_agent("vla", VLAAgentConfig)
+class VLAAgent(Agent):
+    """Offline SFT of a VLA (module docstring)."""
+
+    cfg: VLAAgentConfig
+    policy_inputs = "vla"
+    offline = True
+
+    def __init__(self, cfg: VLAAgentConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
+        super().__init__(cfg, critic_cfg, env, device)
+        from robot_rl.data.lerobot import LeRobotDataset
+        from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig
+
+        if not cfg.dataset:
+            raise InputError("agent=vla needs a dataset", key="agent.dataset",
+                             fix="agent.dataset=<dir> recorded with cameras, e.g. robot-rl record --task "
+                                 "so101_reach_lang --override 'cameras=[\"front\",\"wrist\"]' --out <dir>")
+        ds = LeRobotDataset(cfg.dataset)
+        for cam in cfg.cameras:
+            if IMAGES_PREFIX + cam not in ds.features:
+                have = [k[len(IMAGES_PREFIX):] for k in ds.features if k.startswith(IMAGES_PREFIX)]
+                raise InputError("the dataset has no camera the policy needs", file=ds.root, key="agent.cameras",
+                                 value=cam, fix=f"agent.cameras=[...] among the dataset's cameras {have}")
+        if cfg.state_key not in ds.features or "action.policy" not in ds.features:
+            raise InputError("the dataset lacks a feature agent=vla trains on", file=ds.root, key="agent.state_key",
+                             value=cfg.state_key, fix="record it with `robot-rl record` (observation.state and "
+                                                      "action.policy)")
+        action_dim = ds.features["action.policy"].shape[0]
+        if action_dim != env.action_dim:
+            raise InputError(f"the dataset's actions have {action_dim} dims, the env's {env.action_dim}",
+                             file=ds.root, key="agent.dataset", fix="train on the task the dataset was recorded in")
+        height, width, _ = ds.features[IMAGES_PREFIX + cfg.cameras[0]].shape
+        self.instructions = tuple(dict.fromkeys([*ds.tasks, *env.instructions]))
+        """Every instruction the policy accepts: the dataset's task strings, then the task's table."""
+        self.tokenizer = InstructionTokenizer.train(self.instructions, cfg.vocab_size)
+        sizes = {"chunk_len": cfg.chunk_len, "max_text_len": cfg.max_text_len, "cameras": tuple(cfg.cameras),
+                 "image_encoder": cfg.image_encoder, "image_size": int(height), "num_steps": cfg.flow_steps}
+        if cfg.image_grid:
+            sizes["image_grid"] = cfg.image_grid
+        preset = VLAConfig.cpu if cfg.size == "cpu" else VLAConfig.gpu
+        self.model_config = preset(ds.features[cfg.state_key].shape[0], action_dim, self.tokenizer.vocab_size,
+                                   **sizes)
+        if height != width:
+            raise InputError("VLA images must be square", file=ds.root, key=IMAGES_PREFIX + cfg.cameras[0],
+                             value=[height, width], fix="record with a square task.env.image_size")
+        self.model = VLA(self.model_config).to(self.device)
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=cfg.lr,
+                                           weight_decay=cfg.weight_decay)
+        self.generator = torch.Generator().manual_seed(0)
+        """Draws the frames of each batch (saved: a resumed run draws the batches it would have)."""
+        self.num_updates = 0
+        self.batches = None
+        """The decoded dataset (:class:`VLABatches`), loaded at the first :meth:`update`."""
+
+    # --- offline training ---------------------------------------------------------------------------
+
+    def offline_updates(self) -> int:
+        """``agent.updates`` gradient steps."""
+        return self.cfg.updates
+
+    def _load_batches(self) -> Any:
+        from robot_rl.data.vla_batches import VLABatches
+
+        batches = VLABatches(self.cfg.dataset, self.tokenizer, self.cfg.chunk_len, self.cfg.max_text_len,
+                             tuple(self.cfg.cameras), state_key=self.cfg.state_key)
+        if self.num_updates == 0:  # a resumed model has the stats in its buffers already
+            if self.cfg.relative_actions:
+                *stats, weight, bias = (x.to(self.device) for x in batches.anchored_normalization())
+                self.model.set_anchor(weight, bias)
+            else:
+                stats = [x.to(self.device) for x in batches.normalization()]
+            self.model.set_stats(*stats)
+        return batches
+
+    def update(self) -> dict[str, float | torch.Tensor]:
+        """One AdamW step on the flow-matching loss of a batch: ``loss/flow``, ``lr``, ``grad_norm``."""
+        from robot_rl.models.vla import flow
+
+        if self.batches is None:
+            self.batches = self._load_batches()
+        cfg = self.cfg
+        batch = self.batches.sample(cfg.batch_size, self.generator)
+        batch = {k: ({c: im.to(self.device) for c, im in v.items()} if k == "images" else v.to(self.device))
+                 for k, v in batch.items()}
+        noise = torch.randn(batch["action"].shape, device=self.device)
+        t = flow.sample_time(cfg.batch_size).to(self.device)
+        lr = learning_rate(cfg, self.num_updates)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss = self.model.loss(batch, batch["action"], noise, t, batch["action_is_pad"])
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        norm = (nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip > 0
+                else torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
+        self.optimizer.step()
+        self.num_updates += 1
+        return {"loss/flow": loss.detach(), "lr": lr, "grad_norm": norm.detach()}
+
+    def ready(self) -> bool:
+        """Always: the dataset is all there."""
+        return True
+
+    def iteration_done(self, collected: int, updated: bool, final: bool) -> bool:
+        """A log row every ``log_interval`` gradient steps (``collected`` counts them offline) and at the end."""
+        return collected >= self.cfg.log_interval or final
+
+    def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
+        """Refused: the VLA acts from cameras, instructions and joint positions through :meth:`policy`."""
+        raise NotImplementedError("agent=vla acts through policy() (robot_rl.train.vla_eval.VLAPlayer), not obs")
+
+    def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
+        """Nothing: the agent learns from its dataset only (the runner steps no env for an offline agent)."""
+
+    # --- what is saved and deployed -------------------------------------------------------------------
+
+    def networks(self) -> dict[str, nn.Module]:
+        """The VLA."""
+        return {"model": self.model}
+
+    def train_mode(self, training: bool) -> None:
+        """Dropout on while training."""
+        self.model.train(training)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Model, optimiser, batch generator, update count and the tokenizer's JSON text."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "num_updates": self.num_updates,
+                "tokenizer": self.tokenizer.to_json()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the checkpoint's tokenizer replaces the one trained at start."""
+        from robot_rl.models.vla import InstructionTokenizer
+
+        tokenizer = InstructionTokenizer.from_json(state["tokenizer"])
+        if tokenizer.vocab_size != self.model_config.vocab_size:
+            raise ValueError(f"checkpoint tokenizer has {tokenizer.vocab_size} tokens, the model "
+                             f"{self.model_config.vocab_size}")
+        self.tokenizer = tokenizer
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.num_updates = int(state["num_updates"])
+        self.batches = None  # re-tokenised with the checkpoint's tokenizer at the next update
+
+    def policy(self) -> nn.Module:
+        """A frozen :class:`~robot_rl.models.vla.policy.VLAPolicy` copy with the tokenizer and instructions."""
+        from robot_rl.models.vla.policy import VLAPolicy
+
+        return VLAPolicy(copy.deepcopy(self.model).eval(), self.tokenizer, self.instructions)
+
+    def policy_chunking(self) -> tuple[int, ChunkExecution]:
+        """``chunk_len`` actions per query, the first ``execute_len`` played open loop."""
+        return self.cfg.chunk_len, ChunkExecution("open_loop", self.cfg.execute_len, 0.0)
