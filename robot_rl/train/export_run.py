@@ -1,4 +1,5 @@
-"""Export a run's policy as the contract-3 artifact (``robot_rl.export`` does the writing)."""
+"""Export a run's policy as the contract-3 artifact (``robot_rl.export`` does the writing; a VLA policy,
+``agent.policy_inputs == "vla"``, goes through ``robot_rl.export_vla``)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,21 @@ from typing import Any
 from robot_rl.agents import Agent
 from robot_rl.config.io import train_config_to_dict
 from robot_rl.config.schema import TrainConfig
+from robot_rl.deploy.actions import action_spec
 from robot_rl.deploy.artifact import OBSERVATION_TERMS
 from robot_rl.export import PolicyHead, export_policy, make_meta
 from sim.env import TaskEnv
 
 
-def export_blocker(env: Any, task: str) -> str | None:
+def export_blocker(env: Any, task: str, policy_inputs: str = "policy") -> str | None:
     """Why the policy trained on ``env`` (of task ``task``) cannot be deployed, or None: only a
-    :class:`sim.env.TaskEnv` has a robot, and its policy must observe only what a robot publishes."""
+    :class:`sim.env.TaskEnv` has a robot, and its policy must observe only what a robot publishes (a VLA policy,
+    ``policy_inputs == "vla"``, reads cameras, the instruction and joint positions: all published)."""
     if not isinstance(env, TaskEnv):
         return (f"task {task!r} has no robot to deploy to (a gymnasium-style benchmark task); the checkpoints "
                 "under checkpoints/ hold the policy")
+    if policy_inputs == "vla":
+        return None
     sim_only = [term[0] for term in env.observation_layout["policy"] if term[0] not in OBSERVATION_TERMS]
     if sim_only:
         return (f"the policy of task {task!r} observes {sim_only}, which a robot does not publish (deployable "
@@ -44,6 +49,8 @@ def export_agent_policy(
         )
     robot = env.robot
     chunk_length, execution = agent.policy_chunking()
+    if agent.policy_inputs == "vla":
+        return export_vla_run(agent, env, out_dir, cfg, training)
     meta = make_meta(
         robot=robot.name,
         joint_names=robot.joint_names,
@@ -59,3 +66,22 @@ def export_agent_policy(
         config=train_config_to_dict(cfg),
     )
     return export_policy(PolicyHead(agent.policy(), meta), meta, out_dir, formats or cfg.export_formats)
+
+
+def export_vla_run(agent: Agent, env: TaskEnv, out_dir: str | Path, cfg: TrainConfig, training: dict[str, Any]
+                   ) -> Path:
+    """Write ``agent.policy()`` (a :class:`~robot_rl.models.vla.policy.VLAPolicy`) as a VLA artifact (ONNX with the
+    flow unrolled, the tokenizer inside) with the env's robot, the training image size and the agent's chunk
+    execution."""
+    from robot_rl.export_vla import export_vla_policy, make_vla_meta
+
+    robot, policy = env.robot, agent.policy()
+    default = [j.default for j in robot.joints]
+    action = action_spec(robot.control.action_type, robot.control.action_scale, default,
+                         [j.lower for j in robot.joints], [j.upper for j in robot.joints])
+    _, execution = agent.policy_chunking()
+    size = policy.model.config.image_size  # the training images' (square) size
+    meta = make_vla_meta(policy, robot.name, robot.joint_names, default, action, robot.control.policy_hz,
+                         (size, size), chunk_execution=execution, task=cfg.task.name, training=training,
+                         config=train_config_to_dict(cfg))
+    return export_vla_policy(policy, meta, out_dir)

@@ -344,7 +344,7 @@ class Runner:
             return
         from robot_rl.train.export_run import export_agent_policy, export_blocker
 
-        blocker = export_blocker(env, cfg.task.name)
+        blocker = export_blocker(env, cfg.task.name, self.agent.policy_inputs)
         if blocker is not None:
             print(f"export skipped: {blocker}")
             return

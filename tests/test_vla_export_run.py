@@ -1,0 +1,71 @@
+"""A trained agent=vla run exports as a VLA artifact (`robot-rl export <run>` and the end of `robot-rl train`) that
+the torch-free runtime plays exactly as the run's torch policy does, and that `robot-rl deploy check` accepts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.compose import compose
+from robot_rl.demos.recorder import expert_policy, record
+from robot_rl.deploy.actions import to_targets
+from robot_rl.deploy.artifact import load_meta
+from robot_rl.deploy.vla_runtime import VLARuntime
+from robot_rl.train.run_loading import open_run
+from robot_rl.train.runner import Runner
+
+pytestmark = pytest.mark.render
+
+TINY = ["agent=vla", "task=so101_reach_lang", "task.env.cameras=[front]", "task.env.image_size=32",
+        "task.env.camera_obs=false", "+task.env.episode_s=1.0", "task.num_envs=2", "agent.cameras=[front]",
+        "agent.chunk_len=4", "agent.execute_len=2", "agent.batch_size=8", "agent.warmup_updates=0",
+        "agent.updates=5", "eval_episodes=0", "export_formats=[onnx]", "sim.num_threads=1", "logger=none"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """Five gradient steps on 3 recorded episodes, exported at the end of training."""
+    root = tmp_path_factory.mktemp("vla_export")
+    record("so101_reach_lang", expert_policy, root / "demos", 3, None, num_envs=3, seed=0,
+           overrides={"episode_s": 1.0, "cameras": ["front"], "image_size": 32})
+    Runner(compose([*TINY, f"agent.dataset={root / 'demos'}"]), root / "run").learn()
+    return root / "run"
+
+
+def test_train_exports_a_vla_artifact_the_runtime_plays_like_torch(run: Path) -> None:
+    meta = load_meta(run / "policy")
+    assert meta.inputs == "vla" and meta.task == "so101_reach_lang"
+    assert meta.vla.cameras == ["front"] and (meta.vla.height, meta.vla.width) == (32, 32)
+    assert meta.chunk_length == 4 and meta.chunk_execution.execute_len == 2
+    assert "reach the red target" in meta.vla.instructions
+
+    policy = open_run(run).agent.policy()
+    runtime = VLARuntime(run / "policy")
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (3, 32, 32), dtype=np.uint8)
+    state = np.asarray(meta.default_joint_pos) + rng.normal(0.0, 0.05, len(meta.default_joint_pos))
+    text = "touch the blue sphere"
+    ours = runtime.infer({"front": image}, text, state)  # joint targets [H, A]
+    chunk = policy.act({"front": torch.from_numpy(image)[None]}, [text], torch.tensor(state, dtype=torch.float32)[None])
+    want = to_targets(meta.action, chunk[0].double().numpy())
+    np.testing.assert_allclose(ours, want, atol=1e-4)
+
+
+def test_deploy_check_accepts_the_trained_artifact(run: Path) -> None:
+    check = subprocess.run([sys.executable, "-m", "robot_rl.cli", "deploy", "check", str(run / "policy"), "--robot",
+                            "so101"], capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.slow
+def test_export_command_writes_the_same_artifact_kind(run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "policy"
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "export", str(run), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert load_meta(out).inputs == "vla" and load_meta(out).vla == load_meta(run / "policy").vla
