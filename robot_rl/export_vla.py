@@ -87,8 +87,12 @@ class VLAHead(nn.Module):
 def make_vla_meta(policy: VLAPolicy, *robot_args: Any, **options: Any) -> PolicyMeta:
     """A validated :class:`PolicyMeta` (``inputs: vla``) for ``policy`` on a robot: :func:`vla_meta` of its cameras,
     chunk, text length, flow steps and instructions. ``robot_args``: :func:`vla_meta`'s ``robot, joint_names,
-    default_joint_pos, action, control_hz, image_size``; ``options``: its keywords."""
+    default_joint_pos, action, control_hz, image_size`` (which must be the policy's ``VLAConfig.image_size``, square);
+    ``options``: its keywords."""
     c = policy.model.config
+    if tuple(robot_args[5]) != (c.image_size, c.image_size):
+        raise ValueError(f"image_size {tuple(robot_args[5])} differs from the {c.image_size}x{c.image_size} images the "
+                         "policy was trained on (VLAConfig.image_size)")
     return vla_meta(list(policy.cameras), policy.chunk_len, c.max_text_len, c.num_steps, list(policy.instructions),
                     *robot_args, **options)
 

@@ -102,7 +102,8 @@ def build_vla_artifact(out: Path) -> Path:
     torch.manual_seed(0)
     tokenizer = InstructionTokenizer.train(VLA_INSTRUCTIONS)
     config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, cameras=("front", "wrist"),
-                           chunk_len=4, width=32, heads=2, num_steps=3, max_text_len=8)
+                           chunk_len=4, width=32, heads=2, num_steps=3, max_text_len=8,
+                           image_size=32)
     policy = VLAPolicy(VLA(config), tokenizer, VLA_INSTRUCTIONS).eval()
     action = action_spec("joint_position_delta_default", robot.control.action_scale, default)
     meta = make_vla_meta(policy, robot.name, robot.joint_names, default, action, robot.control.policy_hz, (32, 32),

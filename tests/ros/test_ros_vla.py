@@ -42,7 +42,7 @@ def vla_artifact(tmp_path) -> str:
     torch.manual_seed(0)
     tokenizer = InstructionTokenizer.train(TEXTS)
     config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, chunk_len=H, width=32,
-                           heads=2, num_steps=3)
+                           heads=2, num_steps=3, image_size=SIZE)
     policy = VLAPolicy(VLA(config), tokenizer, TEXTS).eval()
     action = action_spec("joint_position_delta_default", ROBOT.control.action_scale, DEFAULT)
     meta = make_vla_meta(policy, ROBOT.name, ROBOT.joint_names, DEFAULT, action,
