@@ -12,8 +12,7 @@ import torch
 
 import sim
 from robot_rl.cli import main as cli_main
-from robot_rl.commands.vla_lerobot_eval import robot_action_spec
-from robot_rl.deploy.actions import to_raw
+from robot_rl.deploy.actions import robot_action_spec, to_raw
 from robot_rl.errors import InputError
 from robot_rl.models.vla.lerobot_policy import check_policy_dir
 

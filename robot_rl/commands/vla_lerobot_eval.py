@@ -51,14 +51,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def robot_action_spec(robot: Any) -> Any:
-    """The :class:`~robot_rl.deploy.artifact.ActionSpec` of a ``sim.robots`` robot's ``control`` (joints in action
-    order), as export writes it."""
-    from robot_rl.deploy.actions import action_spec
-
-    return action_spec(robot.control.action_type, robot.control.action_scale, [j.default for j in robot.joints],
-                       [j.lower for j in robot.joints], [j.upper for j in robot.joints])
-
 
 @torch.no_grad()
 def evaluate_lerobot(policy: Any, env: Any, episodes: int, seed: int, execute_len: int | None = None) -> dict[str, Any]:
@@ -136,6 +128,7 @@ def main(argv: list[str]) -> int:
     """Parse ``argv``, load the policy, evaluate, print a JSON summary; 2 on bad input."""
     args = _parser().parse_args(argv)
     import sim
+    from robot_rl.deploy.actions import robot_action_spec
     from robot_rl.errors import InputError
     from robot_rl.models.vla.lerobot_policy import LeRobotPolicy, check_policy_dir
 

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from robot_rl.commands._args import command_parser
-from robot_rl.commands.vla_lerobot_eval import ACTION_NOTE, add_policy_args, robot_action_spec
+from robot_rl.commands.vla_lerobot_eval import ACTION_NOTE, add_policy_args
+from robot_rl.deploy.actions import robot_action_spec
 
 SUMMARY = "Export a local LeRobot policy directory (SmolVLA) as a VLA artifact the ROS 2 policy node runs"
 

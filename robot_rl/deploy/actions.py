@@ -2,9 +2,9 @@
 
 A policy outputs a raw action ``a`` in ``[clip_low, clip_high]^A`` (``[-1, 1]``); the robot receives
 joint targets ``target = offset + scale * clip(a)`` (:class:`~robot_rl.deploy.artifact.ActionSpec`).
-:func:`action_spec` builds the spec of a robot's control settings, :func:`to_targets` applies it and
-:func:`to_raw` inverts it. Twins that cannot import this module, each pinned equal by a test
-(``tests/test_action_maps.py``): ``sim.env.TaskEnv.actuator_command`` / ``action_for_targets``
+:func:`action_spec` builds the spec of a robot's control settings (:func:`robot_action_spec` of a loaded robot),
+:func:`to_targets` applies it and :func:`to_raw` inverts it. Twins that cannot import this module, each pinned
+equal by a test (``tests/test_action_maps.py``): ``sim.env.TaskEnv.actuator_command`` / ``action_for_targets``
 (``sim`` never imports ``robot_rl``) and the exported graph's :class:`robot_rl.export.PolicyHead`
 (torch, inside ONNX).
 """
@@ -12,6 +12,7 @@ joint targets ``target = offset + scale * clip(a)`` (:class:`~robot_rl.deploy.ar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,13 @@ def action_spec(
     scale = [float(action_scale)] * A if np.isscalar(action_scale) else [float(s) for s in action_scale]
     return ActionSpec(type=action_type, scale=scale, offset=[float(x) for x in default_joint_pos])
 
+
+def robot_action_spec(robot: Any) -> ActionSpec:
+    """:func:`action_spec` of a loaded robot (``sim.robots`` ``RobotConfig``: its ``control`` and ``joints`` in
+    action order), as an exported artifact carries it."""
+    joints = robot.joints
+    return action_spec(robot.control.action_type, robot.control.action_scale, [j.default for j in joints],
+                       [j.lower for j in joints], [j.upper for j in joints])
 
 def to_targets(spec: ActionSpec, raw: np.ndarray) -> np.ndarray:
     """``[..., A]`` float64 joint targets of ``raw`` ``[..., A]``: ``offset + scale * clip(raw)``."""

@@ -9,8 +9,8 @@ from typing import Any
 from robot_rl.agents import Agent
 from robot_rl.config.io import train_config_to_dict
 from robot_rl.config.schema import TrainConfig
-from robot_rl.deploy.actions import action_spec
-from robot_rl.deploy.artifact import OBSERVATION_TERMS
+from robot_rl.deploy.actions import robot_action_spec
+from robot_rl.deploy.artifact import OBSERVATION_TERMS, ChunkExecution
 from robot_rl.export import PolicyHead, export_policy, make_meta
 from sim.env import TaskEnv
 
@@ -50,7 +50,7 @@ def export_agent_policy(
     robot = env.robot
     chunk_length, execution = agent.policy_chunking()
     if agent.policy_inputs == "vla":
-        return export_vla_run(agent, env, out_dir, cfg, training)
+        return export_vla_run(agent, env, out_dir, cfg, training, execution)
     meta = make_meta(
         robot=robot.name,
         joint_names=robot.joint_names,
@@ -68,20 +68,17 @@ def export_agent_policy(
     return export_policy(PolicyHead(agent.policy(), meta), meta, out_dir, formats or cfg.export_formats)
 
 
-def export_vla_run(agent: Agent, env: TaskEnv, out_dir: str | Path, cfg: TrainConfig, training: dict[str, Any]
-                   ) -> Path:
+def export_vla_run(agent: Agent, env: TaskEnv, out_dir: str | Path, cfg: TrainConfig, training: dict[str, Any],
+                   execution: ChunkExecution) -> Path:
     """Write ``agent.policy()`` (a :class:`~robot_rl.models.vla.policy.VLAPolicy`) as a VLA artifact (ONNX with the
     flow unrolled, the tokenizer inside) with the env's robot, the training image size and the agent's chunk
-    execution."""
+    execution (``agent.policy_chunking()``'s)."""
     from robot_rl.export_vla import export_vla_policy, make_vla_meta
 
     robot, policy = env.robot, agent.policy()
-    default = [j.default for j in robot.joints]
-    action = action_spec(robot.control.action_type, robot.control.action_scale, default,
-                         [j.lower for j in robot.joints], [j.upper for j in robot.joints])
-    _, execution = agent.policy_chunking()
+    action = robot_action_spec(robot)
     size = policy.model.config.image_size  # the training images' (square) size
-    meta = make_vla_meta(policy, robot.name, robot.joint_names, default, action, robot.control.policy_hz,
-                         (size, size), chunk_execution=execution, task=cfg.task.name, training=training,
-                         config=train_config_to_dict(cfg))
+    meta = make_vla_meta(policy, robot.name, robot.joint_names, [j.default for j in robot.joints], action,
+                         robot.control.policy_hz, (size, size), chunk_execution=execution, task=cfg.task.name,
+                         training=training, config=train_config_to_dict(cfg))
     return export_vla_policy(policy, meta, out_dir)

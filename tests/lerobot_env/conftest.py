@@ -24,7 +24,7 @@ def made(tmp_path_factory):
 def spec():
     """The so101 action map (joint targets <-> env action), as export writes it."""
     import sim
-    from robot_rl.commands.vla_lerobot_eval import robot_action_spec
+    from robot_rl.deploy.actions import robot_action_spec
 
     env = sim.make_env("so101_reach_lang", 1)
     yield robot_action_spec(env.robot)
