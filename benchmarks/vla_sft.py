@@ -27,6 +27,9 @@ from _results import RESULTS, run_facts, write_rows
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = {"so101_reach_lang": 0.70, "so101_pick_lang": 0.50}
 """The issue's success targets."""
+CAMERAS = {"so101_reach_lang": ["front", "top"], "so101_pick_lang": ["front", "wrist"]}
+"""The cameras recorded and seen per task: reach_lang's targets span the arm's whole workspace (its ``front`` and
+``top`` see all of them), pick_lang's cubes lie close in front of the robot (its near ``front`` and the wrist)."""
 CHANCE = {"so101_reach_lang": 1 / 4, "so101_pick_lang": 1 / 3}
 """One over the number of coloured targets: success of a policy that ignores the instruction but does the task."""
 
@@ -45,11 +48,13 @@ def robot_rl(args: list[str], env: dict[str, str], log: Path | None = None) -> s
 
 
 def dataset_for(task: str, root: Path, episodes: int, env: dict[str, str]) -> Path:
-    """The task's dataset under ``root``, recorded with the scripted expert when missing."""
+    """The task's dataset under ``root``, recorded with the scripted expert and the task's :data:`CAMERAS` when
+    missing."""
     path = root / f"{task.removeprefix('so101_')}_{episodes}"
     if not (path / "meta" / "info.json").is_file():
+        cameras = ",".join(f'"{c}"' for c in CAMERAS[task])
         robot_rl(["record", "--task", task, "--episodes", str(episodes), "--num-envs", "8", "--seed", "0",
-                  "--override", 'cameras=["front","wrist"]', "--override", "image_size=64", "--out", str(path)], env)
+                  "--override", f"cameras=[{cameras}]", "--override", "image_size=64", "--out", str(path)], env)
     return path
 
 
@@ -60,8 +65,10 @@ def run_task(task: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
     run = args.runs / name
     log = args.runs / f"{name}.log"
     overrides = [f"agent.{kv}" for kv in args.agent]
+    cameras = ",".join(CAMERAS[task])
     start = time.monotonic()
-    robot_rl(["train", "agent=vla", f"agent.dataset={data}", f"task={task}", "task.env.cameras=[front,wrist]",
+    robot_rl(["train", "agent=vla", f"agent.dataset={data}", f"task={task}", f"task.env.cameras=[{cameras}]",
+              f"agent.cameras=[{cameras}]",
               "task.env.camera_obs=false", f"agent.updates={args.updates}", f"max_train_s={60 * args.minutes}",
               "eval_episodes=0", "export_formats=[]", "sim.num_threads=1", "logger.progress=false",
               f"seed={args.seed}", f"hydra.run.dir={run}", *overrides], env, log)
@@ -72,6 +79,7 @@ def run_task(task: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
     summary = json.loads(out[out.index("{"):])
     wrong = summary.pop("wrong_instruction")
     return {"task": task, "dataset": str(data), "demos": args.demos, "run": str(run), "agent": args.agent,
+            "cameras": CAMERAS[task],
             "train_wall_s": round(train_wall, 1), "gradient_steps": summary["env_steps"],
             "final_flow_loss": metrics[-1].get("loss/flow") if metrics else None,
             "target": TARGETS.get(task), "chance": CHANCE.get(task), "eval_seed": args.eval_seed,
@@ -86,20 +94,21 @@ def table(rows: list[dict], metas: list[dict]) -> str:
     """The docs/results/vla_sft.md page of ``rows`` (one per rows file) and their files' ``metas``."""
     lines = ["# VLA fine-tuning from scripted demonstrations", "",
              "Written by `benchmarks/vla_sft.py` (raw rows in `docs/results/vla/<task>.json`). `agent=vla` "
-             "(`VLAConfig.cpu`, cameras front + wrist at 64x64, joint-position state) trained offline by "
+             "(`VLAConfig.cpu`, 64x64 images of the cameras in the table, joint-position state) trained offline by "
              "`robot-rl train` on the dataset's scripted-expert episodes (recording seed 0), one torch thread; "
              "evaluated by `robot-rl eval --wrong-instruction` on episodes from another seed. Success with a 95% "
              "Wilson interval; *wrong instruction*: the same episodes with the policy told another target's "
              "instruction (same paraphrase) while the env scores the named target.", "",
-             "| task | agent overrides | demos | train wall | gradient steps | success (target) | per target | "
-             "wrong instruction (chance) |", "|---|---|---|---|---|---|---|---|"]
+             "| task | cameras | agent overrides | demos | train wall | gradient steps | success (target) | per target | "
+             "wrong instruction (chance) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         named, wrong = r["named"], r["wrong_instruction"]
         per = ", ".join(f"{k} {100 * v['success_rate']:.0f}%" for k, v in named.get("success_by_target", {}).items())
         target = f" (>= {100 * r['target']:.0f}%)" if r.get("target") else ""
         chance = f" ({100 * r['chance']:.0f}%)" if r.get("chance") else ""
         overrides = " ".join(r["agent"]) or "-" if "agent" in r else "(see command)"
-        lines.append(f"| {r['task']} | {overrides} | {r['demos']} | {r['train_wall_s'] / 60:.1f} min | "
+        cameras = " + ".join(r.get("cameras", ["front", "wrist"]))
+        lines.append(f"| {r['task']} | {cameras} | {overrides} | {r['demos']} | {r['train_wall_s'] / 60:.1f} min | "
                      f"{r['gradient_steps']} | "
                      f"{pct(named['success_rate'], named['success_ci95'])}{target} over {named['episodes']} | {per} | "
                      f"{pct(wrong['success_rate'], wrong['success_ci95'])}{chance} |")
@@ -114,7 +123,8 @@ def table(rows: list[dict], metas: list[dict]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tasks", nargs="*", default=list(TARGETS), help="tasks to run (none: only rewrite the table)")
-    p.add_argument("--data-root", type=Path, default=Path("/work/vla_data"))
+    p.add_argument("--data-root", type=Path, default=Path("outputs/vla_data"),
+                   help="where each task's dataset is (or is recorded): <root>/<task minus so101_>_<demos>")
     p.add_argument("--demos", type=int, default=100, help="episodes in (or to record into) the dataset")
     p.add_argument("--minutes", type=float, default=30.0, help="training wall budget per task")
     p.add_argument("--updates", type=int, default=4000, help="gradient steps planned (the cosine schedule's length)")

@@ -122,8 +122,25 @@ def test_camera_groups_have_the_stated_layout_and_follow_the_arm() -> None:
         assert changed > 1.0, f"{name} did not change as the arm moved"
         assert torch.equal(step.info["final_obs"][name], step.obs[name])  # no env reset in between
     with pytest.raises(SimInputError, match="not in the task's model"):
-        sim.make_env("so101_reach_lang", cameras=["top"])
+        sim.make_env("so101_reach_lang", cameras=["side"])
     env.close()
+
+
+def test_reach_lang_world_cameras_see_every_target_the_task_can_draw() -> None:
+    """Each target of the task's table projects inside the front and top frames (5% margin), a sphere >= 3 px wide
+    at 64x64: a policy that must find the named target can see it (an earlier front camera saw half of them)."""
+    env = sim.make_env("so101_reach_lang", num_envs=1, seed=0, nthread=1)
+    points = env.target_table.double().numpy()  # [M, 3] world positions
+    for name in ("front", "top"):
+        cam = env.model.camera(name)
+        rotation = env.model.cam_mat0[cam.id].reshape(3, 3)  # columns: camera x (right), y (up), z (backwards)
+        rel = (points - env.model.cam_pos0[cam.id]) @ rotation
+        depth = -rel[:, 2]
+        half = torch.tan(torch.deg2rad(torch.tensor(float(env.model.cam_fovy[cam.id]) / 2))).item()
+        x, y = rel[:, 0] / depth / half, rel[:, 1] / depth / half  # in [-1, 1] inside the frame
+        assert (depth > 0).all() and (abs(x) < 0.95).all() and (abs(y) < 0.95).all(), name
+        width_px = 2 * 0.02 / depth / half * 32
+        assert width_px.min() >= 3.0, (name, width_px.min())
 
 
 def test_shifted_instructions_name_the_next_target_in_the_same_paraphrase() -> None:

@@ -10,7 +10,7 @@ import torch
 from tokenizers import Tokenizer, models, trainers
 from torch import nn
 
-from robot_rl.data.vla_batches import VLABatches
+from robot_rl.data.vla_batches import VLABatches, random_shift
 from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.errors import InputError
 from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig, flow
@@ -203,6 +203,21 @@ def reach_dataset(tmp_path_factory) -> Path:
                      overrides={"episode_s": 1.0, "cameras": ["front"], "image_size": 32})
     assert summary.episodes == 2 and summary.frames == 50
     return root
+
+
+def test_random_shift_moves_each_image_by_its_own_offset_with_edges_replicated() -> None:
+    images = torch.arange(2 * 4 * 4, dtype=torch.uint8).view(2, 1, 4, 4)
+    g = torch.Generator().manual_seed(0)
+    dx, dy = torch.randint(0, 3, (2,), generator=g), torch.randint(0, 3, (2,), generator=g)
+    shifted = random_shift(images, 1, torch.Generator().manual_seed(0))
+    assert shifted.dtype == torch.uint8 and shifted.shape == images.shape
+    for b in range(2):  # output pixel (r, c) = input pixel (r + dy - 1, c + dx - 1), clamped into the image
+        rows = (torch.arange(4) + dy[b] - 1).clamp(0, 3)
+        cols = (torch.arange(4) + dx[b] - 1).clamp(0, 3)
+        assert torch.equal(shifted[b, 0], images[b, 0][rows][:, cols])
+    first = torch.tensor([[5, 6, 7, 7], [9, 10, 11, 11], [13, 14, 15, 15], [13, 14, 15, 15]], dtype=torch.uint8)
+    assert torch.equal(shifted[0, 0], first)  # hand value: seed 0 shifts image 0 by (+1, +1)
+    assert torch.equal(random_shift(images, 0), images)
 
 
 @pytest.mark.render

@@ -67,6 +67,8 @@ class VLAAgentConfig(AgentConfig):
         motion_boost: draw frames with weights ``1 + motion_boost * m / mean(m)``, ``m`` how far a frame's chunk moves
             from the pose held (:meth:`VLABatches.motion_weights <robot_rl.data.vla_batches.VLABatches.motion_weights>`;
             0: uniformly). Scripted reaches move in their first few steps and hold still after.
+        image_shift: shift every training image by up to this many pixels each way
+            (:func:`random_shift <robot_rl.data.vla_batches.random_shift>`, DrQ's augmentation; 0: none).
     """
 
     dataset: str | None = None
@@ -90,12 +92,13 @@ class VLAAgentConfig(AgentConfig):
     relative_actions: bool = True
     image_grid: int = 0
     motion_boost: float = 0.0
+    image_shift: int = 4
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",), non_negative=("weight_decay", "grad_clip", "motion_boost"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
-              at_least_0=("warmup_updates", "image_grid"),
+              at_least_0=("warmup_updates", "image_grid", "image_shift"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES,
                        "image_encoder": ("conv", "efficientnet_lite0")})
         if self.execute_len > self.chunk_len:
@@ -200,7 +203,7 @@ class VLAAgent(Agent):
         if self.batches is None:
             self.batches = self._load_batches()
         cfg = self.cfg
-        batch = self.batches.sample(cfg.batch_size, self.generator, self.frame_weights)
+        batch = self.batches.sample(cfg.batch_size, self.generator, self.frame_weights, cfg.image_shift)
         batch = {k: ({c: im.to(self.device) for c, im in v.items()} if k == "images" else v.to(self.device))
                  for k, v in batch.items()}
         noise = torch.randn(batch["action"].shape, device=self.device)

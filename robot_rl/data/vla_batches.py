@@ -128,9 +128,26 @@ class VLABatches:
         return 1.0 + boost * m / m.mean().clamp_min(1e-12)
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None,
-               weights: torch.Tensor | None = None) -> dict:
+               weights: torch.Tensor | None = None, shift: int = 0) -> dict:
         """:meth:`batch` of ``batch_size`` frames drawn with replacement: uniformly, or in proportion to ``weights``
-        ``[N]`` (e.g. :meth:`motion_weights`)."""
+        ``[N]`` (e.g. :meth:`motion_weights`); every image moved by :func:`random_shift` of up to ``shift`` pixels."""
         if weights is None:
-            return self.batch(torch.randint(0, len(self), (batch_size,), generator=generator))
-        return self.batch(torch.multinomial(weights, batch_size, replacement=True, generator=generator))
+            batch = self.batch(torch.randint(0, len(self), (batch_size,), generator=generator))
+        else:
+            batch = self.batch(torch.multinomial(weights, batch_size, replacement=True, generator=generator))
+        if shift > 0:
+            batch["images"] = {cam: random_shift(im, shift, generator) for cam, im in batch["images"].items()}
+        return batch
+
+
+def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """DrQ's augmentation: each image ``[B, C, H, W]`` padded by ``pad`` pixels (edge replicated) and cropped back
+    to ``H x W`` at a random offset in ``0..2*pad`` per axis, i.e. shifted by up to ``pad`` pixels each way."""
+    b, _, h, w = images.shape
+    padded = torch.nn.functional.pad(images.float(), (pad, pad, pad, pad), mode="replicate")
+    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator)
+    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator)
+    rows = (dy[:, None] + torch.arange(h)[None, :])[:, None, :, None].expand(b, images.shape[1], h, w + 2 * pad)
+    cropped = padded.gather(2, rows)
+    cols = (dx[:, None] + torch.arange(w)[None, :])[:, None, None, :].expand(b, images.shape[1], h, w)
+    return cropped.gather(3, cols).to(images.dtype)

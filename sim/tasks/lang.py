@@ -27,8 +27,11 @@ COLOURS: dict[str, tuple[float, float, float, float]] = {
 }
 """Target names (colours) in the order of ``target_id``, with their RGBA."""
 
-FRONT_CAMERA = ("front", (0.45, 0.0, 0.3), (0.17, 0.0, 0.05))
-"""World camera of the language scenes: (name, position, point looked at) in metres."""
+FixedCamera = tuple[str, tuple[float, float, float], tuple[float, float, float], float]
+"""A world camera: (name, position, point looked at, vertical field of view in degrees); metres."""
+
+FRONT_CAMERA: FixedCamera = ("front", (0.45, 0.0, 0.3), (0.17, 0.0, 0.05), 50.0)
+"""World camera of the language scenes, close over the floor in front of the robot (so101_pick_lang's cubes)."""
 WRIST_CAMERA = ("wrist", "gripper", (0.04, 0.0, -0.06), (-0.8, 0.0, -1.0))
 """Camera on the gripper: (name, body, position in the body frame, viewing direction in the body frame;
 the SO-101 gripper's -z runs along the fingers and +x points up at the default pose)."""
@@ -42,11 +45,11 @@ def _look_at_axes(direction: np.ndarray, up: np.ndarray) -> np.ndarray:
     return np.concatenate([right, np.cross(right, forward)])
 
 
-def add_cameras(spec: mujoco.MjSpec) -> None:
-    """Add :data:`FRONT_CAMERA` to the world and :data:`WRIST_CAMERA` to the gripper body."""
-    name, pos, look = FRONT_CAMERA
-    axes = _look_at_axes(np.subtract(look, pos), np.array([0.0, 0.0, 1.0]))
-    spec.worldbody.add_camera(name=name, pos=list(pos), xyaxes=axes.tolist(), fovy=50.0)
+def add_cameras(spec: mujoco.MjSpec, fixed: tuple[FixedCamera, ...] = (FRONT_CAMERA,)) -> None:
+    """Add the ``fixed`` world cameras (default :data:`FRONT_CAMERA`) and :data:`WRIST_CAMERA` on the gripper."""
+    for name, pos, look, fovy in fixed:
+        axes = _look_at_axes(np.subtract(look, pos), np.array([0.0, 0.0, 1.0]))
+        spec.worldbody.add_camera(name=name, pos=list(pos), xyaxes=axes.tolist(), fovy=fovy)
     name, body, pos, direction = WRIST_CAMERA
     axes = _look_at_axes(np.array(direction), np.array([1.0, 0.0, 0.0]))
     spec.body(body).add_camera(name=name, pos=list(pos), xyaxes=axes.tolist(), fovy=70.0)

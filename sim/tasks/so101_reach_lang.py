@@ -7,8 +7,9 @@ is the named sphere (so so101_reach's rewards, success and :func:`reach_expert` 
 
 The policy group holds the joints, the last action and all four target positions in the base frame
 (which one is named is only in the instruction and the images); the critic adds the named target's
-one-hot and the gripper-to-named-target vector. Cameras ``front`` and ``wrist`` are in the scene;
-they render only when asked for (``cameras=["front"]``).
+one-hot and the gripper-to-named-target vector. Cameras ``front``, ``top`` (:data:`REACH_CAMERAS`, which see
+every target the task draws) and ``wrist`` are in the scene; they render only when asked for
+(``cameras=["front", "top"]``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from sim.env import ObsTerm, TaskCfg
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
 from sim.tasks import terms
-from sim.tasks.lang import COLOURS, InstructedTask, InstructionSet, add_cameras, draw_separated, target_one_hot
+from sim.tasks.lang import (COLOURS, FixedCamera, InstructedTask, InstructionSet, add_cameras, draw_separated,
+                            target_one_hot)
 from sim.tasks.so101_reach import So101ReachEnv, ee_to_target, reach_expert, so101_reach_cfg
 
 INSTRUCTIONS = InstructionSet(
@@ -34,6 +36,17 @@ INSTRUCTIONS = InstructionSet(
 )
 
 
+REACH_CAMERAS: tuple[FixedCamera, ...] = (
+    ("front", (0.9, 0.0, 0.4), (0.2, 0.0, 0.15), 45.0),
+    ("top", (0.3, 0.0, 1.0), (0.2, 0.0, 0.1), 40.0),
+)
+"""The world cameras of so101_reach_lang, placed so that every target the task can draw is in both frames (a
+sphere 3.6-5.6 px wide at 64x64): ``front`` from in front of the robot, ``top`` from above. ``front`` gives the
+targets' side-to-side and height, ``top`` their side-to-side and distance, so the pair fixes a target in 3-D."""
+TARGET_RADIUS = 0.02
+"""Radius of the (non-colliding) target spheres, in metres: what the cameras see; success is ``success_radius``."""
+
+
 def target_body(colour: str) -> str:
     """Name of the mocap body of the ``colour`` target."""
     return f"target_{colour}"
@@ -42,10 +55,10 @@ def target_body(colour: str) -> str:
 def add_reach_lang_scene(spec: mujoco.MjSpec) -> None:
     """Floor, light, the cameras and one non-colliding mocap sphere per colour."""
     add_floor_and_light(spec)
-    add_cameras(spec)
+    add_cameras(spec, REACH_CAMERAS)
     for colour, rgba in COLOURS.items():
         body = spec.worldbody.add_body(name=target_body(colour), mocap=True, pos=[0.2, 0.0, 0.15])
-        body.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.015, 0, 0], rgba=list(rgba),
+        body.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[TARGET_RADIUS, 0, 0], rgba=list(rgba),
                       contype=0, conaffinity=0, group=2)
 
 
