@@ -99,8 +99,8 @@ def table(rows: list[dict], metas: list[dict]) -> str:
              "evaluated by `robot-rl eval --wrong-instruction` on episodes from another seed. Success with a 95% "
              "Wilson interval; *wrong instruction*: the same episodes with the policy told another target's "
              "instruction (same paraphrase) while the env scores the named target.", "",
-             "| task | cameras | agent overrides | demos | train wall | gradient steps | success (target) | per target | "
-             "wrong instruction (chance) |", "|---|---|---|---|---|---|---|---|---|"]
+             "| task | cameras | agent overrides | demos | train wall | gradient steps | success (target) | "
+             "per target | wrong instruction (chance) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         named, wrong = r["named"], r["wrong_instruction"]
         per = ", ".join(f"{k} {100 * v['success_rate']:.0f}%" for k, v in named.get("success_by_target", {}).items())

@@ -13,7 +13,8 @@ def summary(rate: float, ci: list[float], per: dict[str, float]) -> dict:
 
 
 def test_the_table_puts_success_beside_its_target_and_the_wrong_instruction_beside_chance() -> None:
-    row = {"task": "so101_reach_lang", "cameras": ["front", "top"], "agent": ["lr=1e-3"], "demos": 100, "train_wall_s": 1500.0,
+    row = {"task": "so101_reach_lang", "cameras": ["front", "top"], "agent": ["lr=1e-3"], "demos": 100,
+           "train_wall_s": 1500.0,
            "gradient_steps": 7000, "target": 0.7, "chance": 0.25,
            "named": summary(0.74, [0.647, 0.815], {"red": 0.8, "blue": 0.68}),
            "wrong_instruction": summary(0.12, [0.07, 0.2], {"red": 0.1, "blue": 0.14})}
@@ -21,6 +22,6 @@ def test_the_table_puts_success_beside_its_target_and_the_wrong_instruction_besi
             "date": "2026-12-01T21:00:00+00:00"}
     text = bench.table([row], [meta])
     line = next(x for x in text.splitlines() if x.startswith("| so101_reach_lang"))
-    assert ("| front + top | lr=1e-3 | 100 | 25.0 min | 7000 | 74% [65-82] (>= 70%) over 100 | red 80%, blue 68% | 12% [7-20] (25%) |"
-            in line)
+    assert ("| front + top | lr=1e-3 | 100 | 25.0 min | 7000 | 74% [65-82] (>= 70%) over 100 | red 80%, blue 68% "
+            "| 12% [7-20] (25%) |" in line)
     assert "- Command: `python benchmarks/vla_sft.py`; commit abc" in text

@@ -21,8 +21,15 @@ from sim.env import ObsTerm, TaskCfg
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
 from sim.tasks import terms
-from sim.tasks.lang import (COLOURS, FixedCamera, InstructedTask, InstructionSet, add_cameras, draw_separated,
-                            target_one_hot)
+from sim.tasks.lang import (
+    COLOURS,
+    FixedCamera,
+    InstructedTask,
+    InstructionSet,
+    add_cameras,
+    draw_separated,
+    target_one_hot,
+)
 from sim.tasks.so101_reach import So101ReachEnv, ee_to_target, reach_expert, so101_reach_cfg
 
 INSTRUCTIONS = InstructionSet(
