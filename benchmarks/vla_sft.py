@@ -151,7 +151,7 @@ def main() -> None:
                  if target else "")
               + f"; wrong instruction {pct(w['success_rate'], w['success_ci95'])}; trained "
               f"{row['train_wall_s'] / 60:.1f} min, {row['gradient_steps']} steps", flush=True)
-    files = sorted(args.out.glob("*.json"))
+    files = sorted(args.out.glob("so101_*.json"))  # deploy_latency.json (vla_latency.py) lives here too
     rows = [row for f in files for row in json.loads(f.read_text())["rows"]]
     metas = [json.loads(f.read_text())["meta"] for f in files] or [run_facts(sys.argv)]
     (args.out.parent / "vla_sft.md").write_text(table(rows, metas))
