@@ -37,7 +37,7 @@ def small_policy(cameras=("front", "wrist")) -> VLAPolicy:
     tokenizer = InstructionTokenizer.train(INSTRUCTIONS)
     config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, cameras=cameras,
                            chunk_len=4, width=32, heads=2, num_steps=3, max_text_len=8,
-                           image_size=SIZE)
+                           image_size=SIZE, image_keypoints=3)  # keypoints: the spatial softmax in the graph too
     model = VLA(config)
     model.set_stats(torch.tensor(DEFAULT), torch.full((6,), 0.3), torch.zeros(6), torch.full((6,), 0.5))
     return VLAPolicy(model, tokenizer, INSTRUCTIONS).eval()

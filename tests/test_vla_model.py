@@ -14,6 +14,7 @@ from robot_rl.data.vla_batches import VLABatches, random_shift
 from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.errors import InputError
 from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig, flow
+from robot_rl.models.vla.encoders import ConvImageEncoder, spatial_softmax
 from sim.tasks.so101_pick_lang import INSTRUCTIONS as PICK
 from sim.tasks.so101_reach_lang import INSTRUCTIONS as REACH
 
@@ -203,6 +204,18 @@ def reach_dataset(tmp_path_factory) -> Path:
                      overrides={"episode_s": 1.0, "cameras": ["front"], "image_size": 32})
     assert summary.episodes == 2 and summary.frames == 50
     return root
+
+
+def test_spatial_softmax_hand_values_and_keypoint_tokens() -> None:
+    logits = torch.full((1, 2, 2, 4), -1e9)
+    logits[0, 0, 1, 3] = 0.0  # all mass on the pixel at row 1, column 3 of a 2 x 4 map
+    logits[0, 1] = 0.0  # uniform: the centre
+    points = spatial_softmax(logits)
+    assert torch.allclose(points, torch.tensor([[[0.75, 0.5], [0.0, 0.0]]]), atol=1e-6)
+    encoder = ConvImageEncoder(16, (8, 8), grid=2, keypoints=5)
+    assert encoder(torch.zeros(3, 3, 32, 32, dtype=torch.uint8)).shape == (3, 4 + 5, 16)
+    with pytest.raises(ValueError, match="image_keypoints"):
+        VLAConfig.cpu(4, 2, 10, image_keypoints=4, image_encoder="efficientnet_lite0")
 
 
 def test_random_shift_moves_each_image_by_its_own_offset_with_edges_replicated() -> None:

@@ -64,6 +64,7 @@ class VLAAgentConfig(AgentConfig):
             (:meth:`VLA.set_anchor <robot_rl.models.vla.model.VLA.set_anchor>`; for position control the action
             holding the current pose), so the model learns the motion rather than the pose it starts from.
         image_grid: image tokens per camera = ``image_grid ** 2`` (0: the size preset's, 4 on ``cpu``).
+        image_keypoints: spatial-softmax keypoint tokens per camera besides the grid (``conv`` encoder; 0: none).
         motion_boost: draw frames with weights ``1 + motion_boost * m / mean(m)``, ``m`` how far a frame's chunk moves
             from the pose held (:meth:`VLABatches.motion_weights <robot_rl.data.vla_batches.VLABatches.motion_weights>`;
             0: uniformly). Scripted reaches move in their first few steps and hold still after.
@@ -91,6 +92,7 @@ class VLAAgentConfig(AgentConfig):
     state_key: str = "observation.state"
     relative_actions: bool = True
     image_grid: int = 0
+    image_keypoints: int = 0
     motion_boost: float = 0.0
     image_shift: int = 4
 
@@ -98,11 +100,13 @@ class VLAAgentConfig(AgentConfig):
         check(self, "agent", positive=("lr",), non_negative=("weight_decay", "grad_clip", "motion_boost"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
-              at_least_0=("warmup_updates", "image_grid", "image_shift"),
+              at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES,
                        "image_encoder": ("conv", "efficientnet_lite0")})
         if self.execute_len > self.chunk_len:
             raise fail(self, "agent", "execute_len", f"exceeds chunk_len={self.chunk_len}", f"1..{self.chunk_len}")
+        if self.image_keypoints and self.image_encoder != "conv":
+            raise fail(self, "agent", "image_keypoints", "needs the conv image encoder", "0, or image_encoder=conv")
         if not self.cameras or len(set(self.cameras)) != len(self.cameras):
             raise fail(self, "agent", "cameras", "must name one or more distinct cameras", "e.g. [front, wrist]")
 
@@ -156,6 +160,8 @@ class VLAAgent(Agent):
                  "image_encoder": cfg.image_encoder, "image_size": int(height), "num_steps": cfg.flow_steps}
         if cfg.image_grid:
             sizes["image_grid"] = cfg.image_grid
+        if cfg.image_keypoints:
+            sizes["image_keypoints"] = cfg.image_keypoints
         preset = VLAConfig.cpu if cfg.size == "cpu" else VLAConfig.gpu
         self.model_config = preset(ds.features[cfg.state_key].shape[0], action_dim, self.tokenizer.vocab_size,
                                    **sizes)

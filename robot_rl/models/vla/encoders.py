@@ -26,24 +26,51 @@ def to_unit(images: torch.Tensor) -> torch.Tensor:
 
 
 class ConvImageEncoder(nn.Module):
-    """``channels[i]`` 3x3 stride-2 convs with GELU, pooled to ``grid x grid`` -> ``[B, grid*grid, D]``."""
+    """``channels[i]`` 3x3 stride-2 convs with GELU, pooled to ``grid x grid`` -> ``[B, grid*grid (+ K), D]``.
 
-    def __init__(self, width: int, channels: tuple[int, ...], grid: int) -> None:
+    With ``keypoints`` K > 0, K more tokens: a spatial softmax over the last feature map (one 1x1-conv channel per
+    keypoint, softmax over its positions, the expected image coordinate in [-1, 1]^2; Levine et al. 2016, robomimic's
+    keypoint encoder), each coordinate pair projected to ``D`` plus a learned embedding of the keypoint. Average
+    pooling keeps *what* is in a cell; the keypoints say *where*, to a fraction of a pixel.
+    """
+
+    def __init__(self, width: int, channels: tuple[int, ...], grid: int, keypoints: int = 0) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         c_in = 3
         for c in channels:
             layers += [nn.Conv2d(c_in, c, 3, stride=2, padding=1), nn.GroupNorm(1, c), nn.GELU()]
             c_in = c
-        self.net = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(grid))
+        self.net = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(grid)
         self.proj = nn.Linear(c_in, width)
         self.pos = nn.Parameter(torch.zeros(grid * grid, width))
         nn.init.normal_(self.pos, std=0.02)
+        self.keypoints = keypoints
+        if keypoints:
+            self.keypoint_logits = nn.Conv2d(c_in, keypoints, 1)
+            self.keypoint_proj = nn.Linear(2, width)
+            self.keypoint_embed = nn.Parameter(torch.zeros(keypoints, width))
+            nn.init.normal_(self.keypoint_embed, std=0.02)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """images uint8 or float ``[B, 3, H, W]`` -> tokens ``[B, grid*grid, D]``."""
-        x = self.net(to_unit(images) * 2.0 - 1.0)  # [B, C, g, g]
-        return self.proj(x.flatten(2).transpose(1, 2)) + self.pos
+        """images uint8 or float ``[B, 3, H, W]`` -> tokens ``[B, grid*grid + keypoints, D]``."""
+        features = self.net(to_unit(images) * 2.0 - 1.0)  # [B, C, h, w]
+        tokens = self.proj(self.pool(features).flatten(2).transpose(1, 2)) + self.pos
+        if not self.keypoints:
+            return tokens
+        points = spatial_softmax(self.keypoint_logits(features))  # [B, K, 2]
+        return torch.cat([tokens, self.keypoint_proj(points) + self.keypoint_embed], dim=1)
+
+
+def spatial_softmax(logits: torch.Tensor) -> torch.Tensor:
+    """``[B, K, h, w]`` -> ``[B, K, 2]``: per channel, the softmax-weighted mean of the pixel centres' (x, y) in
+    [-1, 1] (x to the right, y down)."""
+    b, k, h, w = logits.shape
+    probs = torch.softmax(logits.flatten(2), dim=-1).view(b, k, h, w)
+    xs = torch.linspace(-1.0 + 1.0 / w, 1.0 - 1.0 / w, w, dtype=logits.dtype, device=logits.device)
+    ys = torch.linspace(-1.0 + 1.0 / h, 1.0 - 1.0 / h, h, dtype=logits.dtype, device=logits.device)
+    return torch.stack([(probs.sum(2) * xs).sum(-1), (probs.sum(3) * ys).sum(-1)], dim=-1)
 
 
 def efficientnet_lite0() -> nn.Module:

@@ -61,7 +61,9 @@ class VLAConfig:
     """``conv`` (trained from scratch) or ``efficientnet_lite0`` (frozen ImageNet backbone, ``[vla]`` extra)."""
     conv_channels: tuple[int, ...] = (16, 32, 64)
     image_grid: int = 4
-    """Image tokens per camera: ``image_grid ** 2``."""
+    """Pooled image tokens per camera: ``image_grid ** 2``."""
+    image_keypoints: int = 0
+    """``conv`` encoder only: K spatial-softmax keypoint tokens per camera besides the pooled grid (0: none)."""
     num_steps: int = 10
     """Euler steps of :meth:`VLA.sample` (LeRobot's default for SmolVLA)."""
     dropout: float = 0.0
@@ -71,6 +73,8 @@ class VLAConfig:
             raise ValueError(f"width {self.width} must be even and a multiple of heads {self.heads}")
         if self.image_encoder not in IMAGE_ENCODERS:
             raise ValueError(f"image_encoder {self.image_encoder!r}: use one of {IMAGE_ENCODERS}")
+        if self.image_keypoints and self.image_encoder != "conv":
+            raise ValueError(f"image_keypoints {self.image_keypoints} needs image_encoder 'conv'")
 
     @classmethod
     def cpu(cls, state_dim: int, action_dim: int, vocab_size: int, **overrides) -> VLAConfig:
@@ -108,7 +112,8 @@ class VLA(nn.Module):
         super().__init__()
         self.config = c = config
         if c.image_encoder == "conv":
-            self.image_encoder: nn.Module = ConvImageEncoder(c.width, c.conv_channels, c.image_grid)
+            self.image_encoder: nn.Module = ConvImageEncoder(c.width, c.conv_channels, c.image_grid,
+                                                             c.image_keypoints)
         else:
             self.image_encoder = EfficientNetLite0Encoder(c.width, c.image_grid)
         self.camera_embed = nn.Parameter(torch.zeros(len(c.cameras), c.width))
@@ -158,7 +163,7 @@ class VLA(nn.Module):
         return (state @ self.anchor_weight.T + self.anchor_bias).unsqueeze(1)
 
     def encode(self, obs: dict) -> Context:
-        """The prefix tokens ``[B, C*grid^2 + L + 1, D]`` of observation ``obs`` (module docstring)."""
+        """The prefix tokens ``[B, C*(grid^2 + keypoints) + L + 1, D]`` of observation ``obs`` (module docstring)."""
         c = self.config
         tokens = [self.image_encoder(obs["images"][cam]) + self.camera_embed[i] for i, cam in enumerate(c.cameras)]
         ids, mask = obs["tokens"][:, : c.max_text_len], obs["token_mask"][:, : c.max_text_len]
