@@ -13,7 +13,8 @@ The three arms, each on ``task=so101_reach`` with its own config's budget (``tas
 "To 90%" is one definition for all three, measured by the same recorder (``ppo_vs_rsl_rl.Recorder``) and
 printed: the wall seconds from the first env step to the first finished batch of episodes at which the
 success rate of the last ``--window`` finished training episodes reaches ``--threshold`` (a fixed number of
-episodes, not ``num_envs``, since the arms run different env counts). A run that never gets there within its
+episodes, 128 by default: ``ppo_vs_rsl_rl``'s window at the default's 128 envs, kept whatever env count a recipe
+runs). A run that never gets there within its
 budget is "not reached". Per arm: every seed's time, the median over seeds (a not-reached seed counts as
 slower than any that reached it; where the median falls on one, the median is "not reached"), whether every
 seed reached it, and the ratios of the medians fast / rsl_rl and default / rsl_rl. Each policy is then
@@ -204,7 +205,8 @@ def main() -> int:
     p.add_argument("--seeds", type=seed_list, default="0,1,2,3,4", help="comma-separated seeds (default 0,1,2,3,4)")
     p.add_argument("--recipe", default="reach_fast", help="the fast arm's configs/recipe/<name>.yaml")
     p.add_argument("--threshold", type=float, default=0.9, help="training success threshold (default 0.9)")
-    p.add_argument("--window", type=int, default=256, help="finished episodes of the training success (default 256)")
+    p.add_argument("--window", type=int, default=128,
+                   help="finished episodes of the training success (default 128, ppo_vs_rsl_rl's at 128 envs)")
     p.add_argument("--target", type=float, default=60.0, help="the fast arm's target median wall s (default 60)")
     p.add_argument("--eval-episodes", type=int, default=100)
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as sim=cpu)")
