@@ -11,14 +11,13 @@ The three arms, each on ``task=so101_reach`` with its own config's budget (``tas
   adapter (that benchmark prints what differs between the two PPOs).
 
 "To 90%" is one definition for all three, measured by the same recorder (``ppo_vs_rsl_rl.Recorder``) and
-printed: the wall seconds from the first env step to the first finished batch of episodes at which the
-success rate of the last ``--window`` finished training episodes reaches ``--threshold`` (a fixed number of
-episodes, 128 by default: ``ppo_vs_rsl_rl``'s window at the default's 128 envs, kept whatever env count a recipe
-runs). A run that never gets there within its
-budget is "not reached". Per arm: every seed's time, the median over seeds (a not-reached seed counts as
-slower than any that reached it; where the median falls on one, the median is "not reached"), whether every
-seed reached it, and the ratios of the medians fast / rsl_rl and default / rsl_rl. Each policy is then
-evaluated deterministically (``--eval-episodes``).
+printed: the wall seconds from the first env step to the first finished batch of episodes at which the success
+rate of the last ``--window`` finished training episodes reaches ``--threshold`` (a fixed number of episodes,
+128 by default: ``ppo_vs_rsl_rl``'s window at the default's 128 envs, kept whatever env count a recipe runs). A
+run that never gets there within its budget is "not reached". Per arm: every seed's time, the median over seeds
+(a not-reached seed counts as slower than any that reached it; where the median falls on one, the median is
+"not reached"), whether every seed reached it, and the ratios of the medians fast / rsl_rl and default /
+rsl_rl. Each policy is then evaluated deterministically (``--eval-episodes``).
 
 Runs go one at a time (the target is a wall time on a machine doing nothing else; the load average is
 recorded), the arms' order rotated per seed (seed ``s`` starts with arm ``s mod 3``) so a load change does
