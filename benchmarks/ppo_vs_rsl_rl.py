@@ -60,14 +60,15 @@ from robot_rl.train.runner import Runner
 
 
 class Recorder(sim.VecEnv):
-    """Pass-through VecEnv recording ``(wall s, CPU s, env steps, window success)`` per finished batch."""
+    """Pass-through VecEnv recording ``(wall s, CPU s, env steps, window success)`` per finished batch; the
+    window is the last ``window`` finished episodes (default ``env.num_envs``)."""
 
-    def __init__(self, env: sim.VecEnv) -> None:
+    def __init__(self, env: sim.VecEnv, window: int | None = None) -> None:
         self.env = env
         for name in ("num_envs", "device", "dt", "max_episode_steps", "action_dim", "action_low",
                      "action_high", "observation_dims", "reward_groups", "observation_layout", "robot"):
             setattr(self, name, getattr(env, name))
-        self.window: deque[bool] = deque(maxlen=env.num_envs)
+        self.window: deque[bool] = deque(maxlen=window or env.num_envs)
         self.curve: list[tuple[float, float, int, float]] = []
         self.steps = 0
         self.t0: tuple[float, float] | None = None
@@ -148,9 +149,10 @@ def rsl_train_cfg(cfg: Any) -> dict:
     }
 
 
-def run_ours(cfg: Any, seed: int) -> tuple[Recorder, Any, float]:
-    """Train our PPO; returns the recorder, the deterministic policy and the training wall seconds."""
-    rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed))
+def run_ours(cfg: Any, seed: int, window: int | None = None) -> tuple[Recorder, Any, float]:
+    """Train our agent (``cfg.agent``); returns the recorder (success ``window``: :class:`Recorder`), the
+    deterministic policy and the training wall seconds."""
+    rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed), window)
     runner = Runner(cfg, Path(os.environ.get("TMPDIR", "/tmp")) / f"ppo_bench_{os.getpid()}_{seed}",
                             env_factory=lambda n, s: rec)
     start = time.monotonic()
@@ -158,12 +160,12 @@ def run_ours(cfg: Any, seed: int) -> tuple[Recorder, Any, float]:
     return rec, runner.agent.policy(), time.monotonic() - start
 
 
-def run_rsl(cfg: Any, seed: int) -> tuple[Recorder, Any, float]:
+def run_rsl(cfg: Any, seed: int, window: int | None = None) -> tuple[Recorder, Any, float]:
     """Train rsl_rl's PPO on the same env; returns what :func:`run_ours` does."""
     from rsl_rl.runners import OnPolicyRunner as RslRunner
 
     torch.manual_seed(seed)
-    rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed))
+    rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed), window)
     env = make_rsl_env(rec)
     runner = RslRunner(env, rsl_train_cfg(cfg), log_dir=None, device="cpu")
     iterations = -(-cfg.task.total_steps // (cfg.task.num_envs * cfg.agent.num_steps_per_env))
@@ -241,13 +243,13 @@ def describe(cfg: Any) -> str:
 
 
 def run_side(name: str, over: list[str], seed: int, eval_episodes: int, threshold: float,
-             threads: int = 1) -> dict[str, Any]:
+             threads: int = 1, window: int | None = None) -> dict[str, Any]:
     """Train one side (``robot_rl`` or ``rsl_rl``) on one seed, then evaluate it; plain-data results
-    (so it can run in a worker process)."""
+    (so it can run in a worker process). ``window``: episodes of the training success (:class:`Recorder`)."""
     torch.set_num_threads(threads)
     cfg = compose([*over, f"seed={seed}"])
     load0, cpu0 = os.getloadavg()[0], time.process_time()
-    rec, policy, wall = (run_ours if name == "robot_rl" else run_rsl)(cfg, seed)
+    rec, policy, wall = (run_ours if name == "robot_rl" else run_rsl)(cfg, seed, window)
     cpu = time.process_time() - cpu0
     eval_env = sim.make_env(cfg.task.name, num_envs=min(eval_episodes, 64), seed=seed + 10_000)
     with torch.no_grad():
@@ -327,6 +329,21 @@ def result_rows(results: dict[int, dict[str, dict[str, Any]]]) -> list[dict[str,
     return rows
 
 
+def seed_list(text: str) -> list[int]:
+    """The ``--seeds`` argument: comma-separated integers."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers, e.g. 0,1") from None
+
+
+def run_overrides(overrides: list[str]) -> list[str]:
+    """The overrides of every benchmark run: ``task=so101_reach`` (2M steps, the task of the documented figures;
+    a ``task=...`` among ``overrides`` wins), then ``overrides``, then no logger, evaluation or export."""
+    return ["task=so101_reach", *overrides, "logger=none", "logger.progress=false", "eval_episodes=0",
+            "export_formats=[]"]
+
+
 def _fmt(x: Any, unit: str) -> str:
     return x if isinstance(x, str) else f"{x:,.0f}{' ' + unit if unit else ''}"
 
@@ -337,7 +354,7 @@ def main() -> int:
     p.add_argument("--num-envs", type=int, default=None, help="parallel envs (default: task.num_envs)")
     p.add_argument("--threshold", type=float, default=0.9, help="training success threshold (default 0.9)")
     p.add_argument("--eval-episodes", type=int, default=100)
-    p.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2 (default 0)")
+    p.add_argument("--seeds", type=seed_list, default="0", help="comma-separated seeds, e.g. 0,1,2 (default 0)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as sim=cpu)")
     p.add_argument("--parallel", action="store_true",
                    help="run every (seed, side) at once in its own process (same load for all; needs the cores "
@@ -349,14 +366,9 @@ def main() -> int:
                         "ppo_update_time.json with --update-time)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides shared by both, e.g. agent.entropy_coef=0")
     args = p.parse_args()
-    try:
-        seeds = [int(x) for x in args.seeds.split(",")]
-    except ValueError:
-        p.error(f"--seeds {args.seeds!r}: give comma-separated integers, e.g. --seeds 0,1")
+    seeds = args.seeds
     torch.set_num_threads(args.threads)
-    # so101_reach (2M steps), the task of the documented figures; `task=...` among the overrides wins
-    over = ["task=so101_reach", *args.overrides, "logger=none", "logger.progress=false", "eval_episodes=0",
-            "export_formats=[]"]
+    over = run_overrides(args.overrides)
     if args.steps:
         over.append(f"task.total_steps={args.steps}")
     if args.num_envs:

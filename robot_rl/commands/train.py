@@ -25,6 +25,7 @@ Usage:
 Examples:
   robot-rl train                                   # task=so101_reach agent=ppo (defaults)
   robot-rl train task.num_envs=128 agent.learning_rate=3e-4
+  robot-rl train recipe=reach_fast                 # so101_reach PPO tuned for time to 90% (docs/training.md)
   robot-rl train -m seed=0,1,2
   robot-rl train logger=wandb sim=cuda
   robot-rl train --cfg job                          # print the composed config and exit
