@@ -59,11 +59,16 @@ from robot_rl.train.evaluation import evaluate
 from robot_rl.train.runner import Runner
 
 
+class ThresholdReached(Exception):
+    """Raised by a :class:`Recorder` with ``stop_at`` when its window success first reaches it: ends training."""
+
+
 class Recorder(sim.VecEnv):
     """Pass-through VecEnv recording ``(wall s, CPU s, env steps, window success)`` per finished batch; the
-    window is the last ``window`` finished episodes (default ``env.num_envs``)."""
+    window is the last ``window`` finished episodes (default ``env.num_envs``). With ``stop_at``, the step at
+    which :meth:`reached` first holds for it raises :class:`ThresholdReached` (after recording that point)."""
 
-    def __init__(self, env: sim.VecEnv, window: int | None = None) -> None:
+    def __init__(self, env: sim.VecEnv, window: int | None = None, stop_at: float | None = None) -> None:
         self.env = env
         for name in ("num_envs", "device", "dt", "max_episode_steps", "action_dim", "action_low",
                      "action_high", "observation_dims", "reward_groups", "observation_layout", "robot"):
@@ -72,6 +77,7 @@ class Recorder(sim.VecEnv):
         self.curve: list[tuple[float, float, int, float]] = []
         self.steps = 0
         self.t0: tuple[float, float] | None = None
+        self.stop_at = stop_at
 
     def reset(self, seed: int | None = None) -> sim.Obs:
         return self.env.reset(seed)
@@ -86,6 +92,8 @@ class Recorder(sim.VecEnv):
             self.window.extend(step.info["success"][done].tolist())
             self.curve.append((time.monotonic() - self.t0[0], time.process_time() - self.t0[1], self.steps,
                                sum(self.window) / len(self.window)))
+            if self.stop_at is not None and self.curve[-1][3] >= self.stop_at:
+                raise ThresholdReached
         return step
 
     def reached(self, threshold: float) -> tuple[float, float, int] | None:
@@ -149,28 +157,36 @@ def rsl_train_cfg(cfg: Any) -> dict:
     }
 
 
-def run_ours(cfg: Any, seed: int, window: int | None = None) -> tuple[Recorder, Any, float]:
-    """Train our agent (``cfg.agent``); returns the recorder (success ``window``: :class:`Recorder`), the
-    deterministic policy and the training wall seconds."""
-    rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed), window)
+def run_ours(cfg: Any, seed: int, window: int | None = None,
+             stop_at: float | None = None) -> tuple[Recorder, Any, float]:
+    """Train our agent (``cfg.agent``); returns the recorder (success ``window``, ``stop_at``: :class:`Recorder`),
+    the deterministic policy and the training wall seconds."""
+    rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed), window, stop_at)
     runner = Runner(cfg, Path(os.environ.get("TMPDIR", "/tmp")) / f"ppo_bench_{os.getpid()}_{seed}",
                             env_factory=lambda n, s: rec)
     start = time.monotonic()
-    runner.learn(evaluate_and_export=False)
+    try:
+        runner.learn(evaluate_and_export=False)
+    except ThresholdReached:
+        pass
     return rec, runner.agent.policy(), time.monotonic() - start
 
 
-def run_rsl(cfg: Any, seed: int, window: int | None = None) -> tuple[Recorder, Any, float]:
+def run_rsl(cfg: Any, seed: int, window: int | None = None,
+            stop_at: float | None = None) -> tuple[Recorder, Any, float]:
     """Train rsl_rl's PPO on the same env; returns what :func:`run_ours` does."""
     from rsl_rl.runners import OnPolicyRunner as RslRunner
 
     torch.manual_seed(seed)
-    rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed), window)
+    rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed), window, stop_at)
     env = make_rsl_env(rec)
     runner = RslRunner(env, rsl_train_cfg(cfg), log_dir=None, device="cpu")
     iterations = -(-cfg.task.total_steps // (cfg.task.num_envs * cfg.agent.num_steps_per_env))
     start = time.monotonic()
-    runner.learn(num_learning_iterations=iterations)
+    try:
+        runner.learn(num_learning_iterations=iterations)
+    except ThresholdReached:
+        pass
     policy = runner.get_inference_policy(device="cpu")
 
     def act(obs: torch.Tensor) -> torch.Tensor:
@@ -243,13 +259,14 @@ def describe(cfg: Any) -> str:
 
 
 def run_side(name: str, over: list[str], seed: int, eval_episodes: int, threshold: float,
-             threads: int = 1, window: int | None = None) -> dict[str, Any]:
+             threads: int = 1, window: int | None = None, stop: bool = False) -> dict[str, Any]:
     """Train one side (``robot_rl`` or ``rsl_rl``) on one seed, then evaluate it; plain-data results
-    (so it can run in a worker process). ``window``: episodes of the training success (:class:`Recorder`)."""
+    (so it can run in a worker process). ``window``: episodes of the training success (:class:`Recorder`);
+    ``stop``: end training when it first reaches ``threshold`` (the policy of that moment is evaluated)."""
     torch.set_num_threads(threads)
     cfg = compose([*over, f"seed={seed}"])
     load0, cpu0 = os.getloadavg()[0], time.process_time()
-    rec, policy, wall = (run_ours if name == "robot_rl" else run_rsl)(cfg, seed, window)
+    rec, policy, wall = (run_ours if name == "robot_rl" else run_rsl)(cfg, seed, window, threshold if stop else None)
     cpu = time.process_time() - cpu0
     eval_env = sim.make_env(cfg.task.name, num_envs=min(eval_episodes, 64), seed=seed + 10_000)
     with torch.no_grad():

@@ -39,6 +39,19 @@ def test_the_window_is_a_fixed_number_of_episodes_whatever_the_env_count(monkeyp
     assert ppo.Recorder(env).window.maxlen == 2  # ppo_vs_rsl_rl's own default: num_envs
 
 
+def test_stop_at_ends_training_at_the_step_where_reached_first_holds(monkeypatch) -> None:
+    env = ScriptedEpisodes([(NO, YES, [True, False]), (NO, YES, YES), (NO, YES, YES), (NO, YES, YES)])
+    monkeypatch.setattr(ppo, "time", scripted_clock(monotonic=[0.0, 1.0, 2.0, 3.0, 4.0],
+                                                    process_time=[0.0, 0.5, 1.0, 1.5, 2.0]))
+    rec = ppo.Recorder(env, window=3, stop_at=0.9)
+    steps = 0
+    with pytest.raises(ppo.ThresholdReached):
+        for _ in range(4):
+            rec.step(torch.zeros(2, 1))
+            steps += 1
+    assert steps == 2 and rec.reached(0.9) == (3.0, 1.5, 6)  # the third step reached 90% and raised
+
+
 def test_median_counts_a_seed_that_never_reached_it_as_the_slowest() -> None:
     assert tts.median_time([50.0, 40.0, 70.0, 45.0, 60.0]) == 50.0
     assert tts.median_time([50.0, None, 70.0, 45.0, 60.0]) == 60.0  # None ranks above 70
