@@ -59,7 +59,7 @@ from robot_rl.train.evaluation import evaluate
 from robot_rl.train.runner import Runner
 
 
-class ThresholdReached(Exception):
+class ThresholdReached(Exception):  # noqa: N818 - a signal that ends training, not an error
     """Raised by a :class:`Recorder` with ``stop_at`` when its window success first reaches it: ends training."""
 
 
