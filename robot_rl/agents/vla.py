@@ -94,7 +94,7 @@ class VLAAgentConfig(AgentConfig):
     image_grid: int = 0
     image_keypoints: int = 0
     motion_boost: float = 0.0
-    image_shift: int = 4
+    image_shift: int = 0
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",), non_negative=("weight_decay", "grad_clip", "motion_boost"),
