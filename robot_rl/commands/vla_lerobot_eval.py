@@ -51,7 +51,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-
 @torch.no_grad()
 def evaluate_lerobot(policy: Any, env: Any, episodes: int, seed: int, execute_len: int | None = None) -> dict[str, Any]:
     """Run ``episodes`` episodes of ``policy`` (a :class:`~robot_rl.models.vla.lerobot_policy.LeRobotPolicy`, or any

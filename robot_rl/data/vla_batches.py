@@ -101,7 +101,7 @@ class VLABatches:
         x = torch.cat([self.state, torch.ones(len(self.state), 1)], dim=1).double()
         solution = torch.linalg.lstsq(x, self.action.double()).solution.float()  # [S + 1, A]
         weight, bias = solution[:-1].T.contiguous(), solution[-1]
-        residual = self.action[self.chunk_rows] - (self.state @ weight.T + bias).unsqueeze(1)  # [N, H, A]
+        residual = self.chunk_residual(weight, bias)
         s = self.stats[self.state_key]
         return s["mean"], s["std"], residual.mean(dim=(0, 1)), residual.std(dim=(0, 1)), weight, bias
 
@@ -118,11 +118,16 @@ class VLABatches:
             "action_is_pad": self.chunk_pad[index],
         }
 
+    def chunk_residual(self, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """``[N, H, A]``: every frame's chunk ``action[t + k]`` minus the anchor of its state,
+        ``state[t] @ weight.T + bias`` (``weight [A, S]``, ``bias [A]``)."""
+        return self.action[self.chunk_rows] - (self.state @ weight.T + bias).unsqueeze(1)
+
     def motion_weights(self, weight: torch.Tensor, bias: torch.Tensor, boost: float) -> torch.Tensor:
-        """``[N]`` sampling weights ``1 + boost * m / mean(m)``, ``m`` a frame's mean absolute chunk residual
-        ``action[t + k] - (state[t] @ weight.T + bias)`` over its steps and dims, each dim divided by its std: frames
-        whose chunk moves away from the held pose (a reach's first steps) weigh more than frames holding still."""
-        residual = self.action[self.chunk_rows] - (self.state @ weight.T + bias).unsqueeze(1)  # [N, H, A]
+        """``[N]`` sampling weights ``1 + boost * m / mean(m)``, ``m`` a frame's mean absolute :meth:`chunk_residual`
+        over its steps and dims, each dim divided by its std: frames whose chunk moves away from the held pose (a
+        reach's first steps) weigh more than frames holding still."""
+        residual = self.chunk_residual(weight, bias)
         scale = residual.std(dim=(0, 1)).clamp_min(1e-6)
         m = (residual / scale).abs().mean(dim=(1, 2))
         return 1.0 + boost * m / m.mean().clamp_min(1e-12)

@@ -56,6 +56,7 @@ def robot_action_spec(robot: Any) -> ActionSpec:
     return action_spec(robot.control.action_type, robot.control.action_scale, [j.default for j in joints],
                        [j.lower for j in joints], [j.upper for j in joints])
 
+
 def to_targets(spec: ActionSpec, raw: np.ndarray) -> np.ndarray:
     """``[..., A]`` float64 joint targets of ``raw`` ``[..., A]``: ``offset + scale * clip(raw)``."""
     clipped = np.clip(np.asarray(raw, dtype=np.float64), spec.clip_low, spec.clip_high)
