@@ -1,13 +1,13 @@
 """VLA supervised fine-tuning from scripted demonstrations: success in sim against the issue's targets.
 
 Per task (``--tasks``): take the dataset at ``--data-root/<task minus so101_>_<episodes>`` (e.g.
-``reach_lang_100``), or record it there with the scripted expert when it is missing (``robot-rl record``, the
-task's :data:`CAMERAS` at 64x64, recording seed 0); train ``agent=vla`` through the normal command (``robot-rl
-train``, one torch thread, ``nice -n 5``, stopped by ``max_train_s=--minutes*60``); evaluate the run with
-``robot-rl eval --wrong-instruction`` on ``--episodes`` episodes from seed ``--eval-seed`` (not the recording's): success overall
-and per target colour told the right instruction, and told another target's (same paraphrase). Tasks run one
-after the other. Rows go to ``--out`` (``docs/results/vla/<task>.json``: command, commit, load, machine) and the
-table of every task's newest rows to ``docs/results/vla_sft.md``.
+``reach_lang_100``), or record it there with the scripted expert when it is missing (``robot-rl record``, the task's
+:data:`CAMERAS` at 64x64, recording seed 0); train ``agent=vla`` through the normal command (``robot-rl train``, one
+torch thread, ``nice -n 5``, stopped by ``max_train_s=--minutes*60``); evaluate the run with ``robot-rl eval
+--wrong-instruction`` on ``--episodes`` episodes from seed ``--eval-seed`` (not the recording's): success overall
+and per target colour told the right instruction, and told another target's (same paraphrase). Tasks run one after
+the other. Rows go to ``--out`` (``docs/results/vla/<task>.json``: command, commit, load, machine) and the table of
+every task's newest rows to ``docs/results/vla_sft.md``.
 
     python benchmarks/vla_sft.py --tasks so101_reach_lang so101_pick_lang --minutes 30
 """
