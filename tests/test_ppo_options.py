@@ -80,3 +80,31 @@ def test_normalize_rewards_scales_the_rollout_and_survives_a_checkpoint(tmp_path
     clone.load_state_dict(state)
     torch.testing.assert_close(clone.return_scale.stats.var, stats.var)
     assert int(clone.return_scale.stats.count) == 8 * 8 and float(clone.return_scale.running.abs().sum()) == 0.0
+
+
+def test_update_threads_apply_during_the_update_only(monkeypatch) -> None:
+    from robot_rl.agents import base
+
+    seen = []
+    torch.set_num_threads(1)
+    with base.intra_op_threads(2):
+        seen.append(torch.get_num_threads())
+    with base.intra_op_threads(0):  # 0: left alone
+        seen.append(torch.get_num_threads())
+    assert seen == [2, 1] and torch.get_num_threads() == 1
+    with pytest.raises(RuntimeError), base.intra_op_threads(2):
+        raise RuntimeError("restored anyway")
+    assert torch.get_num_threads() == 1
+
+
+def test_ppo_update_runs_its_gradient_steps_at_update_threads() -> None:
+    env = ToyReach(num_envs=8)
+    agent = _agent(env, update_threads=2)
+    _rollout(agent, env)
+    torch.set_num_threads(1)
+    seen, step = [], agent._step
+    agent._step = lambda mb, std: (seen.append(torch.get_num_threads()), step(mb, std))[1]
+    agent.update()
+    assert seen == [2] * 10 and torch.get_num_threads() == 1  # 5 epochs x 2 mini-batches; restored after
+    with pytest.raises(Exception, match="update_threads"):
+        PPOConfig(update_threads=-1)

@@ -15,7 +15,8 @@ Agents are registered with :func:`register_agent` under their config key (``agen
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -73,6 +74,20 @@ class EnvSpec:
     def critic_group(self) -> str:
         """Observation group the critic reads: ``"critic"`` (privileged) when present, else ``"policy"``."""
         return "critic" if "critic" in self.observation_dims else "policy"
+
+
+@contextlib.contextmanager
+def intra_op_threads(threads: int) -> Iterator[None]:
+    """Run the block with ``threads`` torch intra-op threads (0: leave the count alone), then restore the
+    previous count (an update may use the cores the simulator leaves idle while it waits)."""
+    before = torch.get_num_threads()
+    if threads > 0 and threads != before:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
 class Agent(abc.ABC):

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from robot_rl import distributed
-from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
+from robot_rl.agents.base import Agent, EnvSpec, Obs, intra_op_threads, register_agent
 from robot_rl.config.checks import check, fail
 from robot_rl.config.schema import AgentConfig
 from robot_rl.critics import CriticSpec, make_critic
@@ -63,6 +63,10 @@ class PPOConfig(AgentConfig):
         normalize_obs: empirical normalisation of actor observations.
         per_group_values: one value per reward group; advantages normalised per group.
         group_weights: weight of each reward group's advantage (empty = all 1).
+        update_threads: torch intra-op threads while :meth:`PPO.update` runs (0: keep the process's,
+            ``sim.num_threads``). The simulator is idle during an update, so its cores are free: on the 2-core
+            machine 2 threads cut a 384-sample mini-batch update by ~12% (docs/training.md, "Where the time
+            goes"); rollouts keep 1 thread, where more spin-wait against MuJoCo's pool.
     """
 
     num_steps_per_env: int = 24
@@ -87,13 +91,14 @@ class PPOConfig(AgentConfig):
     normalize_obs: bool = True
     per_group_values: bool = False
     group_weights: list[float] = field(default_factory=list)
+    update_threads: int = 0
 
     critics: ClassVar[tuple[str, ...]] = ("mlp", "multi", "flow", "world_model")
     """The ``critic=`` options PPO can train: state-value (V) critics (checked when the config is read)."""
 
     def __post_init__(self) -> None:
         check(self, "agent", at_least_1=("num_steps_per_env", "num_learning_epochs", "num_mini_batches",
-                                         "actor_hidden_dims"),
+                                         "actor_hidden_dims"), at_least_0=("update_threads",),
               positive=("clip_param", "learning_rate", "desired_kl", "max_grad_norm", "init_noise_std",
                         "critic_learning_rate"),
               unit=("gamma", "lam"), non_negative=("value_loss_coef", "entropy_coef"),
@@ -194,6 +199,11 @@ class PPO(Agent):
         the normalisers; returns mean losses and diagnostics."""
         if not self.storage.full:
             raise RuntimeError(f"PPO.update after {self.storage.step}/{self.storage.T} steps; check ready()")
+        with intra_op_threads(self.cfg.update_threads):
+            return self._update()
+
+    def _update(self) -> dict[str, float]:
+        """:meth:`update`'s body, run under ``update_threads``."""
         cfg, s = self.cfg, self.storage
         with torch.no_grad():
             last_value = self.critic(s.last_critic_obs)

@@ -1,0 +1,60 @@
+"""benchmarks/learner_overhead.py on hand values (no training): the clock, the bound of a perfectly packed
+schedule, the ratios and shares, the printed verdicts; and the timed parts of a tiny real training pass."""
+
+from __future__ import annotations
+
+import pytest
+from bench_scripts import load, scripted_clock
+
+lo = load("learner_overhead")
+
+
+def train_row(update_us: float = 40.0, rest_us: float = 10.0) -> dict:
+    """A training pass of 1,000 steps in 100 ms: 50 ms in the simulator, 40 ms updating, 10 ms the rest."""
+    return {"task": "so101_reach", "num_envs": 8, "steps": 1000, "steps_per_s": 10_000.0, "wall_s": 0.1,
+            "cpu_s": 0.15, "sim_wall_s": 0.05, "update_wall_s": 0.04, "rest_wall_s": 0.01,
+            "sim_cpu_per_step_us": 100.0, "update_cpu_per_step_us": update_us, "rest_cpu_per_step_us": rest_us}
+
+
+def test_the_clock_adds_wall_and_cpu_seconds_even_when_the_call_raises(monkeypatch) -> None:
+    monkeypatch.setattr(lo, "time", scripted_clock(perf_counter=[1.0, 3.0, 10.0, 10.5],
+                                                   process_time=[0.0, 3.5, 5.0, 6.0]))
+    clock = lo.Clock()
+    assert clock.time(lambda x: x + 1, 1) == 2
+
+    def fails() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        clock.time(fails)
+    assert (clock.wall, clock.cpu) == pytest.approx((2.5, 4.5))
+
+
+def test_the_bound_is_the_cores_over_the_cpu_work_of_one_step() -> None:
+    # 90 us of simulator CPU + 45 of updates + 15 of the rest = 150 us per step; 2 cores: 2e6 / 150 steps/s
+    assert lo.bound(90.0, 45.0, 15.0, 2) == pytest.approx(13_333.33, rel=1e-5)
+    assert lo.bound(90.0, 0.0, 0.0, 2) == pytest.approx(22_222.22, rel=1e-5)  # nothing but physics
+
+
+def test_summary_ratios_shares_and_verdicts() -> None:
+    vec = {"steps": 10_000, "steps_per_s": 20_000.0, "cpu_per_step_us": 100.0}
+    s = lo.summarise(vec, train_row(), cores=2)
+    assert s["training_over_vecenv"] == pytest.approx(0.5)
+    assert s["bound_steps_per_s"] == pytest.approx(2e6 / 150)
+    assert s["bound_over_vecenv"] == pytest.approx(2e6 / 150 / 20_000)
+    assert (s["met"], s["target_within_bound"]) == (False, False)
+    assert s["shares"] == pytest.approx({"sim": 0.5, "update": 0.4, "rest": 0.1})
+    text = "\n".join(lo.report(vec, train_row(), s, cores=2))
+    assert "0.50x (target >= 0.7x: NOT met)" in text and "target is above it on this machine" in text
+    cheap = lo.summarise(vec, train_row(update_us=5.0, rest_us=5.0), cores=2)
+    assert cheap["target_within_bound"] and "above it" not in "\n".join(lo.report(vec, train_row(), cheap, 2))
+
+
+def test_a_tiny_training_pass_times_its_parts(tmp_path) -> None:
+    row = lo.training_pass(["task=so101_reach", "task.num_envs=4", "agent.num_steps_per_env=4",
+                            "agent.num_mini_batches=2", "agent.num_learning_epochs=1"], 64, tmp_path / "run")
+    assert row["steps"] == 64 and row["num_envs"] == 4
+    assert row["sim_wall_s"] > 0 and row["update_wall_s"] > 0 and row["rest_wall_s"] >= 0
+    assert row["sim_wall_s"] + row["update_wall_s"] + row["rest_wall_s"] == pytest.approx(row["wall_s"])
+    vec = lo.vecenv_pass("so101_reach", 4, seconds=0.05)
+    assert vec["steps"] > 0 and vec["steps"] % 4 == 0 and vec["cpu_per_step_us"] > 0
