@@ -33,7 +33,7 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +102,8 @@ def training_pass(overrides: list[str], steps: int, run_dir: Path) -> dict[str, 
     result = runner.learn(evaluate_and_export=False)
     total = Clock(time.perf_counter() - w, time.process_time() - c)
     n = result.env_steps
-    parts = {"sim": sim_clock, "update": update_clock,
-             "rest": Clock(total.wall - sim_clock.wall - update_clock.wall, total.cpu - sim_clock.cpu - update_clock.cpu)}
+    rest = Clock(total.wall - sim_clock.wall - update_clock.wall, total.cpu - sim_clock.cpu - update_clock.cpu)
+    parts = {"sim": sim_clock, "update": update_clock, "rest": rest}
     return {"task": cfg.task.name, "num_envs": cfg.task.num_envs, "steps": n, "steps_per_s": n / total.wall,
             "wall_s": total.wall, "cpu_s": total.cpu, "train_success": result.final_stats.get("episode/success"),
             **{f"{k}_wall_s": v.wall for k, v in parts.items()},
