@@ -252,7 +252,9 @@ def describe(cfg: Any) -> str:
               f"robot_rl {ours_updates} / rsl_rl {-(-cfg.task.total_steps // batch)} (rsl_rl runs whole iterations)")
     extras = [f"critic lr {a.critic_learning_rate:g} fixed (rsl_rl: the actor's adaptive rate)"
               if a.critic_learning_rate is not None else "",
-              "reward scaling by the discounted return's std (rsl_rl: none)" if a.normalize_rewards else ""]
+              "reward scaling by the discounted return's std (rsl_rl: none)" if a.normalize_rewards else "",
+              f"{a.update_threads} torch threads during updates (rsl_rl: the process's {torch.get_num_threads()})"
+              if a.update_threads > 0 else ""]
     extras = [e for e in extras if e]
     ours_only = f"\nrobot_rl only: {'; '.join(extras)}" if extras else ""
     return f"both: {shared}\n{differ}{ours_only}"
