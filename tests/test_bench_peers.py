@@ -3,7 +3,9 @@
 - ``benchmarks/ppo_vs_rsl_rl.py``: the recorder's "to X% success" (window of the last ``num_envs`` finished
   episodes, wall/CPU/env steps at the first finished batch reaching the threshold), the summed ratios over
   seeds, the rows, the rsl_rl adapter's conversions and what the printout says differs;
-- ``benchmarks/sac_vs_sb3.py``: the training clock that leaves evaluations out, and the seed means/ratios;
+- ``benchmarks/sac_vs_sb3.py``: the training clock that leaves evaluations out, the seed means and the ours/peer
+  ratio table with its targets, jax's thread variables, the missing-peer error, the sbx-vs-SB3 settings diff, and
+  (where sbx is installed, the ``[peers]`` extra) one short real run of the sbx arm;
 - ``benchmarks/agent_update_time.py``: the median CPU time of the timed calls, warm-up left out.
 
 Clocks are replaced by scripted ones so every figure is a hand value.
@@ -11,13 +13,16 @@ Clocks are replaced by scripted ones so every figure is a hand value.
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 
 import pytest
 import torch
 from bench_scripts import load, scripted_clock
 
 import sim
+from robot_rl.errors import InputError
 
 ppo = load("ppo_vs_rsl_rl")
 sac = load("sac_vs_sb3")
@@ -136,14 +141,78 @@ def test_sac_clock_leaves_evaluations_out_of_training_time(monkeypatch) -> None:
     assert clock.read() == (15.0, 14.0)
 
 
-def test_sac_summary_means_seeds_and_compares_the_means() -> None:
-    results = {"ours": {0: (10.0, 8.0, 1000.0), 1: (20.0, 12.0, 3000.0)},
-               "sb3": {0: (30.0, 20.0, 1500.0), 1: (30.0, 20.0, 1500.0)}}
+def test_sac_summary_means_seeds_and_tables_every_ours_peer_ratio_against_its_target() -> None:
+    results = {"ours-fp32": {0: (14.0, 10.0, 1000.0), 1: (16.0, 12.0, 1400.0)},   # means 15, 11, 1200
+               "ours-bf16": {0: (8.0, 6.0, 900.0), 1: (12.0, 8.0, 1100.0)},     # means 10, 7, 1000
+               "sb3": {0: (40.0, 30.0, 1000.0), 1: (40.0, 30.0, 1000.0)},       # std 0
+               "sbx": {0: (20.0, 15.0, 1100.0), 1: (20.0, 15.0, 1300.0)}}       # means 20, 15, 1200; std 141.4
     out = sac.summary(results)
-    assert out["ours"] == (15.0, 10.0, 2000.0) and out["sb3"] == (30.0, 20.0, 1500.0)
-    assert (out["wall_ratio"], out["cpu_ratio"], out["return_diff"]) == (0.5, 0.5, 500.0)
-    cells = sac._row("mean", out["ours"], out["sb3"]).split()
-    assert cells == ["mean", "15.00", "30.00", "0.50", "10.00", "20.00", "0.50", "2000.00", "1500.00"]
+    assert out["means"]["ours-fp32"] == (15.0, 11.0, 1200.0) and out["means"]["sbx"] == (20.0, 15.0, 1200.0)
+    assert out["return_std"]["sb3"] == 0.0 and out["return_std"]["sbx"] == pytest.approx(math.sqrt(20000))
+    r = out["ratios"]
+    assert list(r) == ["ours-fp32/sbx", "ours-bf16/sbx", "ours-fp32/sb3", "ours-bf16/sb3"]
+    fp32_sbx, bf16_sbx = r["ours-fp32/sbx"], r["ours-bf16/sbx"]
+    assert (fp32_sbx["wall"], fp32_sbx["cpu"], fp32_sbx["return_diff"]) == (0.75, 11 / 15, 0.0)
+    assert fp32_sbx["target"] == 0.7 and fp32_sbx["equal_return"] and not fp32_sbx["met"]  # 0.75 > 0.7
+    # half sbx's wall, but 200 below sbx's return, more than its seed std (1000 < 1200 - 141.4)
+    assert bf16_sbx["wall"] == 0.5 and not bf16_sbx["equal_return"] and not bf16_sbx["met"]
+    assert r["ours-bf16/sb3"]["wall"] == 0.25 and r["ours-bf16/sb3"]["equal_return"] and r["ours-bf16/sb3"]["met"]
+    assert r["ours-fp32/sb3"] == {"wall": 0.375, "cpu": 11 / 30, "return_diff": 200.0, "equal_return": True,
+                                  "target": 0.5, "met": True}
+    seeds = sac.seed_rows(results, out["means"], steps=1000)
+    assert seeds[1].split() == ["0", "ours-fp32", "14.0", "10.0", "14.00", "1000.0"]  # 14 s / 1000 steps = 14 ms
+    assert seeds[5].split()[:2] == ["1", "ours-fp32"] and seeds[-1].split() == ["mean", "sbx", "20.0", "15.0",
+                                                                                "20.00", "1200.0"]
+    ratios = sac.ratio_rows(out)
+    assert ratios[1].split() == ["ours-fp32/sbx", "0.75", "0.73", "+0.0", "141.4", "<=", "0.7", "no"]
+    assert ratios[4].split() == ["ours-bf16/sb3", "0.25", "0.23", "+0.0", "0.0", "<=", "0.5", "yes"]
+
+
+def test_sac_summary_of_a_subset_compares_only_the_arms_present_and_one_seed_has_no_spread() -> None:
+    out = sac.summary({"ours-bf16": {3: (6.0, 6.0, 500.0)}, "sbx": {3: (10.0, 8.0, 500.0)}})
+    assert list(out["ratios"]) == ["ours-bf16/sbx"] and out["return_std"]["sbx"] == 0.0
+    assert out["ratios"]["ours-bf16/sbx"]["met"]  # 0.6 <= 0.7, equal return
+    assert sac.summary({"sb3": {0: (1.0, 1.0, 1.0)}})["ratios"] == {}
+
+
+def test_jax_threads_are_pinned_through_nproc_and_xla_flags() -> None:
+    assert sac.jax_thread_env(1) == {"NPROC": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
+                                     "JAX_PLATFORMS": "cpu"}
+    assert sac.jax_thread_env(1, "--xla_dump_to=/tmp/x")["XLA_FLAGS"] == (
+        "--xla_dump_to=/tmp/x --xla_cpu_multi_thread_eigen=false")  # the user's flags are kept
+    assert sac.jax_thread_env(4, "--xla_dump_to=/tmp/x") == {"NPROC": "4", "XLA_FLAGS": "--xla_dump_to=/tmp/x",
+                                                             "JAX_PLATFORMS": "cpu"}
+
+
+def test_a_missing_peer_is_an_input_error_naming_its_install_command(monkeypatch, capsys) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sbx" else real(name, *a))
+    sac.check_installed(["ours-fp32", "sb3"])  # present: no error
+    with pytest.raises(InputError, match=r"sbx is not installed.*pip install -e \"\.\[peers\]\""):
+        sac.check_installed(["ours-bf16", "sbx"])
+    monkeypatch.setattr(sys, "argv", ["sac_vs_sb3.py", "--libraries", "sbx", "ours-fp32"])
+    with pytest.raises(SystemExit) as exit_info:
+        sac.main()
+    assert exit_info.value.code == 2 and 'pip install -e ".[peers]"' in capsys.readouterr().err
+
+
+def test_sac_setting_differences_name_each_key_with_both_values() -> None:
+    assert sac.setting_differences({"tau": 0.005, "n_critics": 2}, {"tau": 0.005, "n_critics": 2}) == []
+    assert sac.setting_differences({"tau": 0.01, "net": [64]}, {"tau": 0.005, "gamma": 0.99}) == [
+        "gamma: sbx None vs sb3 0.99", "net: sbx [64] vs sb3 None", "tau: sbx 0.01 vs sb3 0.005"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sbx") is None,
+                    reason='sbx is not installed (the [peers] extra: pip install -e ".[peers]")')
+def test_sbx_arm_trains_a_short_run_with_sb3s_settings(monkeypatch) -> None:
+    for key, value in sac.jax_thread_env(1).items():  # in effect when jax is first imported by this process
+        monkeypatch.setenv(key, value)
+    assert "sbx vs SB3 settings: identical" in sac.describe_sbx(steps=300, learning_starts=100)
+    wall, cpu, ret = sac.run_peer("sbx", steps=300, seed=0, learning_starts=100, eval_episodes=1, eval_every=0)
+    assert wall > 0 and cpu > 0 and math.isfinite(ret)
+    assert abs(ret) < 100  # 200 updates: near-zero actions, no running yet (full actions would cost -600)
 
 
 def test_update_time_is_the_median_cpu_ms_of_the_timed_calls_after_the_warm_up(monkeypatch) -> None:
