@@ -50,6 +50,16 @@ def test_summary_ratios_shares_and_verdicts() -> None:
     assert cheap["target_within_bound"] and "above it" not in "\n".join(lo.report(vec, train_row(), cheap, 2))
 
 
+def test_the_bound_counts_the_one_thread_passs_learner_work_when_given() -> None:
+    # the configured pass updated on 2 threads (80 CPU us/step, spinning included); at 1 thread: 40
+    vec = {"steps": 10_000, "steps_per_s": 20_000.0, "cpu_per_step_us": 100.0}
+    two, one = train_row(update_us=80.0), {**train_row(update_us=40.0), "steps_per_s": 9_000.0}
+    s = lo.summarise(vec, two, cores=2, work=one)
+    assert s["bound_steps_per_s"] == pytest.approx(2e6 / 150) and s["training_over_vecenv"] == pytest.approx(0.5)
+    text = "\n".join(lo.report(vec, two, s, 2, one))
+    assert "training, update at 1 thread" in text and "9,000" in text and "learner 40.0 CPU us/step" in text
+
+
 def test_a_tiny_training_pass_times_its_parts(tmp_path) -> None:
     row = lo.training_pass(["task=so101_reach", "task.num_envs=4", "agent.num_steps_per_env=4",
                             "agent.num_mini_batches=2", "agent.num_learning_epochs=1"], 64, tmp_path / "run")
