@@ -23,7 +23,7 @@ Usage:
   robot-rl train distributed.nproc=N        data parallel: N processes (torchrun), each task.num_envs envs
 
 Examples:
-  robot-rl train                                   # task=so101_reach agent=ppo (defaults)
+  robot-rl train                                   # task=so101_reach_deploy agent=ppo (defaults: deployable as trained)
   robot-rl train task.num_envs=128 agent.learning_rate=3e-4
   robot-rl train recipe=reach_fast                 # so101_reach PPO tuned for time to 90% (docs/training.md)
   robot-rl train -m seed=0,1,2
