@@ -125,7 +125,9 @@ def test_rsl_config_carries_our_hyperparameters_and_the_printout_names_the_optio
     assert "updates robot_rl 651 / rsl_rl 652" in text  # 2M steps: ceil(2e6 / 128) // 24 vs ceil(2e6 / 3072)
     assert cfg.agent.critic_learning_rate is not None and cfg.agent.normalize_rewards  # ppo.yaml's defaults
     assert "robot_rl only: critic lr 0.001 fixed" in text and "reward scaling" in text
-    assert "2 torch threads during updates" in text  # ppo.yaml's update_threads
+    assert "torch threads during updates" not in text  # ppo.yaml: update_threads 0
+    assert "robot_rl only" in ppo.describe(compose([*size, "agent.update_threads=2"]))
+    assert "2 torch threads during updates" in ppo.describe(compose([*size, "agent.update_threads=2"]))
     bare = ppo.describe(compose([*size, "agent.critic_learning_rate=null", "agent.normalize_rewards=false",
                                  "agent.update_threads=0"]))
     assert "robot_rl only" not in bare  # rsl_rl's algorithm on both sides

@@ -108,3 +108,24 @@ def test_ppo_update_runs_its_gradient_steps_at_update_threads() -> None:
     assert seen == [2] * 10 and torch.get_num_threads() == 1  # 5 epochs x 2 mini-batches; restored after
     with pytest.raises(Exception, match="update_threads"):
         PPOConfig(update_threads=-1)
+
+
+def _threads_in_update_threads_2(_: int) -> int:
+    from robot_rl.agents import base
+
+    with base.intra_op_threads(2):
+        return torch.get_num_threads()
+
+
+def test_a_forked_process_keeps_its_thread_count() -> None:
+    # GNU OpenMP's pool does not survive a fork: a forked child asking for 2 threads after its parent used 2
+    # hung (tests/test_distributed.py's forked ranks did, 600 s); the child must stay at its count instead
+    import multiprocessing
+
+    from robot_rl.agents import base
+
+    torch.set_num_threads(1)
+    with base.intra_op_threads(2):
+        torch.ones(256, 256) @ torch.ones(256, 256)  # the parent's pool at 2 threads
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.map(_threads_in_update_threads_2, [0], chunksize=1) == [1]

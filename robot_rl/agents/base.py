@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -76,12 +77,26 @@ class EnvSpec:
         return "critic" if "critic" in self.observation_dims else "policy"
 
 
+_forked = False
+"""Whether this process was forked (GNU OpenMP's thread pool does not survive a fork: a forked child that enters a
+parallel region with more than one thread, after its parent used one, waits forever)."""
+
+
+def _mark_forked() -> None:
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_mark_forked)
+
+
 @contextlib.contextmanager
 def intra_op_threads(threads: int) -> Iterator[None]:
     """Run the block with ``threads`` torch intra-op threads (0: leave the count alone), then restore the
-    previous count (an update may use the cores the simulator leaves idle while it waits)."""
+    previous count (an update may use the cores the simulator leaves idle while it waits). In a forked process
+    the count is left alone (see ``_forked``)."""
     before = torch.get_num_threads()
-    if threads > 0 and threads != before:
+    if threads > 0 and threads != before and not _forked:
         torch.set_num_threads(threads)
     try:
         yield

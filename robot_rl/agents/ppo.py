@@ -66,7 +66,9 @@ class PPOConfig(AgentConfig):
         update_threads: torch intra-op threads while :meth:`PPO.update` runs (0: keep the process's,
             ``sim.num_threads``). The simulator is idle during an update, so its cores are free: on the 2-core
             machine 2 threads cut a 384-sample mini-batch update by ~12% (docs/training.md, "Where the time
-            goes"); rollouts keep 1 thread, where more spin-wait against MuJoCo's pool.
+            goes"); rollouts keep 1 thread, where more spin-wait against MuJoCo's pool. Not applied in a
+            multi-process run (the ranks share the cores) nor in a forked process (OpenMP's pool does not survive a
+            fork). 0 in ``ppo.yaml``; ``recipe=reach_fast`` sets 2.
     """
 
     num_steps_per_env: int = 24
@@ -199,7 +201,8 @@ class PPO(Agent):
         the normalisers; returns mean losses and diagnostics."""
         if not self.storage.full:
             raise RuntimeError(f"PPO.update after {self.storage.step}/{self.storage.T} steps; check ready()")
-        with intra_op_threads(self.cfg.update_threads):
+        threads = self.cfg.update_threads if distributed.world_size() == 1 else 0  # ranks share the cores
+        with intra_op_threads(threads):
             return self._update()
 
     def _update(self) -> dict[str, float]:
