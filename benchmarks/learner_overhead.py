@@ -23,7 +23,8 @@ the rest's from the training pass. A ratio target above the bound needs less lea
     python benchmarks/learner_overhead.py --steps 200000 recipe=reach_fast agent.update_threads=0
     python benchmarks/learner_overhead.py task=so101_reach          # the default PPO (24 steps/env)
 
-Where the config's update runs on several threads (``agent.update_threads``, 2 in ``ppo.yaml``), a second pass
+Where the config's update runs on several threads (``agent.update_threads``: 2 in ``recipe=reach_fast``, 0 in
+``ppo.yaml``), a second pass
 with the update at one thread measures the learner's CPU for the bound: several threads' CPU seconds include
 OpenMP's spin-waiting, not work.
 
@@ -44,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 _SHARED_ROBOTS = Path(__file__).resolve().parents[2] / "shared" / "robots"
@@ -54,6 +57,7 @@ from _results import RESULTS, write_rows  # noqa: E402
 
 import sim  # noqa: E402 - after the asset path is set
 from robot_rl.compose import compose  # noqa: E402
+from robot_rl.errors import InputError  # noqa: E402
 from robot_rl.train.runner import Runner  # noqa: E402
 
 TARGET = 0.7
@@ -137,10 +141,9 @@ def summarise(vec: dict[str, float], train: dict[str, Any], cores: int, work: di
     one thread where ``train``'s ran on several, whose CPU seconds include their spin-waiting)."""
     work = train if work is None else work
     best = bound(vec["cpu_per_step_us"], work["update_cpu_per_step_us"], work["rest_cpu_per_step_us"], cores)
-    return {"training_over_vecenv": train["steps_per_s"] / vec["steps_per_s"],
-            "bound_steps_per_s": best, "bound_over_vecenv": best / vec["steps_per_s"],
-            "target": TARGET, "met": train["steps_per_s"] / vec["steps_per_s"] >= TARGET,
-            "target_within_bound": best / vec["steps_per_s"] >= TARGET,
+    ratio, best_ratio = train["steps_per_s"] / vec["steps_per_s"], best / vec["steps_per_s"]
+    return {"training_over_vecenv": ratio, "bound_steps_per_s": best, "bound_over_vecenv": best_ratio,
+            "target": TARGET, "met": ratio >= TARGET, "target_within_bound": best_ratio >= TARGET,
             "shares": {k: train[f"{k}_wall_s"] / train["wall_s"] for k in ("sim", "update", "rest")}}
 
 
@@ -179,12 +182,16 @@ def main() -> int:
         p.error(f"--steps {args.steps} / --vecenv-s {args.vecenv_s}: both must be positive")
     torch.set_num_threads(1)
     overrides = args.overrides or ["recipe=reach_fast"]
+    try:  # a bad override fails here, in one line, before any pass starts
+        cfg = compose(overrides)
+    except (HydraException, OmegaConfBaseException, InputError) as exc:
+        p.error(f"overrides {overrides}: {str(exc).splitlines()[0]}")
     cores = os.cpu_count() or 1
     print(f"config: {' '.join(overrides)}; {cores} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
     run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"learner_overhead_{os.getpid()}"
     train = in_fresh_process(training_pass, overrides, args.steps, run_dir / "as_configured")
     work = train
-    if compose(overrides).agent.update_threads > 1:  # the bound needs the learner's work, not OpenMP's spinning
+    if cfg.agent.update_threads > 1:  # the bound needs the learner's work, not OpenMP's spinning
         work = in_fresh_process(training_pass, [*overrides, "agent.update_threads=0"], args.steps,
                                 run_dir / "update_1_thread")
     vec = in_fresh_process(vecenv_pass, train["task"], train["num_envs"], args.vecenv_s)

@@ -68,3 +68,11 @@ def test_a_tiny_training_pass_times_its_parts(tmp_path) -> None:
     assert row["sim_wall_s"] + row["update_wall_s"] + row["rest_wall_s"] == pytest.approx(row["wall_s"])
     vec = lo.vecenv_pass("so101_reach", 4, seconds=0.05)
     assert vec["steps"] > 0 and vec["steps"] % 4 == 0 and vec["cpu_per_step_us"] > 0
+
+
+def test_a_bad_override_exits_2_before_any_pass(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(lo.sys, "argv", ["learner_overhead.py", "agent.nope=1"])
+    monkeypatch.setattr(lo, "in_fresh_process", lambda *a: pytest.fail("a pass started"))
+    with pytest.raises(SystemExit) as exc:
+        lo.main()
+    assert exc.value.code == 2 and "agent.nope" in capsys.readouterr().err

@@ -65,10 +65,11 @@ class PPOConfig(AgentConfig):
         group_weights: weight of each reward group's advantage (empty = all 1).
         update_threads: torch intra-op threads while :meth:`PPO.update` runs (0: keep the process's,
             ``sim.num_threads``). The simulator is idle during an update, so its cores are free: on the 2-core
-            machine 2 threads cut a 384-sample mini-batch update by ~12% (docs/training.md, "Where the time
-            goes"); rollouts keep 1 thread, where more spin-wait against MuJoCo's pool. Not applied in a
-            multi-process run (the ranks share the cores) nor in a forked process (OpenMP's pool does not survive a
-            fork). 0 in ``ppo.yaml``; ``recipe=reach_fast`` sets 2.
+            machine 2 threads cut the update's wall time by ~8% at 384-sample mini-batches (training +5%
+            env-steps/s; +11% at the default's 768; docs/training.md, "Where the time goes"); rollouts keep 1
+            thread, where more spin-wait against MuJoCo's pool. Not applied in a multi-process run (the ranks
+            share the cores) nor in a forked process (OpenMP's pool does not survive a fork). 0 in ``ppo.yaml``;
+            ``recipe=reach_fast`` sets 2.
     """
 
     num_steps_per_env: int = 24
