@@ -29,6 +29,7 @@ MAX_STEP = ROBOT.safety.max_step_change  # 0.1 rad per control step
 PERIOD = 1.0 / ROBOT.control.policy_hz  # 0.04 s
 TIMEOUT = ROBOT.safety.stale_state_timeout  # 0.2 s
 SLACK = 0.25  # s: DDS delivery to the probe and scheduling on a loaded 2-core machine
+TIMER_LATENESS = 0.015  # s: how late a timer callback may run on a loaded 2-core machine
 
 
 def export(tmp_path, net: torch.nn.Module, joints: list[str] = JOINTS) -> str:
@@ -85,9 +86,11 @@ def test_watchdog_holds_within_one_period_and_resumes(deploy_nodes, tmp_path):
     assert MAX_STEP * 0.99 <= max_step(everything) <= MAX_STEP + 1e-9
     assert "JointState stale" in nodes.log("policy_node")
     assert nodes.stop()["policy_node"] == 0
-    # the node's own clock: the first hold came less than one control period after the timeout
+    # the node's own clock: the first hold came at the first tick past the timeout, less than one control period
+    # after it plus that tick's own lateness (the timeout is 5 periods, so the deadline falls on the tick grid: a
+    # tick that fires a hair early leaves the hold to the next one, 40 ms + its lateness; the CI saw 40.0x ms)
     delay = json.loads(stats.read_text())["watchdog_delay_max_ms"]
-    assert 0.0 <= delay <= 1e3 * PERIOD, delay
+    assert 0.0 <= delay <= 1e3 * (PERIOD + TIMER_LATENESS), delay
 
 
 def test_estop_latches_until_reenabled(deploy_nodes, tmp_path):
