@@ -9,7 +9,7 @@ import torch
 
 import sim
 from robot_rl.compose import compose
-from sim.tasks.so101_reach import DEPLOY_ACTUATOR_DELAY_S, DEPLOY_SENSOR_NOISE
+from sim.tasks.so101_reach import DEPLOY_ACTUATOR_DELAY_S, DEPLOY_SENSOR_NOISE, DEPLOY_START_AT_REACH_FRACTION
 
 
 def test_deploy_variant_adds_delay_and_sim_robot_noise_to_so101_reach():
@@ -36,6 +36,37 @@ def test_deploy_variant_adds_delay_and_sim_robot_noise_to_so101_reach():
     std = (noisy - clean).std(dim=(0, 1)).numpy()
     np.testing.assert_allclose(std[:6], pos_std, rtol=0.1)
     np.testing.assert_allclose(std[6:12], 0.1 * vel_std, rtol=0.1)
+
+
+def test_deploy_variant_starts_half_its_episodes_where_a_reach_could_have_ended():
+    """Over ROS an episode starts where the last one ended; so101_reach_deploy trains on such starts too."""
+    plain = sim.make_env("so101_reach", num_envs=256, seed=0)
+    deploy = sim.make_env("so101_reach_deploy", num_envs=256, seed=0)
+    assert plain.cfg.params["start_at_reach_fraction"] == 0.0
+    assert deploy.cfg.params["start_at_reach_fraction"] == DEPLOY_START_AT_REACH_FRACTION == 0.5
+    plain.reset(seed=0)
+    deploy.reset(seed=0)
+    default, noise = deploy.default_joint_pos, deploy.cfg.init_joint_noise + 1e-6
+    assert ((plain.state.joint_pos - default).abs() <= noise).all()  # so101_reach: the default pose + noise
+    q = deploy.state.joint_pos  # [256, 6]
+    moved = from_table(q, deploy.start_table)
+    assert 0.4 < moved.float().mean() < 0.6, moved.float().mean()
+    assert ((q[~moved] - default).abs() <= noise).all() and ((q[:, 5] - default[5]).abs() <= noise).all()
+    assert ((q[moved, :5] - default[:5]).abs() > 0.1).any(dim=1).float().mean() > 0.9  # away from the default pose
+    # the start poses are the targets' kind: the gripper site inside the target workspace, at rest
+    z = deploy.state.site("end_effector")[moved, 2]
+    low, high = deploy.cfg.params["target_z_range"]
+    assert z.min() >= low - 1e-4 and z.max() <= high + 1e-4
+    assert deploy.state.joint_vel.abs().max() == 0.0
+    # over training resets the draw repeats: done envs get new starts from the same mixture
+    again = sim.make_env("so101_reach_deploy", num_envs=256, seed=0, start_at_reach_fraction=1.0)
+    again.reset(seed=1)
+    assert from_table(again.state.joint_pos, again.start_table).all()
+
+
+def from_table(q: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """``[N]`` bool: the arm joints of ``q [N, 6]`` are a row of ``table [M, 5]`` (to float32 precision)."""
+    return (q[:, None, :5] - table[None]).abs().amax(dim=2).min(dim=1).values < 1e-5
 
 
 def test_the_default_recipe_is_the_deploy_variant():

@@ -33,23 +33,26 @@ def add_target_marker(spec: mujoco.MjSpec) -> None:
                   contype=0, conaffinity=0, group=2)
 
 
-def reachable_points(model: mujoco.MjModel, joint_names: list[str], lo: np.ndarray, hi: np.ndarray, site: str,
-                     count: int, z_range: tuple[float, float], min_radius: float, seed: int = 0) -> np.ndarray:
-    """``[M, 3]`` positions of ``site`` over joint configurations uniform in ``[lo, hi]``, kept where
-    the site is inside the workspace (height in ``z_range``, at least ``min_radius`` from the base axis)."""
+def reachable_configs(model: mujoco.MjModel, joint_names: list[str], lo: np.ndarray, hi: np.ndarray, site: str,
+                      count: int, z_range: tuple[float, float], min_radius: float,
+                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``([M, 3] positions of site, [M, J] joint configurations)`` over configurations uniform in ``[lo, hi]``,
+    kept where the site is inside the workspace (height in ``z_range``, at least ``min_radius`` from the base
+    axis)."""
     rng = np.random.default_rng(seed)
     data = mujoco.MjData(model)
     site_id = model.site(site).id
     adr = [model.jnt_qposadr[model.joint(n).id] for n in joint_names]
+    configs = rng.uniform(lo, hi, (count, len(adr)))
     points = []
-    for _ in range(count):
-        data.qpos[adr] = rng.uniform(lo, hi)
+    for q in configs:
+        data.qpos[adr] = q
         mujoco.mj_kinematics(model, data)
         points.append(data.site_xpos[site_id].copy())
     points = np.array(points)
     radius = np.linalg.norm(points[:, :2], axis=1)
     keep = (points[:, 2] >= z_range[0]) & (points[:, 2] <= z_range[1]) & (radius >= min_radius)
-    return points[keep]
+    return points[keep], configs[keep]
 
 
 def target_pos(env) -> torch.Tensor:
@@ -83,30 +86,54 @@ class ReachEnv(TaskEnv):
 
     Params read: ``target_action_fraction`` (fraction of ``action_scale`` around the default pose
     the table's joint configurations span), ``target_table_size``, ``target_z_range``,
-    ``target_min_radius``.
+    ``target_min_radius``, and where a task declares it ``start_at_reach_fraction``: the fraction of
+    resets that start the arm at rest at a random configuration of the same kind as the targets' (where
+    a previous episode would have ended, as on a robot that is not reset between episodes) instead of
+    the default pose.
     """
 
     target_joints = slice(None)
     """The joints that move the end-effector site (a gripper's jaw is left at its default)."""
     task_buffers = ("target",)
     has_target = True
+    start_fraction = 0.0
+    """``start_at_reach_fraction`` where the task declares it (set by :meth:`_init_task`)."""
 
-    def _target_candidates(self) -> np.ndarray:
-        """``[M, 3]`` candidate targets; subclasses may filter them further."""
+    def _reachable(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`reachable_configs` over the ``target_joints`` box of the task's params."""
         p = self.cfg.params
         reach = p["target_action_fraction"] * self.robot.control.action_scale
         joints = self.target_joints
         lo = torch.maximum(self.joint_lower, self.default_joint_pos - reach)[joints].cpu().numpy()
         hi = torch.minimum(self.joint_upper, self.default_joint_pos + reach)[joints].cpu().numpy()
-        return reachable_points(self.model, self.robot.joint_names[joints], lo, hi,
-                                self._site_mjcf_name("end_effector"), p["target_table_size"],
-                                p["target_z_range"], p["target_min_radius"])
+        return reachable_configs(self.model, self.robot.joint_names[joints], lo, hi,
+                                 self._site_mjcf_name("end_effector"), p["target_table_size"],
+                                 p["target_z_range"], p["target_min_radius"], seed)
+
+    def _target_candidates(self) -> np.ndarray:
+        """``[M, 3]`` candidate targets; subclasses may filter them further."""
+        return self._reachable(seed=0)[0]
 
     def _init_task(self) -> None:
         table = self._target_candidates()
         self.target_table = torch.as_tensor(table, dtype=torch.float32, device=self.device)
         self.target = torch.zeros(self.num_envs, 3, device=self.device)
         self._mocap = int(self.model.body(TARGET_BODY).mocapid[0])
+        self.start_fraction = float(self.cfg.params.get("start_at_reach_fraction", 0.0))
+        if self.start_fraction > 0.0:  # [M, J] start configurations of the target joints, drawn apart from the targets
+            self.start_table = torch.as_tensor(self._reachable(seed=1)[1], dtype=torch.float32, device=self.device)
+
+    def _initial_state(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The default pose plus noise, or (``start_at_reach_fraction`` of the resets) a start configuration."""
+        qpos, qvel = super()._initial_state(ids)
+        if self.start_fraction > 0.0:
+            moved = self.rand_uniform(0.0, 1.0, (len(ids),)) < self.start_fraction
+            pick = torch.randint(0, len(self.start_table), (int(moved.sum()),), generator=self.generator,
+                                 device=self.device)
+            adr = self.backend.joint_qpos_adr[self.target_joints]
+            rows = torch.nonzero(moved).squeeze(1)
+            qpos[rows.unsqueeze(1), torch.as_tensor(adr, device=self.device)] = self.start_table[pick]
+        return qpos, qvel
 
     def _reset_task(self, ids: torch.Tensor) -> None:
         pick = torch.randint(0, len(self.target_table), (len(ids),), generator=self.generator, device=self.device)
@@ -192,10 +219,14 @@ def so101_reach_cfg() -> TaskCfg:
             "target_z_range": (0.05, 0.35),
             "target_min_radius": 0.12,
             "target_action_fraction": 0.9,
+            "start_at_reach_fraction": 0.0,
         },
     )
 
 
+DEPLOY_START_AT_REACH_FRACTION = 0.5
+"""Fraction of so101_reach_deploy's resets that start the arm at a reachable configuration rather than the default
+pose: over ROS (and on a robot) an episode starts where the last one ended (sim2sim's episodes do)."""
 DEPLOY_ACTUATOR_DELAY_S = (0.0, 0.012)
 """Command-to-motor delay range of so101_reach_deploy: 0 (an ideal bus) to the ROS loop's worst case
 (``robot-rl deploy sim2sim --latency-ms 5``: about 1 ms state-to-command + 5 ms + one 4 ms physics step)."""
@@ -204,8 +235,9 @@ DEPLOY_SENSOR_NOISE = (0.002, 0.02)
 
 
 def so101_reach_deploy_cfg() -> TaskCfg:
-    """so101_reach as the ROS 2 loop sees it: per-env actuator delay in ``DEPLOY_ACTUATOR_DELAY_S`` and
-    joint observation noise with the simulated robot node's std (uniform of the same std, after scaling)."""
+    """so101_reach as the ROS 2 loop sees it: per-env actuator delay in ``DEPLOY_ACTUATOR_DELAY_S``, joint
+    observation noise with the simulated robot node's std (uniform of the same std, after scaling), and
+    ``DEPLOY_START_AT_REACH_FRACTION`` of the episodes starting where a previous reach could have ended."""
     cfg = so101_reach_cfg()
     pos_std, vel_std = DEPLOY_SENSOR_NOISE
     policy = dict(cfg.observations["policy"])
@@ -213,7 +245,8 @@ def so101_reach_deploy_cfg() -> TaskCfg:
     scale = policy["joint_vel"].scale
     policy["joint_vel"] = ObsTerm(terms.joint_vel, scale=scale, noise=3**0.5 * vel_std * scale)
     observations = {**cfg.observations, "policy": policy}
-    return cfg.replace(observations=observations, randomization=DomainRandCfg(actuator_delay_s=DEPLOY_ACTUATOR_DELAY_S))
+    return cfg.replace(observations=observations, randomization=DomainRandCfg(actuator_delay_s=DEPLOY_ACTUATOR_DELAY_S),
+                       params={"start_at_reach_fraction": DEPLOY_START_AT_REACH_FRACTION})
 
 
 def make(num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides) -> So101ReachEnv:
