@@ -4,9 +4,9 @@
 
 Evaluates ``<run>/policy`` (the exported artifact, through onnxruntime as ``robot-rl eval`` does) on
 ``g1_stand`` over ``--episodes`` deterministic 10 s episodes under each push condition: the task's own
-pushes (every 5-8 s, up to 0.5 m/s per axis), none, and a harder 1.0 m/s. Survival is the share of episodes
-ending by the time limit rather than a fall or tip, with its Wilson 95% interval. The curve rows are the
-run's ``metrics.jsonl`` training window (last 200 episodes, stochastic policy, task pushes): env steps,
+pushes (every 5-8 s, up to 0.5 m/s per axis), none, a gentler 0.25 m/s and a harder 1.0 m/s. Survival is
+the share of episodes ending by the time limit rather than a fall or tip, with its Wilson 95% interval. The curve
+rows are the run's ``metrics.jsonl`` training window (last 200 episodes, stochastic policy, task pushes): env steps,
 survival, mean episode length and return; an SVG of survival and length against env steps goes beside the
 JSON.
 """
@@ -23,7 +23,8 @@ from typing import Any
 
 from _results import RESULTS, write_rows
 
-CONDITIONS = {"task pushes (5-8 s, 0.5 m/s)": None, "no pushes": 0.0, "pushes 1.0 m/s (5-8 s)": 1.0}
+CONDITIONS = {"task pushes (5-8 s, 0.5 m/s)": None, "no pushes": 0.0, "pushes 0.25 m/s (5-8 s)": 0.25,
+              "pushes 1.0 m/s (5-8 s)": 1.0}
 """Push condition -> ``push_velocity`` override (None: the task's own; 0: pushes off)."""
 
 
