@@ -6,7 +6,7 @@ weights, success, randomisation) plus, where it keeps commands or targets, a sub
 ``[N, k]`` for observations) that read ``env.state`` (a backend-neutral :class:`SimState`) and
 the task's own buffers, so a GPU backend only has to fill the same state.
 
-Step order: clip action -> noise and latency -> PD targets -> physics (``decimation`` substeps)
+Step order: clip action -> noise and latency -> pushes -> PD targets -> physics (``decimation`` substeps)
 -> read state -> task update -> terminations, rewards, success -> final observations ->
 reset done envs -> observations.
 """
@@ -180,7 +180,8 @@ class TaskEnv(VecEnv):
         self.joint_effort = torch.tensor([j.effort for j in joints], device=self.device)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
-        self.randomizer = DomainRandomizer(cfg.randomization, self.backend, self.generator)
+        self.randomizer = DomainRandomizer(cfg.randomization, self.backend, self.generator, control_dt=self.dt,
+                                           base_body=self.robot.model.base_body)
         self.reward_groups = tuple(dict.fromkeys(t.group for t in cfg.rewards.values()))
         # [T, G] one-hot: reward_by_group = stacked reward terms [N, T] @ this, one matmul per step
         groups = [self.reward_groups.index(t.group) for t in cfg.rewards.values()]
@@ -288,6 +289,7 @@ class TaskEnv(VecEnv):
         self.last_action = self.action
         self.action = torch.clamp(action.to(self.device, torch.float32), self.action_low, self.action_high)
         applied = self.randomizer.perturb_action(self.action)
+        self.randomizer.push()
         self.backend.step(self.actuator_command(applied))
         self.episode_step += 1
         self._read_state()

@@ -1,4 +1,4 @@
-"""Per-env domain randomisation: physics fields through ``Batch.expand``, action noise and latency.
+"""Per-env domain randomisation: physics fields through ``Batch.expand``, action noise and latency, pushes.
 
 Physics fields (friction, link masses, PD gains, actuator delay) are resampled for an env each time
 it resets, from the env's seeded generator, so a run is reproducible under its seed. Two kinds of
@@ -6,6 +6,11 @@ latency: ``actuator_delay_s`` is MuJoCo's own actuator delay at physics resoluti
 reaches the motor that many seconds later, per env — the few-millisecond transport latency of a
 real robot's bus), and ``action_delay_steps`` delays whole control steps, kept in a small ring of
 past actions (backend-neutral).
+
+Pushes (legged_gym's ``push_robots``, Isaac Lab's interval ``push_by_setting_velocity`` event): each env keeps
+a timer drawn uniformly in ``push_interval_s`` (in whole control steps) at its reset and after every push;
+when it runs out, a planar velocity, each of x and y uniform in ``[-push_velocity, push_velocity]`` m/s
+(world frame), is added to the floating base's ``qvel`` before that control step's physics.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ class DomainRandCfg:
             physics-step resolution), e.g. ``(0.0, 0.01)``.
         action_delay_steps: each env's latency is drawn in ``[0, action_delay_steps]`` control steps.
         action_noise_std: Gaussian noise added to the action the actuators receive.
+        push_interval_s: seconds between two pushes of an env, drawn per env and push, e.g. ``(5.0, 8.0)``;
+            needs a floating-base robot.
+        push_velocity: largest push (m/s) along each of world x and y, added to the base's velocity.
     """
 
     friction_scale: Range | None = None
@@ -41,6 +49,8 @@ class DomainRandCfg:
     actuator_delay_s: Range | None = None
     action_delay_steps: int = 0
     action_noise_std: float = 0.0
+    push_interval_s: Range | None = None
+    push_velocity: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("friction_scale", "mass_scale", "actuator_gain_scale"):
@@ -52,6 +62,15 @@ class DomainRandCfg:
             raise ValueError(f"DomainRandCfg.actuator_delay_s={delay!r}: use (low, high) seconds, 0 <= low <= high")
         if self.action_delay_steps < 0 or self.action_noise_std < 0:
             raise ValueError("DomainRandCfg: action_delay_steps and action_noise_std must be >= 0")
+        interval, push = self.push_interval_s, self.push_velocity
+        if interval is not None and not (len(interval) == 2 and all(math.isfinite(x) for x in interval)
+                                         and 0 < interval[0] <= interval[1]):
+            raise ValueError(f"DomainRandCfg.push_interval_s={interval!r}: use (low, high) seconds, 0 < low <= high")
+        if isinstance(push, bool) or not isinstance(push, int | float) or not math.isfinite(push) or push < 0:
+            raise ValueError(f"DomainRandCfg.push_velocity={push!r}: use a finite speed >= 0 (m/s)")
+        if (interval is None) != (push == 0):
+            raise ValueError(f"DomainRandCfg.push_interval_s={interval!r} with push_velocity={push!r}: set both "
+                             "(pushes on, e.g. (5.0, 8.0) and 0.5) or neither (pushes off)")
 
 
 def actuator_history_edit(cfg: DomainRandCfg, physics_dt: float):
@@ -76,7 +95,8 @@ stores to replay it); ``action_history`` (the delayed actions in flight) is empt
 class DomainRandomizer:
     """Applies a :class:`DomainRandCfg` to a backend exposing ``expand``/``set_const``."""
 
-    def __init__(self, cfg: DomainRandCfg, backend, generator: torch.Generator) -> None:
+    def __init__(self, cfg: DomainRandCfg, backend, generator: torch.Generator, control_dt: float = 0.0,
+                 base_body: str | None = None) -> None:
         self.cfg = cfg
         self.backend = backend
         self.generator = generator
@@ -95,6 +115,13 @@ class DomainRandomizer:
             self._bias0 = model.actuator_biasprm[:, :3].copy()
         self._delay = torch.zeros(n, dtype=torch.long, device=self.device)
         self._history = torch.zeros(cfg.action_delay_steps + 1, n, model.nu, device=self.device)
+        self._push_left = torch.zeros(n, dtype=torch.long, device=self.device)
+        if cfg.push_interval_s:
+            self._push_dofs = _base_planar_dofs(model, base_body)
+            if control_dt <= 0:
+                raise ValueError(f"DomainRandomizer: push_interval_s needs the control period, got {control_dt=}")
+            low, high = (max(1, round(s / control_dt)) for s in cfg.push_interval_s)
+            self._push_steps = (low, high)
 
     def _add(self, field: str, scale: Range, index: tuple) -> None:
         live = self.backend.expand(field)
@@ -129,6 +156,37 @@ class DomainRandomizer:
             high = self.cfg.action_delay_steps + 1
             self._delay[ids] = torch.randint(0, high, (n,), generator=self.generator, device=self.device)
         self._history[:, ids] = 0.0
+        if self.cfg.push_interval_s:
+            self._push_left[ids] = self._draw_push_steps(n)
+
+    def _draw_push_steps(self, n: int) -> torch.Tensor:
+        """``[n]`` int64 control steps until the next push, uniform in ``push_interval_s`` (whole steps)."""
+        low, high = self._push_steps
+        return torch.randint(low, high + 1, (n,), generator=self.generator, device=self.device)
+
+    def push(self) -> torch.Tensor | None:
+        """Count down every env's push timer; push the envs whose timer ran out (and redraw their timers).
+
+        Returns:
+            ``[N, 2]`` planar velocity (m/s, world x and y) added to each env's base this step (zero rows for
+            envs not pushed), or None when pushes are off.
+        """
+        if not self.cfg.push_interval_s:
+            return None
+        self._push_left -= 1
+        due = (self._push_left <= 0).nonzero().squeeze(1)
+        delta = torch.zeros(self.backend.num_envs, 2, device=self.device)
+        if len(due):
+            u = torch.rand((len(due), 2), generator=self.generator, device=self.device)
+            delta[due] = (2.0 * u - 1.0) * self.cfg.push_velocity
+            self._push_left[due] = self._draw_push_steps(len(due))
+            self.backend.add_qvel(due.cpu().numpy(), self._push_dofs, delta[due])
+        return delta
+
+    @property
+    def push_timer(self) -> torch.Tensor:
+        """``[N]`` int64 control steps until each env's next push (pushes on); writable per index."""
+        return self._push_left
 
     @property
     def action_delay(self) -> torch.Tensor:
@@ -141,7 +199,7 @@ class DomainRandomizer:
         ``geom_friction [n, ngeom]``, ``body_mass [n, nbody]``, ``actuator_gain [n, nu]`` (kp),
         ``actuator_bias [n, 2 nu]`` (-kp, -kd), ``actuator_delay [n, nu]`` (s), float64;
         ``action_delay [n, 1]`` int64 (control steps) and ``action_history [n, D + 1, nu]`` float32
-        (the delayed actions in flight).
+        (the delayed actions in flight); ``push_timer [n, 1]`` int64 (steps to the next push).
         """
         cfg, out = self.cfg, {}
         if cfg.friction_scale:
@@ -158,6 +216,9 @@ class DomainRandomizer:
             index = torch.as_tensor(ids, device=self.device)
             out["action_delay"] = self._delay[index].cpu().numpy().astype(np.int64).reshape(-1, 1)
             out["action_history"] = self._history[:, index].transpose(0, 1).cpu().numpy()
+        if cfg.push_interval_s:
+            index = torch.as_tensor(ids, device=self.device)
+            out["push_timer"] = self._push_left[index].cpu().numpy().astype(np.int64).reshape(-1, 1)
         return out
 
     def restore(self, ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
@@ -180,6 +241,8 @@ class DomainRandomizer:
         if "action_history" in values:
             history = torch.as_tensor(values["action_history"], dtype=torch.float32, device=self.device)
             self._history[:, index] = history.transpose(0, 1)
+        if "push_timer" in values:
+            self._push_left[index] = torch.tensor(np.array(values["push_timer"]).reshape(-1), device=self.device)
 
     def perturb_action(self, action: torch.Tensor) -> torch.Tensor:
         """The action the actuators receive: delayed by each env's latency, plus noise."""
@@ -191,3 +254,16 @@ class DomainRandomizer:
         self._history = torch.roll(self._history, 1, dims=0)
         self._history[0] = action
         return self._history[self._delay, torch.arange(action.shape[0], device=self.device)]
+
+
+def _base_planar_dofs(model: mujoco.MjModel, base_body: str | None) -> np.ndarray:
+    """``[2]`` qvel indices of the world-frame x and y velocity of ``base_body``'s free joint (pushes)."""
+    free = int(mujoco.mjtJoint.mjJNT_FREE)
+    body = -1 if base_body is None else mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, base_body)
+    joints = [j for j in range(model.njnt) if model.jnt_bodyid[j] == body and int(model.jnt_type[j]) == free]
+    if not joints:
+        raise ValueError(f"DomainRandCfg.push_interval_s: pushes need a floating-base robot (robot.yaml "
+                         f"model.base_body with a free joint); base_body={base_body!r} has none. Fix: set "
+                         "push_interval_s to None for this robot")
+    start = int(model.jnt_dofadr[joints[0]])
+    return np.array([start, start + 1])

@@ -98,3 +98,13 @@ def test_world_model_labels_and_seed_mean_curves() -> None:
     assert steps == [0, 10]
     assert means == {"tdmpc (scalar)": [0.0, 10.0], "tdmpc (two_hot, online encoder)": [2.0, 4.0], "sac": [2.0, 4.0]}
     assert list(means)[-1] == "sac"  # tdmpc first: ARMS order
+
+
+def test_g1_stand_curve_keeps_updates_with_finished_episodes(tmp_path) -> None:
+    g1 = load("g1_stand_survival")
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 10, "train/kl": 0.1}\n'
+                       '{"step": 20, "episode/survival": 0.25, "episode/length": 250.0, "episode/return": 3.0}\n')
+    assert g1.curve_rows(metrics) == [{"step": 20, "survival": 0.25, "length_s": 5.0, "return": 3.0}]
+    svg = g1.curve_svg(g1.curve_rows(metrics), "t")
+    assert svg.startswith("<svg") and svg.count("<polyline") == 2

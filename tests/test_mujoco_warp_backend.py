@@ -22,6 +22,7 @@ from robot_rl.errors import InputError
 from robot_rl.train.runner import sim_env_factory
 from sim.backends import make_backend
 from sim.errors import SimInputError
+from sim.randomization import DomainRandCfg
 
 OBS_ATOL, REWARD_ATOL = 1e-3, 1e-4
 """Largest |difference| allowed in any observation / reward entry over the runs below (float32 against
@@ -77,6 +78,17 @@ def test_g1_walk_matches_mujoco_batch():
     drawn = batch.backend.expand("geom_friction")
     assert on_device.shape == drawn.shape and len(np.unique(drawn[:, 0, 0])) == 4
     np.testing.assert_allclose(on_device, drawn, rtol=1e-6)
+
+
+@pytest.mark.warp
+def test_g1_stand_pushes_match_mujoco_batch():
+    """Pushes every 5-10 steps (0.1-0.2 s) over 40 steps: the same seeded kicks land in Data.qvel on the device."""
+    pushes = DomainRandCfg(friction_scale=(0.6, 1.25), push_interval_s=(0.1, 0.2), push_velocity=0.5)
+    worst_obs, worst_reward, ends, batch, warp_env = _compare("g1_stand", 4, 40, 0.3, episode_s=0.4,
+                                                               randomization=pushes)
+    assert ends == 2 * 4
+    assert worst_obs < OBS_ATOL and worst_reward < REWARD_ATOL, (worst_obs, worst_reward)
+    torch.testing.assert_close(warp_env.randomizer.push_timer, batch.randomizer.push_timer)
 
 
 @pytest.mark.warp

@@ -6,8 +6,9 @@ import pytest
 import torch
 from toy_vecenv import ToyReach
 
-from robot_rl.train.evaluation import evaluate, mean_ci, wilson_interval
+from robot_rl.train.evaluation import evaluate, mean_ci, survival_summary, wilson_interval
 from robot_rl.train.progress import eta_seconds, format_duration
+from robot_rl.train.runner import EpisodeStats
 
 
 def test_wilson_interval_matches_hand_computation():
@@ -47,3 +48,39 @@ def test_evaluate_runs_exact_quotas_of_complete_episodes():
         return (obs / 0.2).clamp(-1, 1)
 
     assert evaluate(expert, env, episodes=8, seed=2).summary()["success_rate"] == 1.0
+
+
+def test_survival_summary_hand_values():
+    s = survival_summary([True, True, False, True])
+    assert s["survival_rate"] == 0.75 and s["survival_ci95"] == pytest.approx(list(wilson_interval(3, 4)))
+    assert survival_summary([False] * 5)["survival_rate"] == 0.0
+    with pytest.raises(ValueError, match="n > 0"):
+        survival_summary([])
+
+
+def test_evaluate_counts_time_limits_not_terminations_as_survival():
+    """Standing still, every episode runs to the 20-step limit; running off (|pos| > 1.5) terminates each."""
+    env = ToyReach(num_envs=4, seed=0)
+    still = evaluate(lambda obs: torch.zeros(obs.shape[0], 2), env, episodes=6, seed=1)
+    assert still.timeouts == [True] * 6 and still.summary()["survival_rate"] == 1.0
+    away = evaluate(lambda obs: torch.ones(obs.shape[0], 2), env, episodes=6, seed=1)
+    assert max(away.lengths) < 20 and away.timeouts == [False] * 6
+    s = away.summary()
+    assert s["survival_rate"] == 0.0 and s["survival_ci95"] == pytest.approx(list(wilson_interval(0, 6)))
+
+
+def test_training_window_logs_survival():
+    """Two envs end episodes: one by the time limit, one by a termination; then one more time-out."""
+    stats = EpisodeStats(num_envs=2, device=torch.device("cpu"))
+
+    class _Step:
+        def __init__(self, terminated, truncated):
+            self.reward = torch.ones(2)
+            self.terminated, self.truncated = torch.tensor(terminated), torch.tensor(truncated)
+            self.info = {}
+
+    stats.add(_Step([False, False], [False, False]))
+    assert "episode/survival" not in stats.means()
+    stats.add(_Step([False, True], [True, False]))
+    stats.add(_Step([False, False], [False, True]))
+    assert stats.means()["episode/survival"] == pytest.approx(2 / 3)

@@ -89,6 +89,10 @@ def _train(cfg: DictConfig) -> None:
         lo, hi = e["success_ci95"]
         print(f"eval over {e['episodes']} episodes: success {100 * e['success_rate']:.1f}% "
               f"[95% CI {100 * lo:.1f}-{100 * hi:.1f}], return {e['return_mean']:.2f}")
+        if "survival_rate" in e:
+            lo, hi = e["survival_ci95"]
+            print(f"  survival (episodes ending by the time limit) {100 * e['survival_rate']:.1f}% "
+                  f"[95% CI {100 * lo:.1f}-{100 * hi:.1f}]")
         for target, t in e.get("success_by_target", {}).items():
             print(f"  {target}: success {100 * t['success_rate']:.1f}% over {t['episodes']} episodes")
     if result.artifact:

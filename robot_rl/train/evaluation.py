@@ -48,12 +48,16 @@ class EvalResult:
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     successes: list[bool] = field(default_factory=list)
+    timeouts: list[bool] = field(default_factory=list)
+    """Whether each episode ran to the time limit (truncated) rather than being terminated: survival, on tasks
+    whose terminations are all failures (g1_stand, g1_walk: a fall or a tip). Empty where not recorded."""
     targets: list[str] = field(default_factory=list)
     """Language tasks: the target each episode's instruction named (the env's, whatever the policy was told)."""
 
     def summary(self) -> dict[str, Any]:
-        """Means with 95% intervals: normal for return and length, Wilson for success rate; a language task's
-        success per named target under ``success_by_target`` (``{target: {episodes, success_rate, success_ci95}}``)."""
+        """Means with 95% intervals: normal for return and length, Wilson for success and survival rates
+        (:func:`survival_summary`, where :attr:`timeouts` were recorded); a language task's success per named
+        target under ``success_by_target`` (``{target: {episodes, success_rate, success_ci95}}``)."""
         n = len(self.returns)
         ret, ret_half = mean_ci(self.returns)
         length, len_half = mean_ci([float(x) for x in self.lengths])
@@ -65,6 +69,8 @@ class EvalResult:
             "length_ci95": [length - len_half, length + len_half],
             **success_summary(self.successes),
         }
+        if self.timeouts:
+            out.update(survival_summary(self.timeouts))
         if self.targets:
             out["success_by_target"] = {
                 name: {"episodes": sum(t == name for t in self.targets),
@@ -77,6 +83,14 @@ def success_summary(successes: list[bool]) -> dict[str, Any]:
     """``{"success_rate", "success_ci95"}`` (Wilson) of per-episode outcomes (at least one)."""
     k, n = int(sum(successes)), len(successes)
     return {"success_rate": k / n, "success_ci95": list(wilson_interval(k, n))}
+
+
+def survival_summary(timeouts: list[bool]) -> dict[str, Any]:
+    """``{"survival_rate", "survival_ci95"}`` (Wilson): the fraction of episodes (at least one) that ended by the
+    time limit, ``timeouts[i]`` True, rather than by a termination (a fall)."""
+    k, n = int(sum(timeouts)), len(timeouts)
+    ci = wilson_interval(k, n)  # ValueError on no episodes
+    return {"survival_rate": k / n, "survival_ci95": list(ci)}
 
 
 class EnvPlayer(abc.ABC):
@@ -106,7 +120,8 @@ def evaluate(
 
     Each env ``i`` contributes a fixed quota of episodes (``episodes`` split evenly), so short
     episodes are not over-represented. An episode's success is ``info["success"]`` at its last
-    step. With ``video_path``, env 0's first episode is rendered to an mp4. On a language task each episode's
+    step; it survived (:attr:`EvalResult.timeouts`) if it was truncated, not terminated. With ``video_path``,
+    env 0's first episode is rendered to an mp4. On a language task each episode's
     named target is kept (:attr:`EvalResult.targets`).
 
     Args:
@@ -145,6 +160,7 @@ def evaluate(
         result.returns += ep_ret[take].tolist()
         result.lengths += ep_len[take].tolist()
         result.successes += success[take].tolist()
+        result.timeouts += (step.truncated & ~step.terminated)[take].tolist()
         if named is not None:
             result.targets += [named[i] for i in torch.nonzero(take).squeeze(1).tolist()]
         count += take.long()

@@ -77,7 +77,7 @@ class TrainingDivergedError(InputError):
 
 
 class EpisodeStats:
-    """Returns, lengths and successes of the most recently finished episodes (all envs)."""
+    """Returns, lengths, successes and time-outs of the most recently finished episodes (all envs)."""
 
     def __init__(self, num_envs: int, device: torch.device, window: int = 200) -> None:
         self.ret = torch.zeros(num_envs, device=device)
@@ -85,6 +85,7 @@ class EpisodeStats:
         self.returns: deque[float] = deque(maxlen=window)
         self.lengths: deque[int] = deque(maxlen=window)
         self.successes: deque[bool] = deque(maxlen=window)
+        self.timeouts: deque[bool] = deque(maxlen=window)
 
     def add(self, step: Any) -> None:
         """Accumulate one ``sim.Step``; finished episodes enter the window."""
@@ -94,17 +95,20 @@ class EpisodeStats:
         if bool(done.any()):
             self.returns.extend(self.ret[done].tolist())
             self.lengths.extend(self.len[done].tolist())
+            self.timeouts.extend((step.truncated & ~step.terminated)[done].tolist())
             if "success" in step.info:
                 self.successes.extend(step.info["success"][done].tolist())
             self.ret[done] = 0.0
             self.len[done] = 0
 
     def means(self) -> dict[str, float]:
-        """Window means (empty dict before the first finished episode)."""
+        """Window means (empty dict before the first finished episode); ``episode/survival``: the fraction that
+        ended by the time limit, not a termination."""
         out = {}
         if self.returns:
             out["episode/return"] = sum(self.returns) / len(self.returns)
             out["episode/length"] = sum(self.lengths) / len(self.lengths)
+            out["episode/survival"] = sum(self.timeouts) / len(self.timeouts)
         if self.successes:
             out["episode/success"] = sum(self.successes) / len(self.successes)
         return out

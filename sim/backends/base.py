@@ -96,6 +96,11 @@ class SimBackend(ABC):
         """Put envs ``ids`` in state ``qpos`` ``[n, nq]``, ``qvel`` ``[n, nv]``, ``ctrl`` ``[n, nu]``."""
 
     @abstractmethod
+    def add_qvel(self, ids: np.ndarray, dofs: np.ndarray, delta: torch.Tensor) -> None:
+        """Add ``delta`` ``[n, len(dofs)]`` to the velocities ``qvel[ids][:, dofs]`` (pushes); the next
+        :meth:`step` integrates from them."""
+
+    @abstractmethod
     def set_mocap_pos(self, ids: np.ndarray, mocap_index: int, pos: torch.Tensor) -> None:
         """Move mocap body ``mocap_index`` of envs ``ids`` to ``pos`` ``[n, 3]`` (markers, targets)."""
 

@@ -81,6 +81,10 @@ class MujocoBatchBackend(SimBackend):
             self._history[np.ix_(ids, self._history_values.ravel())] = np.repeat(ctrl_np, self._history_nsample, 1)
         self.batch.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
 
+    def add_qvel(self, ids: np.ndarray, dofs: np.ndarray, delta: torch.Tensor) -> None:
+        """Add ``delta`` ``[n, len(dofs)]`` to ``qvel[ids][:, dofs]`` (pushes); the next :meth:`step` starts there."""
+        self._qvel[np.ix_(ids, dofs)] += delta.detach().to("cpu", torch.float64).numpy()
+
     def set_mocap_pos(self, ids: np.ndarray, mocap_index: int, pos: torch.Tensor) -> None:
         """Move mocap body ``mocap_index`` of envs ``ids`` to ``pos`` ``[n, 3]`` (markers, targets)."""
         if not hasattr(self, "_mocap_pos"):

@@ -146,6 +146,13 @@ class MujocoWarpBackend(SimBackend):
                 self._history_nsample, dim=1)
         self._launch(mjw.kinematics)
 
+    def add_qvel(self, ids: np.ndarray, dofs: np.ndarray, delta: torch.Tensor) -> None:
+        """Add ``delta`` ``[n, len(dofs)]`` to ``qvel[ids][:, dofs]`` (pushes), in the device's ``Data.qvel``:
+        the next :meth:`step` (its CUDA graph included: same memory) starts from them."""
+        rows = self._index(ids)[:, None]
+        cols = torch.as_tensor(dofs, dtype=torch.long, device=self.device)[None, :]
+        self._views["qvel"][rows, cols] += delta.detach().to(self.device, torch.float32)
+
     def set_mocap_pos(self, ids: np.ndarray, mocap_index: int, pos: torch.Tensor) -> None:
         """Move mocap body ``mocap_index`` of envs ``ids`` to ``pos`` ``[n, 3]`` (markers, targets)."""
         self._views["mocap_pos"][self._index(ids), mocap_index] = pos.detach().to(self.device, torch.float32)

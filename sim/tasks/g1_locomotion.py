@@ -4,7 +4,8 @@ PD position targets (``default + 0.25 * action``) at 50 Hz over 200 Hz physics, 
 Every episode starts standing in the default pose with the base at the height where the lowest
 collision geometry (the foot spheres) just touches the floor. A velocity command (vx, vy, yaw rate)
 is drawn per env at reset and redrawn every ``command_resample_s``; a ``standing_fraction`` of draws
-is the zero command. ``g1_stand`` is the same task with only the zero command.
+is the zero command. ``g1_stand`` is the same task with only the zero command, 10 s episodes and random
+pushes (:data:`STAND_PUSH_INTERVAL_S`, :data:`STAND_PUSH_VELOCITY`): surviving them is its figure of merit.
 
 Reward groups: ``locomotion`` (command tracking with exp kernels, feet air time, alive) and
 ``posture`` (tilt, base height, vertical and roll/pitch rates, default-pose deviation, action
@@ -15,6 +16,7 @@ Episodes end when the base drops below ``fall_height`` or tilts past ``fall_tilt
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import mujoco
@@ -36,6 +38,12 @@ FOOT_SITES = tuple(f"{foot}_{k}" for foot in FOOT_BODIES for k in range(FOOT_POI
 ARM_JOINTS = tuple(range(15, 29))
 """Indices (robot.yaml order) of the 14 arm joints; 0-11 are legs, 12-14 the waist."""
 HIP_ROLL_YAW_WAIST = (1, 2, 7, 8, 12, 13, 14)
+STAND_PUSH_INTERVAL_S = (5.0, 8.0)
+"""Seconds between pushes in g1_stand: one push per 10 s episode, at 5-8 s. legged_gym pushes every 15 s
+(``push_interval_s``; unitree_rl_gym's G1: 5 s), Isaac Lab's G1 every 10-15 s; this is the issue's 5-8 s."""
+STAND_PUSH_VELOCITY = 0.5
+"""Largest push (m/s along each of world x and y) in g1_stand: Isaac Lab's G1 ``push_robot`` velocity
+range (+-0.5 m/s); legged_gym's default ``max_push_vel_xy`` is 1.0 (unitree_rl_gym's G1: 1.5)."""
 
 
 def add_floor_and_feet(spec: mujoco.MjSpec) -> None:
@@ -263,8 +271,12 @@ def g1_walk_cfg() -> TaskCfg:
 
 
 def g1_stand_cfg() -> TaskCfg:
-    """Default configuration of g1_stand: g1_walk with only the zero command."""
-    return g1_walk_cfg().replace(params={"command_ranges": ((0.0, 0.0),) * 3, "standing_fraction": 1.0})
+    """Default configuration of g1_stand: g1_walk with only the zero command, 10 s episodes and pushes."""
+    walk = g1_walk_cfg()
+    pushes = dataclasses.replace(walk.randomization, push_interval_s=STAND_PUSH_INTERVAL_S,
+                                 push_velocity=STAND_PUSH_VELOCITY)
+    return walk.replace(episode_s=10.0, randomization=pushes,
+                        params={"command_ranges": ((0.0, 0.0),) * 3, "standing_fraction": 1.0})
 
 
 def make_walk(num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides) -> G1LocomotionEnv:
