@@ -6,13 +6,16 @@ episodes of the ONNX artifact in the batched training env (``robot-rl eval``'s e
 artifact's task with its randomisation and noise), and of ``--episodes`` episodes through ROS 2
 (simulated robot node + policy node over DDS, ``--latency-ms`` command latency, ``--noise`` sensor
 noise), with 95% Wilson intervals and the ROS/sim ratio with its 95% interval (Katz log method).
-Target (issue 5): ROS >= 0.9 x the training evaluation.
+Target (issue 5): ROS >= 0.9 x the training evaluation. For a locomotion artifact (``g1_stand``, ``g1_walk``:
+no success rule) the rate is survival: episodes that end by the time limit rather than a fall, with the
+task's pushes in both sims (``--robot unitree_g1``).
 
     python benchmarks/sim2sim_transfer.py --policy runs/s0/policy --policy runs/s1/policy [--episodes 50]
+    python benchmarks/sim2sim_transfer.py --robot unitree_g1 --policy runs/g1_stand/policy --episodes 20
 
 Differences the ROS figure includes on purpose: real-time DDS transport, the command latency, sensor
 noise, the safety layer (rate limit, clamping), and on reach tasks episodes that start where the last one
-ended (targets are resampled, the arm is not reset; lift episodes reset arm and cube as the task does, and
+ended (targets are resampled, the arm is not reset; lift and locomotion episodes reset as the task does, and
 the policy node drops its plans and last action on sim/episode, see docs/deploy.md); the first episode
 (soft start) is not counted. The policy node's observation-to-command latency and the load average are
 printed with each row, since a loaded machine delays commands beyond ``--latency-ms``.
@@ -56,6 +59,14 @@ def rate(k: int, n: int) -> str:
     return f"{k}/{n} = {100 * k / n:.1f}% [{100 * lo:.1f}-{100 * hi:.1f}]"
 
 
+def task_metric(task: str) -> str:
+    """``survival`` (episodes that end by the time limit, not a fall) for a task without a success rule (locomotion:
+    g1_stand, g1_walk), else ``success``."""
+    import sim
+
+    return "success" if sim.make_env(task, num_envs=1).cfg.success is not None else "survival"
+
+
 def main() -> None:
     """Evaluate every policy both ways and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -87,6 +98,7 @@ def main() -> None:
         meta = load_meta(policy)
         train_eval = (meta.training or {}).get("eval", {})
         in_sim = evaluate_artifact(policy, args.sim_episodes, min(args.sim_episodes, 16), seed=0)
+        metric = task_metric(in_sim["task"])
         load0 = os.getloadavg()[0]
         with tempfile.TemporaryDirectory() as tmp:
             stats_file = Path(tmp) / "stats.json"
@@ -94,13 +106,14 @@ def main() -> None:
                                args.domain_id, seed=1 + i, policy_params={"stats_file": str(stats_file)},
                                rt_priority=realtime.priority, rt_nodes=realtime.nodes)
             stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
+        median = sorted(d for _, d in ros)[len(ros) // 2]  # final distance (m), or episode length (s)
         row = {
-            "policy": str(policy), "task": in_sim["task"],
-            "train_k": round(train_eval.get("success_rate", 0.0) * train_eval.get("episodes", 0)),  # none: 0 of 0
+            "policy": str(policy), "task": in_sim["task"], "metric": metric,
+            "train_k": round(train_eval.get(f"{metric}_rate", 0.0) * train_eval.get("episodes", 0)),  # none: 0 of 0
             "train_n": int(train_eval.get("episodes", 0)),
-            "sim_k": round(in_sim["success_rate"] * in_sim["episodes"]), "sim_n": in_sim["episodes"],
+            "sim_k": round(in_sim[f"{metric}_rate"] * in_sim["episodes"]), "sim_n": in_sim["episodes"],
             "ros_k": int(sum(s for s, _ in ros)), "ros_n": len(ros),
-            "ros_median_cm": 100 * sorted(d for _, d in ros)[len(ros) // 2],
+            **({"ros_median_length_s": median} if metric == "survival" else {"ros_median_cm": 100 * median}),
             "latency_p50_ms": stats.get("latency_p50_ms", float("nan")),
             "latency_p99_ms": stats.get("latency_p99_ms", float("nan")),
             "load": (load0, os.getloadavg()[0]),
@@ -113,9 +126,10 @@ def main() -> None:
     if realtime.priority:
         scheduling = f"SCHED_FIFO {realtime.priority}" + (f" ({', '.join(realtime.nodes)} only)" if realtime.nodes
                                                            else "")
-    print(f"\nsim2sim transfer, {args.robot}: ROS 2 with {args.latency_ms:g} ms command latency and "
-          f"{args.noise:g} rad / {10 * args.noise:g} rad/s sensor noise, {args.episodes} ROS episodes and "
-          f"{args.sim_episodes} training-sim episodes per policy, "
+    metrics = sorted({r["metric"] for r in rows})
+    print(f"\nsim2sim transfer, {args.robot} ({' and '.join(metrics)} rates): ROS 2 with {args.latency_ms:g} ms "
+          f"command latency and {args.noise:g} rad / {10 * args.noise:g} rad/s sensor noise, {args.episodes} ROS "
+          f"episodes and {args.sim_episodes} training-sim episodes per policy, "
           f"{scheduling}")
     header = f"{'policy':28s} {'training eval':>24s} {'ONNX in training sim':>24s} {'ROS 2 sim2sim':>24s}"
     print(header + f" {'ROS/train [95% CI]':>22s} {'ROS/ONNX':>9s} {'obs->cmd p50/p99 ms':>20s} {'load':>10s}")

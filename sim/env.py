@@ -415,14 +415,27 @@ class TaskEnv(VecEnv):
         """
         if self.cfg.success is None:
             raise SimInputError(f"task {type(self).__name__} defines no success to score")
+        self._load_state(qpos, qvel)
+        self._pre_step()
+        return self.cfg.success(self)
+
+    def terminated_state(self, qpos: Any, qvel: Any) -> torch.Tensor:
+        """``[N]`` bool: would physics simulated outside this env (``qpos [N, nq]``, ``qvel [N, nv]``) end an
+        episode by one of the task's terminations (a fall)? Nothing else is touched; False without terminations."""
+        self._load_state(qpos, qvel)
+        ended = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        for term in self.cfg.terminations.values():
+            ended |= term(self)
+        return ended
+
+    def _load_state(self, qpos: Any, qvel: Any) -> None:
+        """Every env takes ``qpos`` / ``qvel`` (kinematics recomputed, ``state`` reread)."""
         ids = np.arange(self.num_envs)
         physics = self.backend.capture(ids)
         physics["qpos"][:] = np.asarray(qpos, dtype=np.float64)
         physics["qvel"][:] = np.asarray(qvel, dtype=np.float64)
         self.backend.restore(ids, physics)
         self._read_state()
-        self._pre_step()
-        return self.cfg.success(self)
 
     def term_value(self, name: str) -> torch.Tensor:
         """``[N, size]`` raw value (unscaled, noise-free) of observation term ``name`` of any group, now."""

@@ -108,3 +108,9 @@ def test_g1_stand_curve_keeps_updates_with_finished_episodes(tmp_path) -> None:
     assert g1.curve_rows(metrics) == [{"step": 20, "survival": 0.25, "length_s": 5.0, "return": 3.0}]
     svg = g1.curve_svg(g1.curve_rows(metrics), "t")
     assert svg.startswith("<svg") and svg.count("<polyline") == 2
+
+
+def test_transfer_rates_success_for_tasks_with_a_success_rule_and_survival_for_locomotion() -> None:
+    assert transfer.task_metric("so101_reach_deploy") == "success"
+    assert transfer.task_metric("so101_lift") == "success"
+    assert transfer.task_metric("g1_stand") == "survival"

@@ -346,3 +346,23 @@ def test_policy_observation_matches_the_deploy_builder_fed_by_mujoco_sensors():
         assert np.abs(state.imu_gyro).max() > 1e-2 and np.abs(state.imu_quat_wxyz[1:]).max() > 1e-3  # moving
         rebuilt = build_observation(meta, state, env.action[i].double().numpy())
         np.testing.assert_allclose(rebuilt, step.obs["policy"][i].numpy(), atol=1e-4)
+
+
+def test_terminated_state_scores_falls_of_physics_run_elsewhere():
+    """``TaskEnv.terminated_state`` (the ROS simulated robot's fall check): the task's own terminations on a
+    state loaded from outside, hand-made states: upright at the reset, base at 0.2 m (below fall_height 0.45),
+    upright height but tilted 90 degrees about x (cos 0 < fall_tilt_cos 0.5)."""
+    env = sim.make_env("g1_stand", num_envs=1)
+    env.reset()
+    _, data = env.mujoco_view(0)
+    upright, qvel = data.qpos.copy(), data.qvel.copy()
+    low = upright.copy()
+    low[2] = 0.2
+    tilted = upright.copy()
+    tilted[3:7] = [math.cos(math.pi / 4), math.sin(math.pi / 4), 0.0, 0.0]
+    states = np.stack([upright, low, tilted])
+    ended = [bool(env.terminated_state(q[None], qvel[None])[0]) for q in states]
+    assert ended == [False, True, True]
+    reach = sim.make_env("so101_reach", num_envs=1)  # no terminations: never ended
+    _, arm = reach.mujoco_view(0)
+    assert not reach.terminated_state(arm.qpos[None], arm.qvel[None]).any()

@@ -35,6 +35,14 @@ with :class:`sim.render.CameraGroup`'s small-image settings (EGL where ``MUJOCO_
 of their own from the state of each control period (frames are dropped when rendering is slower; the image stamp
 is the state's time). At the end of ``episode_s`` it publishes ``sim/episode`` = [index, success, final distance m]
 for the named target (success: the task's ``success_radius``).
+
+With a locomotion task (``task: g1_stand`` or ``g1_walk``: a floating base and the task's fall terminations) it
+starts every episode from the task's reset, publishes the task's velocity command (geometry_msgs/Twist on
+``velocity_command_topic``, zero for g1_stand; held at the reset's draw for the episode) every control period,
+pushes the base as the task's randomisation does (``push_interval_s``, ``push_velocity``: planar velocity added
+to the free joint), checks the task's terminations every control period (``TaskEnv.terminated_state``) and ends
+the episode on a fall or after ``episode_s``, publishing ``sim/episode`` = [index, survived (1/0), episode
+length s].
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from collections import deque
 import mujoco
 import numpy as np
 import rclpy
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, Twist
 from rclpy.node import Node
 from sensor_msgs.msg import Image, Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
@@ -72,7 +80,7 @@ PARAMS = {
     "velocity_noise": (float, 0.0),  # rad/s, std
     "command_latency_s": (float, 0.0),
     "seed": (int, 0),
-    "task": (str, ""),  # "" or a reach (so101_reach) or lift (so101_lift) task name: play its episodes
+    "task": (str, ""),  # "" or a reach, lift, language or locomotion task name: play its episodes
     "target_topic": (str, "target_pose"),
     "object_topic": (str, "object_pose"),
     "base_frame": (str, "base"),
@@ -82,6 +90,7 @@ PARAMS = {
     "cameras": (str, ""),  # language tasks: comma-separated cameras to publish (e.g. "front,wrist")
     "image_size": (int, 64),  # their images' height and width (pixels)
     "instruction_topic": (str, "instruction"),
+    "velocity_command_topic": (str, "cmd_vel"),  # locomotion tasks: the task's velocity command out
 }
 MAX_CATCH_UP_STEPS = 50
 
@@ -120,8 +129,7 @@ class SimRobotNode(Node):
         self.create_subscription(command_class(p["command_type"]), p["command_topic"], self._on_command, 10)
         self.task = None
         if self.task_env is not None:
-            kind = _LangReachTask if self.task_env.has_instructions else _ReachTask
-            self.task = (kind if self.task_env.has_target else _LiftTask)(self)
+            self.task = _task_kind(self.task_env)(self)
         dt = self.model.opt.timestep
         publish_hz = p["publish_hz"] or 1.0 / dt
         self.t0: float | None = None  # wall time of physics step 0, set by the first timer tick
@@ -368,9 +376,6 @@ class _LiftTask:
 
     def __init__(self, node: SimRobotNode) -> None:
         self.node, self.env = node, node.task_env
-        if "cube_pos" not in [name for name, _, _ in self.env.observation_layout["policy"]]:
-            raise ValueError(f"task {node.p['task']!r} has neither a target table nor a cube_pos observation: "
-                             "the simulated robot plays reach and lift tasks only")
         self.object_pub = node.create_publisher(PoseStamped, node.p["object_topic"], 10)
         self.episode_pub = node.create_publisher(Float64MultiArray, "sim/episode", 10)
         self.episode_s = node.p["episode_s"] or self.env.cfg.episode_s
@@ -400,6 +405,67 @@ class _LiftTask:
                 self.episode_pub.publish(Float64MultiArray(data=[float(self.index), float(success), distance]))
                 self._start_episode(sim_time)
         self.object_pub.publish(self.node.base_frame_pose(self.env.term_value("cube_pos")[0].numpy()))
+
+
+class _LocomotionTask:
+    """Locomotion episodes: the task's reset and pushes, its velocity command out, falls scored."""
+
+    def __init__(self, node: SimRobotNode) -> None:
+        self.node, self.env = node, node.task_env
+        if not node.floating or not self.env.cfg.terminations:
+            raise ValueError(f"task {node.p['task']!r} is no locomotion task: it needs a floating base and "
+                             "terminations (falls)")
+        self.command_pub = node.create_publisher(Twist, node.p["velocity_command_topic"], 10)
+        self.episode_pub = node.create_publisher(Float64MultiArray, "sim/episode", 10)
+        self.episode_s = node.p["episode_s"] or self.env.cfg.episode_s
+        rand = self.env.cfg.randomization
+        self.push_interval = rand.push_interval_s if rand is not None else None
+        self.push_velocity = rand.push_velocity if rand is not None else 0.0
+        self.index, self.episodes, self.episode_start, self.next_step, self.next_push = -1, 0, 0.0, 0.0, math.inf
+        self.command = Twist()
+
+    def _start_episode(self, sim_time: float) -> None:
+        """The task's reset (joints, base, command) copied into the node; the first push timer drawn."""
+        self.env.reset()
+        _, data = self.env.mujoco_view(0)
+        node = self.node
+        node.data.qpos[:], node.data.qvel[:], node.data.ctrl[:] = data.qpos, data.qvel, data.ctrl
+        mujoco.mj_forward(node.model, node.data)
+        vx, vy, wz = (float(v) for v in self.env.term_value("velocity_command")[0])
+        self.command.linear.x, self.command.linear.y, self.command.angular.z = vx, vy, wz
+        self.index, self.episodes, self.episode_start = self.episodes, self.episodes + 1, sim_time
+        self.next_push = sim_time + self._push_wait()
+
+    def _push_wait(self) -> float:
+        return self.node.rng.uniform(*self.push_interval) if self.push_interval else math.inf
+
+    def update(self, sim_time: float) -> None:
+        """Once per control period: score a fall, close/start episodes, push, publish the command."""
+        if sim_time < self.next_step:
+            return
+        self.next_step = max(self.next_step + self.env.dt, sim_time)
+        data = self.node.data
+        if self.index < 0:
+            self._start_episode(sim_time)
+        else:
+            fell = bool(self.env.terminated_state(data.qpos[None], data.qvel[None])[0])
+            length = sim_time - self.episode_start
+            if fell or length >= self.episode_s:
+                self.episode_pub.publish(Float64MultiArray(data=[float(self.index), float(not fell), length]))
+                self._start_episode(sim_time)
+            elif sim_time >= self.next_push:  # the free joint's world-frame x, y velocity
+                data.qvel[:2] += self.node.rng.uniform(-self.push_velocity, self.push_velocity, 2)
+                self.next_push = sim_time + self._push_wait()
+        self.command_pub.publish(self.command)
+
+
+def _task_kind(env) -> type:
+    """The episode player of ``env``'s task: reach, language reach, lift (a cube) or locomotion."""
+    if env.has_target:
+        return _LangReachTask if env.has_instructions else _ReachTask
+    if "cube_pos" in [name for name, _, _ in env.observation_layout["policy"]]:
+        return _LiftTask
+    return _LocomotionTask
 
 
 def main(args: list[str] | None = None) -> int:
