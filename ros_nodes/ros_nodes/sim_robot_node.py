@@ -210,6 +210,13 @@ class SimRobotNode(Node):
         msg.pose.orientation.w = 1.0
         return msg
 
+    def take_task_reset(self) -> None:
+        """Reset the task's env and copy its state (qpos, qvel, ctrl) into this node's physics."""
+        self.task_env.reset()
+        _, data = self.task_env.mujoco_view(0)
+        self.data.qpos[:], self.data.qvel[:], self.data.ctrl[:] = data.qpos, data.qvel, data.ctrl
+        mujoco.mj_forward(self.model, self.data)
+
     def site_pos(self, role: str) -> np.ndarray:
         """``[3]`` world position of the site playing ``role``."""
         return self.data.site(site_name(self.robot, role)).xpos.copy()
@@ -383,11 +390,7 @@ class _LiftTask:
 
     def _start_episode(self, sim_time: float) -> None:
         """Arm and cube from the task's reset distribution (a reset of the task's env, copied into the node)."""
-        self.env.reset()
-        _, data = self.env.mujoco_view(0)
-        node = self.node
-        node.data.qpos[:], node.data.qvel[:], node.data.ctrl[:] = data.qpos, data.qvel, data.ctrl
-        mujoco.mj_forward(node.model, node.data)
+        self.node.take_task_reset()
         self.index, self.episodes, self.episode_start = self.episodes, self.episodes + 1, sim_time
 
     def update(self, sim_time: float) -> None:
@@ -426,11 +429,7 @@ class _LocomotionTask:
 
     def _start_episode(self, sim_time: float) -> None:
         """The task's reset (joints, base, command) copied into the node; the first push timer drawn."""
-        self.env.reset()
-        _, data = self.env.mujoco_view(0)
-        node = self.node
-        node.data.qpos[:], node.data.qvel[:], node.data.ctrl[:] = data.qpos, data.qvel, data.ctrl
-        mujoco.mj_forward(node.model, node.data)
+        self.node.take_task_reset()
         vx, vy, wz = (float(v) for v in self.env.term_value("velocity_command")[0])
         self.command.linear.x, self.command.linear.y, self.command.angular.z = vx, vy, wz
         self.index, self.episodes, self.episode_start = self.episodes, self.episodes + 1, sim_time
