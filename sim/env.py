@@ -300,9 +300,7 @@ class TaskEnv(VecEnv):
         by_group = stacked @ self._term_groups
         reward = stacked.sum(dim=1)
         success = self.cfg.success(self) if self.cfg.success else torch.zeros_like(reward, dtype=torch.bool)
-        terminated = torch.zeros_like(success)
-        for func in self.cfg.terminations.values():
-            terminated |= func(self)
+        terminated = self._terminations()
         if self.cfg.success_terminates:
             terminated |= success
         truncated = (self.episode_step >= self.max_episode_steps) & ~terminated
@@ -423,9 +421,13 @@ class TaskEnv(VecEnv):
         """``[N]`` bool: would physics simulated outside this env (``qpos [N, nq]``, ``qvel [N, nv]``) end an
         episode by one of the task's terminations (a fall)? Nothing else is touched; False without terminations."""
         self._load_state(qpos, qvel)
+        return self._terminations()
+
+    def _terminations(self) -> torch.Tensor:
+        """``[N]`` bool: any of the task's terminations holds in the current state (success aside)."""
         ended = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        for term in self.cfg.terminations.values():
-            ended |= term(self)
+        for func in self.cfg.terminations.values():
+            ended |= func(self)
         return ended
 
     def _load_state(self, qpos: Any, qvel: Any) -> None:

@@ -117,7 +117,7 @@ class DomainRandomizer:
         self._history = torch.zeros(cfg.action_delay_steps + 1, n, model.nu, device=self.device)
         self._push_left = torch.zeros(n, dtype=torch.long, device=self.device)
         if cfg.push_interval_s:
-            self._push_dofs = _base_planar_dofs(model, base_body)
+            self._push_dofs = base_planar_dofs(model, base_body)
             if control_dt <= 0:
                 raise ValueError(f"DomainRandomizer: push_interval_s needs the control period, got {control_dt=}")
             low, high = (max(1, round(s / control_dt)) for s in cfg.push_interval_s)
@@ -256,7 +256,7 @@ class DomainRandomizer:
         return self._history[self._delay, torch.arange(action.shape[0], device=self.device)]
 
 
-def _base_planar_dofs(model: mujoco.MjModel, base_body: str | None) -> np.ndarray:
+def base_planar_dofs(model: mujoco.MjModel, base_body: str | None) -> np.ndarray:
     """``[2]`` qvel indices of the world-frame x and y velocity of ``base_body``'s free joint (pushes)."""
     free = int(mujoco.mjtJoint.mjJNT_FREE)
     body = -1 if base_body is None else mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, base_body)

@@ -66,6 +66,7 @@ import sim
 from ros_nodes import spin
 from ros_nodes.messages import command_class, command_positions, image_message
 from ros_nodes.params import declare
+from sim.randomization import base_planar_dofs
 from sim.robots import add_floor_and_light, build_model, load_robot, site_name
 
 PARAMS = {
@@ -424,6 +425,8 @@ class _LocomotionTask:
         rand = self.env.cfg.randomization
         self.push_interval = rand.push_interval_s if rand is not None else None
         self.push_velocity = rand.push_velocity if rand is not None else 0.0
+        if self.push_interval:  # the base's world-frame x, y velocity, as the training env pushes it
+            self.push_dofs = base_planar_dofs(node.model, node.robot.model.base_body)
         self.index, self.episodes, self.episode_start, self.next_step, self.next_push = -1, 0, 0.0, 0.0, math.inf
         self.command = Twist()
 
@@ -452,8 +455,8 @@ class _LocomotionTask:
             if fell or length >= self.episode_s:
                 self.episode_pub.publish(Float64MultiArray(data=[float(self.index), float(not fell), length]))
                 self._start_episode(sim_time)
-            elif sim_time >= self.next_push:  # the free joint's world-frame x, y velocity
-                data.qvel[:2] += self.node.rng.uniform(-self.push_velocity, self.push_velocity, 2)
+            elif sim_time >= self.next_push:
+                data.qvel[self.push_dofs] += self.node.rng.uniform(-self.push_velocity, self.push_velocity, 2)
                 self.next_push = sim_time + self._push_wait()
         self.command_pub.publish(self.command)
 

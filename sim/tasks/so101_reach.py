@@ -130,9 +130,8 @@ class ReachEnv(TaskEnv):
             moved = self.rand_uniform(0.0, 1.0, (len(ids),)) < self.start_fraction
             pick = torch.randint(0, len(self.start_table), (int(moved.sum()),), generator=self.generator,
                                  device=self.device)
-            adr = self.backend.joint_qpos_adr[self.target_joints]
             rows = torch.nonzero(moved).squeeze(1)
-            qpos[rows.unsqueeze(1), torch.as_tensor(adr, device=self.device)] = self.start_table[pick]
+            qpos[rows.unsqueeze(1), self.backend.joint_qpos_adr[self.target_joints]] = self.start_table[pick]
         return qpos, qvel
 
     def _reset_task(self, ids: torch.Tensor) -> None:
