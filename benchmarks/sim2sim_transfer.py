@@ -64,7 +64,7 @@ def task_metric(task: str) -> str:
     g1_stand, g1_walk), else ``success``."""
     import sim
 
-    return "success" if sim.make_env(task, num_envs=1).cfg.success is not None else "survival"
+    return "success" if sim.make_env(task, num_envs=1).has_success else "survival"
 
 
 def main() -> None:

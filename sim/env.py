@@ -159,6 +159,8 @@ class TaskEnv(VecEnv):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.cfg = cfg
+        self.has_success = cfg.success is not None
+        self.has_terminations = bool(cfg.terminations)
         self.robot: RobotConfig = override_control(load_robot(cfg.robot), cfg.control)
         self.num_envs = num_envs
         self.device = torch.device(device)

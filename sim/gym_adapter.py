@@ -87,6 +87,8 @@ class GymVecEnvAdapter(VecEnv):
                 raise ValueError(f"env {i} has spaces {env.observation_space}, {env.action_space}; env 0 has "
                                  f"{first.observation_space}, {first.action_space}: all envs must match")
         self.num_envs = len(self.envs)
+        self.has_success = False
+        """Set once an env's step ``info`` carries ``is_success`` (what Gymnasium-Robotics' goal envs report)."""
         self.device = torch.device(device)
         self.observation_space = first.observation_space
         self.observation_dims = {"policy": int(spaces.flatdim(self.observation_space))}
@@ -167,7 +169,9 @@ class GymVecEnvAdapter(VecEnv):
         for i, env in enumerate(self.envs):
             observation, r, term, trunc, info = env.step(self._env_action(actions[i]))
             reward[i], terminated[i], truncated[i] = r, term, trunc and not term
-            success[i] = bool(info.get("is_success", False))
+            if "is_success" in info:
+                success[i] = bool(info["is_success"])
+                self.has_success = True
             final[i] = self._flat(observation)
             self._episode_return[i] += r
             self._episode_length[i] += 1

@@ -66,6 +66,12 @@ class VecEnv(abc.ABC):
     """Names of the columns of ``info["reward_by_group"]``."""
     has_expert: bool = False
     """Whether the task declares a scripted expert (:meth:`expert_action`)."""
+    has_success: bool = True
+    """Whether the task defines success, i.e. whether ``info["success"]`` means anything (a locomotion task without a
+    success rule reports all False): evaluation and the progress line report a success rate only where it does."""
+    has_terminations: bool = True
+    """Whether an episode can end before its time limit by a termination (a fall): evaluation reports survival
+    (episodes that ran to the time limit) only where it can."""
     cameras: tuple[str, ...] = ()
     """Cameras :meth:`camera_images` renders (the task's ``cameras`` setting)."""
     has_instructions: bool = False

@@ -366,3 +366,10 @@ def test_terminated_state_scores_falls_of_physics_run_elsewhere():
     reach = sim.make_env("so101_reach", num_envs=1)  # no terminations: never ended
     _, arm = reach.mujoco_view(0)
     assert not reach.terminated_state(arm.qpos[None], arm.qvel[None]).any()
+
+
+def test_locomotion_reports_survival_not_success(walk):
+    """g1_walk has no success rule (evaluation reports no success rate) and ends episodes by falls (survival)."""
+    assert walk.has_success is False and walk.has_terminations is True
+    reach = sim.make_env("so101_reach", num_envs=1)
+    assert reach.has_success is True and reach.has_terminations is False  # a reach only times out

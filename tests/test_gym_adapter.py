@@ -114,3 +114,28 @@ def test_bad_arguments_are_explained():
     assert sim.make_env("gym:Pendulum-v1", nthread=0).num_envs == 1  # what `robot-rl sim` passes
     with pytest.raises(KeyError, match="gym:<gymnasium id>"):
         sim.make_env("no_such_task")
+
+
+class _GoalEnv(gym.Env):
+    """One-step episodes whose info says ``is_success`` (as Gymnasium-Robotics' goal envs do)."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+    metadata = {"render_fps": 10}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, np.float32), 0.0, True, False, {"is_success": bool(action[0] > 0)}
+
+
+def test_success_is_reported_once_the_env_gives_is_success():
+    plain = sim.make_env("gym:Pendulum-v1", num_envs=1, seed=0)
+    plain.step(torch.zeros(1, 1))
+    assert plain.has_success is False  # Pendulum reports no is_success: evaluation shows no success rate
+    goal = GymVecEnvAdapter([_GoalEnv], max_episode_steps=5)
+    assert goal.has_success is False
+    step = goal.step(torch.ones(1, 1))
+    assert goal.has_success is True and step.info["success"].tolist() == [True]

@@ -84,3 +84,36 @@ def test_training_window_logs_survival():
     stats.add(_Step([False, True], [True, False]))
     stats.add(_Step([False, False], [False, True]))
     assert stats.means()["episode/survival"] == pytest.approx(2 / 3)
+
+
+def test_evaluate_reports_only_what_the_task_defines():
+    """A task without a success rule reports no success rate; one whose episodes cannot end early, no survival."""
+    env = ToyReach(num_envs=2, seed=0)
+    env.has_success = False
+    s = evaluate(lambda obs: torch.zeros(obs.shape[0], 2), env, episodes=4, seed=1).summary()
+    assert "success_rate" not in s and "success_ci95" not in s and s["survival_rate"] == 1.0
+    env.has_success, env.has_terminations = True, False
+    s = evaluate(lambda obs: torch.ones(obs.shape[0], 2), env, episodes=4, seed=1).summary()
+    assert "survival_rate" not in s and s["success_rate"] == 0.0 and s["episodes"] == 4
+
+
+def test_training_window_keeps_only_what_the_task_defines():
+    stats = EpisodeStats(num_envs=2, device=torch.device("cpu"))
+
+    class _Step:
+        reward = torch.ones(2)
+        terminated, truncated = torch.tensor([True, False]), torch.tensor([False, True])
+        info = {"success": torch.tensor([False, False])}
+
+    stats.add(_Step(), success=False, survival=True)
+    assert "episode/success" not in stats.means() and stats.means()["episode/survival"] == 0.5
+    stats.add(_Step(), success=True, survival=False)
+    assert stats.means()["episode/success"] == 0.0 and stats.means()["episode/survival"] == 0.5
+
+
+def test_progress_line_shows_survival_where_given():
+    from robot_rl.train.progress import Progress
+
+    line = Progress(100, enabled=False).update(50, 1.5, None, 0.25)
+    assert "success -" in line and "survival 25%" in line
+    assert "survival" not in Progress(100, enabled=False).update(50, 1.5, 0.9)

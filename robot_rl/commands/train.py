@@ -86,9 +86,11 @@ def _train(cfg: DictConfig) -> None:
     print(f"trained {result.env_steps:,} {unit} in {result.wall_s:.0f} s ({result.updates} updates)")
     if result.eval:
         e = result.eval
-        lo, hi = e["success_ci95"]
-        print(f"eval over {e['episodes']} episodes: success {100 * e['success_rate']:.1f}% "
-              f"[95% CI {100 * lo:.1f}-{100 * hi:.1f}], return {e['return_mean']:.2f}")
+        line = f"eval over {e['episodes']} episodes: "
+        if "success_rate" in e:  # a task without a success rule (g1_stand) reports return and survival only
+            lo, hi = e["success_ci95"]
+            line += f"success {100 * e['success_rate']:.1f}% [95% CI {100 * lo:.1f}-{100 * hi:.1f}], "
+        print(f"{line}return {e['return_mean']:.2f}")
         if "survival_rate" in e:
             lo, hi = e["survival_ci95"]
             print(f"  survival (episodes ending by the time limit) {100 * e['survival_rate']:.1f}% "

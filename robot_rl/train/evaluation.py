@@ -48,15 +48,18 @@ class EvalResult:
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     successes: list[bool] = field(default_factory=list)
+    """``info["success"]`` at each episode's last step; empty on a task without a success rule (``env.has_success``)."""
     timeouts: list[bool] = field(default_factory=list)
     """Whether each episode ran to the time limit (truncated) rather than being terminated: survival, on tasks
-    whose terminations are all failures (g1_stand, g1_walk: a fall or a tip). Empty where not recorded."""
+    whose terminations are all failures (g1_stand, g1_walk: a fall or a tip). Empty on a task without terminations
+    (``env.has_terminations``: every episode runs to the limit)."""
     targets: list[str] = field(default_factory=list)
     """Language tasks: the target each episode's instruction named (the env's, whatever the policy was told)."""
 
     def summary(self) -> dict[str, Any]:
         """Means with 95% intervals: normal for return and length, Wilson for success and survival rates
-        (:func:`survival_summary`, where :attr:`timeouts` were recorded); a language task's success per named
+        (:func:`success_summary`, :func:`survival_summary`: each where it was recorded, i.e. where the task defines
+        it); a language task's success per named
         target under ``success_by_target`` (``{target: {episodes, success_rate, success_ci95}}``)."""
         n = len(self.returns)
         ret, ret_half = mean_ci(self.returns)
@@ -67,8 +70,9 @@ class EvalResult:
             "return_ci95": [ret - ret_half, ret + ret_half],
             "length_mean": length,
             "length_ci95": [length - len_half, length + len_half],
-            **success_summary(self.successes),
         }
+        if self.successes:
+            out.update(success_summary(self.successes))
         if self.timeouts:
             out.update(survival_summary(self.timeouts))
         if self.targets:
@@ -159,8 +163,10 @@ def evaluate(
         take = done & (count < quota)
         result.returns += ep_ret[take].tolist()
         result.lengths += ep_len[take].tolist()
-        result.successes += success[take].tolist()
-        result.timeouts += (step.truncated & ~step.terminated)[take].tolist()
+        if env.has_success:
+            result.successes += success[take].tolist()
+        if env.has_terminations:
+            result.timeouts += (step.truncated & ~step.terminated)[take].tolist()
         if named is not None:
             result.targets += [named[i] for i in torch.nonzero(take).squeeze(1).tolist()]
         count += take.long()

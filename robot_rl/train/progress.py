@@ -31,8 +31,9 @@ class Progress:
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
 
-    def update(self, step: int, ret: float | None, success: float | None) -> str:
-        """Show progress at env step ``step`` with the recent mean return and success rate."""
+    def update(self, step: int, ret: float | None, success: float | None, survival: float | None = None) -> str:
+        """Show progress at env step ``step`` with the recent mean return and success rate, and the survival rate
+        where given (a task whose episodes can end by a fall)."""
         elapsed = time.monotonic() - self.start
         rate = (step - self.start_step) / max(elapsed, 1e-9)
         eta = eta_seconds(step - self.start_step, self.total - self.start_step, elapsed)
@@ -42,6 +43,7 @@ class Progress:
             f"{rate:,.0f} steps/s",
             "return " + ("-" if ret is None else f"{ret:.2f}"),
             "success " + ("-" if success is None else f"{100 * success:.0f}%"),
+            *([] if survival is None else [f"survival {100 * survival:.0f}%"]),
             f"elapsed {format_duration(elapsed)}",
             "ETA " + ("-" if eta == float("inf") else format_duration(eta)),
         ]

@@ -87,16 +87,18 @@ class EpisodeStats:
         self.successes: deque[bool] = deque(maxlen=window)
         self.timeouts: deque[bool] = deque(maxlen=window)
 
-    def add(self, step: Any) -> None:
-        """Accumulate one ``sim.Step``; finished episodes enter the window."""
+    def add(self, step: Any, success: bool = True, survival: bool = True) -> None:
+        """Accumulate one ``sim.Step``; finished episodes enter the window. ``success`` / ``survival``: whether the
+        env defines them (``env.has_success``, ``env.has_terminations``); the window keeps only what it does."""
         self.ret += step.reward
         self.len += 1
         done = step.terminated | step.truncated
         if bool(done.any()):
             self.returns.extend(self.ret[done].tolist())
             self.lengths.extend(self.len[done].tolist())
-            self.timeouts.extend((step.truncated & ~step.terminated)[done].tolist())
-            if "success" in step.info:
+            if survival:
+                self.timeouts.extend((step.truncated & ~step.terminated)[done].tolist())
+            if success and "success" in step.info:
                 self.successes.extend(step.info["success"][done].tolist())
             self.ret[done] = 0.0
             self.len[done] = 0
@@ -108,6 +110,7 @@ class EpisodeStats:
         if self.returns:
             out["episode/return"] = sum(self.returns) / len(self.returns)
             out["episode/length"] = sum(self.lengths) / len(self.lengths)
+        if self.timeouts:
             out["episode/survival"] = sum(self.timeouts) / len(self.timeouts)
         if self.successes:
             out["episode/success"] = sum(self.successes) / len(self.successes)
@@ -266,7 +269,7 @@ class Runner:
         action = agent.act(obs)
         step = env.step(action.clamp(env.action_low, env.action_high))
         agent.observe(obs, action, step)
-        stats.add(step)
+        stats.add(step, env.has_success, env.has_terminations)
         for k, v in step.info.get("log", {}).items():
             env_logs.setdefault(k, []).append(float(v))
         self.env_steps += env.num_envs * distributed.world_size()  # the budget counts every rank's envs
@@ -319,7 +322,8 @@ class Runner:
                 metrics["perf/wall_s"] = self.elapsed_s
                 logger.log(metrics, self.env_steps)
                 means = stats.means()
-                progress.update(self.env_steps, means.get("episode/return"), means.get("episode/success"))
+                progress.update(self.env_steps, means.get("episode/return"), means.get("episode/success"),
+                                means.get("episode/survival"))
                 if self.updates % cfg.checkpoint_interval == 0:
                     self.checkpoint()
                 sums, env_logs, update_calls, collect_s, learn_s = {}, {}, 0, 0.0, 0.0

@@ -169,6 +169,8 @@ class GymLocomotionEnv(VecEnv):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.cfg = cfg
+        self.has_success = False  # Gymnasium's locomotion envs score return only
+        self.has_terminations = cfg.healthy is not None and cfg.terminate_when_unhealthy
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.model = mujoco.MjModel.from_xml_path(str(ASSETS / cfg.xml_file))
