@@ -121,7 +121,8 @@ class _GoalEnv(gym.Env):
 
     observation_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
     action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
-    metadata = {"render_fps": 10}
+    def __init__(self) -> None:
+        self.metadata = {"render_fps": 10}
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

@@ -101,9 +101,10 @@ def test_training_window_keeps_only_what_the_task_defines():
     stats = EpisodeStats(num_envs=2, device=torch.device("cpu"))
 
     class _Step:
-        reward = torch.ones(2)
-        terminated, truncated = torch.tensor([True, False]), torch.tensor([False, True])
-        info = {"success": torch.tensor([False, False])}
+        def __init__(self) -> None:
+            self.reward = torch.ones(2)
+            self.terminated, self.truncated = torch.tensor([True, False]), torch.tensor([False, True])
+            self.info = {"success": torch.tensor([False, False])}
 
     stats.add(_Step(), success=False, survival=True)
     assert "episode/success" not in stats.means() and stats.means()["episode/survival"] == 0.5
