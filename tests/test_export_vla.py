@@ -32,11 +32,11 @@ SIZE = 32
 ACTION = action_spec("joint_position_delta_default", 0.5, DEFAULT)
 
 
-def small_policy(cameras=("front", "wrist")) -> VLAPolicy:
+def small_policy(cameras=("front", "wrist"), image_encoder="conv") -> VLAPolicy:
     torch.manual_seed(0)
     tokenizer = InstructionTokenizer.train(INSTRUCTIONS)
     config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, cameras=cameras,
-                           chunk_len=4, width=32, heads=2, num_steps=3, max_text_len=8,
+                           chunk_len=4, width=32, heads=2, num_steps=3, max_text_len=8, image_encoder=image_encoder,
                            image_size=SIZE, image_keypoints=3)  # keypoints: the spatial softmax in the graph too
     model = VLA(config)
     model.set_stats(torch.tensor(DEFAULT), torch.full((6,), 0.3), torch.zeros(6), torch.full((6,), 0.5))
@@ -212,3 +212,26 @@ def test_deploy_check_reports_a_vla_artifact(exported):
     assert report.errors == 0, report.lines
     assert "VLA policy" in report.lines[0] and "['front', 'wrist'] 32x32 rgb8" in report.lines[0]
     assert any("inference p50" in line for line in report.lines)
+
+
+def test_the_instructed_efficientnet_encoder_exports_with_its_frozen_layers(tmp_path):
+    """``efficientnet_lite0_film``: the frozen EfficientNet-Lite0 blocks and the FiLM head are in the graph; ONNX
+    Runtime equals torch with the same noise, and another instruction gives another chunk."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    policy = small_policy(image_encoder="efficientnet_lite0_film")
+    out, meta = export(policy, tmp_path / "film")
+    runtime = VLARuntime(out)
+    gen = torch.Generator().manual_seed(3)
+    images = {cam: torch.randint(0, 256, (1, 3, SIZE, SIZE), dtype=torch.uint8, generator=gen)
+              for cam in ("front", "wrist")}
+    state, noise = torch.tensor([DEFAULT]), torch.randn(1, 4, 6, generator=gen)
+    raw = {cam: im[0].numpy() for cam, im in images.items()}
+    chunks = []
+    for text in INSTRUCTIONS[:2]:
+        with torch.no_grad():
+            tokens, mask = policy.encode_text([text])
+            chunk = policy((images["front"], images["wrist"]), tokens, mask, state, noise).numpy()
+        got = runtime.infer(raw, text, state[0].numpy(), noise[0].numpy())
+        assert np.abs(got - to_targets(meta.action, chunk)[0]).max() < 1e-5
+        chunks.append(got)
+    assert np.abs(chunks[0] - chunks[1]).max() > 1e-4

@@ -260,6 +260,14 @@ def test_dataset_batches_hold_chunks_images_and_instructions(reach_dataset: Path
     assert w[:3].mean() > 2 * w[20:25].mean() and torch.equal(batches.motion_weights(weight, bias, 0.0), torch.ones(50))
     draws = [batches.sample(64, torch.Generator().manual_seed(1), w)["state"] for _ in range(2)]
     assert torch.equal(*draws)
+    # frozen features cached once: batches then carry them (float16) in place of the images, shifts do not apply
+    frames = batches.images["front"]
+    batches.cache_features(lambda images: images[:, :2, ::4, ::4].float() + 0.25, chunk=16)
+    cached = batches.sample(4, torch.Generator().manual_seed(2), shift=4)
+    assert "images" not in cached and cached["image_features"]["front"].dtype == torch.float16
+    index = torch.tensor([3, 49])
+    assert torch.equal(batches.batch(index)["image_features"]["front"],
+                       (frames[index][:, :2, ::4, ::4].float() + 0.25).half())
 
 
 @pytest.mark.render
@@ -289,3 +297,39 @@ def test_the_model_overfits_two_recorded_episodes(reach_dataset: Path, tokenizer
     real = ~everything["action_is_pad"]
     err = ((chunks - everything["action"]) / model.action_std)[real]
     assert math.sqrt(err.pow(2).mean().item()) < 0.25  # measured 0.10 std, chunks sampled from zero noise
+
+
+def test_instructed_keypoint_encoder_reads_the_instruction_and_caches_its_frozen_features() -> None:
+    """``efficientnet_lite0_film``: K tokens per camera; the frozen layers get no gradient and stay in eval mode; the
+    instruction moves the keypoints; precomputed features give the same context as the images they came from."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    torch.manual_seed(0)
+    config = VLAConfig.cpu(5, 3, 50, image_encoder="efficientnet_lite0_film", image_keypoints=3, width=32,
+                           max_text_len=8, cameras=("front", "wrist"))
+    model = VLA(config)
+    encoder = model.image_encoder
+    assert model.instructed_images and not VLA(VLAConfig.cpu(5, 3, 50)).instructed_images
+    frozen = sum(p.numel() for p in encoder.backbone_parameters())
+    assert model.num_parameters(trainable=False) - model.num_parameters() == frozen > 0
+    model.train()
+    assert not encoder.stem.training and not any(b.training for b in encoder.blocks) and encoder.logits.training
+    obs = observation(2, config)
+    features = model.image_features(obs["images"]["front"])
+    assert features.shape == (2, 24, 8, 8) and not features.requires_grad  # stride 4 of 32 x 32
+    context = model.encode(obs)
+    assert context.tokens.shape == (2, 2 * 3 + 8 + 1, 32)
+    loss = model.loss(obs, torch.randn(2, 16, 3), torch.randn(2, 16, 3), torch.full((2,), 0.5))
+    loss.backward()
+    assert encoder.film.weight.grad.abs().sum() > 0 and encoder.logits.weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in encoder.backbone_parameters())
+    model.eval()
+    with torch.no_grad():
+        text = torch.randn(2, 32)
+        one, other = encoder(obs["images"]["front"], text), encoder(obs["images"]["front"], -text)
+        assert one.shape == (2, 3, 32) and (one - other).abs().max() > 1e-3  # FiLM: the instruction steers
+        cached = {cam: model.image_features(im).half() for cam, im in obs["images"].items()}  # as the cache keeps them
+        live = model.encode(obs).tokens
+        from_cache = model.encode({k: v for k, v in obs.items() if k != "images"} | {"image_features": cached}).tokens
+        assert (live - from_cache).abs().max() < 1e-2  # float16 features; measured ~1e-4
+    with pytest.raises(ValueError, match="image_keypoints >= 1"):
+        VLAConfig.cpu(5, 3, 50, image_encoder="efficientnet_lite0_film")
