@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from bench_scripts import load
 
 from robot_rl.checkpoint import latest_checkpoint, load_checkpoint
 from robot_rl.compose import compose
@@ -73,8 +74,9 @@ def test_sft_through_the_command_lowers_the_flow_loss_and_evaluates_per_target(d
 
 
 def test_resume_mid_run_continues_exactly(dataset: Path, tmp_path: Path) -> None:
-    """40 steps straight vs 20, a restart from that checkpoint, 20 more: same weights, optimiser and counters."""
-    cfg = config(dataset, "agent.updates=40")
+    """40 steps straight vs 20, a restart from that checkpoint, 20 more: same weights, optimiser and counters (the
+    state noise drawn from the saved batch generator too)."""
+    cfg = config(dataset, "agent.updates=40", "agent.state_noise=0.05")
     straight = tmp_path / "straight"
     Runner(cfg, straight).learn(evaluate_and_export=False)
     broken = tmp_path / "broken"
@@ -100,6 +102,8 @@ def test_bad_input_is_a_clear_input_error(dataset: Path, tmp_path: Path) -> None
         Runner(config(dataset, "agent.cameras=[wrist]", "task.env.cameras=[wrist]"), tmp_path / "a")
     with pytest.raises(InputError, match="needs a dataset"):
         Runner(compose(TINY), tmp_path / "b")
+    with pytest.raises(InputError, match="state_noise"):
+        Runner(config(dataset, "agent.state_noise=-0.1"), tmp_path / "d")
     runner = Runner(config(dataset, "agent.updates=1"), tmp_path / "c")
     policy = runner.agent.policy()
     image = {"front": torch.zeros(1, 3, 32, 32, dtype=torch.uint8)}
@@ -153,3 +157,20 @@ def test_robot_rl_eval_of_a_vla_run_reports_both_instructions_and_writes_a_video
     summary = json.loads(capsys.readouterr().out)
     assert summary["episodes"] == summary["wrong_instruction"]["episodes"] == 2
     assert "success_by_target" in summary["wrong_instruction"] and video.stat().st_size > 0
+
+
+def test_the_diagnosis_measures_the_fit_on_demonstrations_and_the_closed_loop(tiny_run: Path, tmp_path: Path) -> None:
+    """benchmarks/vla_diagnose.py on a run: first / fifth / last-frame chunk fit and closed-loop distances."""
+    diagnose = load("vla_diagnose")
+    out = tmp_path / "diagnosis.json"
+    diagnose.main([str(tiny_run), "--episodes", "2", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["meta"]["command"].startswith("python benchmarks/vla_diagnose.py")
+    result = result["rows"]
+    assert set(result["fit"]) == {"first", "fifth", "last"}
+    for row in result["fit"].values():
+        assert row["frames"] == 2 and -1.0 <= row["motion_cosine"] <= 1.0 and row["sampled_motion"] >= 0
+    loop = result["closed_loop"]
+    assert loop["episodes"] == 2 and 0 <= loop["within_2cm_at_end"] <= 1
+    assert loop["median_closest_to_named_cm"] <= loop["median_start_to_named_cm"]
+    assert loop["median_end_to_nearest_any_cm"] <= loop["median_end_to_named_cm"]

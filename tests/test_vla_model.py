@@ -171,6 +171,13 @@ def test_model_shapes_determinism_and_padding() -> None:
         assert torch.allclose(model.sample(obs, noise), 2.0 * first + torch.tensor([1.0, 2.0, 3.0]) + anchor, atol=1e-5)
         action, t = torch.randn(3, 6, 3), torch.full((3,), 0.3)
         relative = model.loss(obs, action + anchor, noise, t)
+        # the state token may read a noisy copy (agent.state_noise); the anchor keeps the true state
+        seen = dict(obs, state_seen=obs["state"] + 0.5)
+        assert not torch.allclose(model.encode(seen).tokens, model.encode(obs).tokens)
+        assert torch.allclose(model.encode(dict(obs, state_seen=obs["state"])).tokens, model.encode(obs).tokens)
+        shifted = model.sample(seen, noise) - anchor
+        assert torch.allclose(model.sample(dict(seen, state=seen["state_seen"]), noise) - shifted,
+                              model.anchor(seen["state_seen"]), atol=1e-5)
         model.set_anchor(torch.zeros(3, 5), torch.zeros(3))
         assert torch.allclose(relative, model.loss(obs, action, noise, t))
     with pytest.raises(ValueError, match="multiple of heads"):

@@ -76,6 +76,11 @@ class VLAAgentConfig(AgentConfig):
             0: uniformly). Scripted reaches move in their first few steps and hold still after.
         image_shift: shift every training image by up to this many pixels each way
             (:func:`random_shift <robot_rl.data.vla_batches.random_shift>`, DrQ's augmentation; 0: none).
+        state_noise: standard deviation (state units, radians for joint positions) of Gaussian noise added to the
+            state the model *reads* while training (``obs["state_seen"]``); the relative-action anchor keeps the true
+            state. Randomised start poses make the state a fingerprint of each demonstration, which a model uses to
+            recall the demonstration's first chunk instead of reading the images; noise wider than that spread
+            removes the shortcut (0: none).
     """
 
     dataset: str | None = None
@@ -101,9 +106,11 @@ class VLAAgentConfig(AgentConfig):
     image_keypoints: int = 0
     motion_boost: float = 0.0
     image_shift: int = 0
+    state_noise: float = 0.0
 
     def __post_init__(self) -> None:
-        check(self, "agent", positive=("lr",), non_negative=("weight_decay", "grad_clip", "motion_boost"),
+        check(self, "agent", positive=("lr",),
+              non_negative=("weight_decay", "grad_clip", "motion_boost", "state_noise"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
               at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift"),
@@ -195,7 +202,10 @@ class VLAAgent(Agent):
         """``agent.updates`` gradient steps."""
         return self.cfg.updates
 
-    def _load_batches(self) -> Any:
+    def load_batches(self) -> Any:
+        """The dataset as :class:`~robot_rl.data.vla_batches.VLABatches`, as training reads it (frozen features
+        cached where the image encoder has them, frame weights set); before the first update, also sets the model's
+        normalisation and anchor from it."""
         from robot_rl.data.vla_batches import VLABatches
 
         batches = VLABatches(self.cfg.dataset, self.tokenizer, self.cfg.chunk_len, self.cfg.max_text_len,
@@ -219,12 +229,15 @@ class VLAAgent(Agent):
         from robot_rl.models.vla import flow
 
         if self.batches is None:
-            self.batches = self._load_batches()
+            self.batches = self.load_batches()
         cfg = self.cfg
         batch = self.batches.sample(cfg.batch_size, self.generator, self.frame_weights, cfg.image_shift)
         batch = {k: ({c: im.to(self.device) for c, im in v.items()} if k in ("images", "image_features")
                      else v.to(self.device))
                  for k, v in batch.items()}
+        if cfg.state_noise > 0:
+            jitter = torch.randn(batch["state"].shape, generator=self.generator).to(self.device)
+            batch["state_seen"] = batch["state"] + cfg.state_noise * jitter
         noise = torch.randn(batch["action"].shape, device=self.device)
         t = flow.sample_time(cfg.batch_size).to(self.device)
         lr = learning_rate(cfg, self.num_updates)

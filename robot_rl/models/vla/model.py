@@ -183,7 +183,9 @@ class VLA(nn.Module):
     def encode(self, obs: dict) -> Context:
         """The prefix tokens ``[B, C*(grid^2 + keypoints) + L + 1, D]`` of observation ``obs`` (module docstring);
         with ``efficientnet_lite0_film``, ``[B, C*keypoints + L + 1, D]`` from ``obs["images"]`` or precomputed
-        ``obs["image_features"]`` (``{camera: [B, 24, H/4, W/4]}``)."""
+        ``obs["image_features"]`` (``{camera: [B, 24, H/4, W/4]}``). The state token reads ``obs["state_seen"]`` where
+        given (training's noisy state, ``agent.state_noise``), else ``obs["state"]``; the anchor always uses
+        ``obs["state"]``."""
         c = self.config
         ids, mask = obs["tokens"][:, : c.max_text_len], obs["token_mask"][:, : c.max_text_len]
         words = self.token_embed(ids)  # [B, L, D]
@@ -197,7 +199,7 @@ class VLA(nn.Module):
         else:
             tokens = [self.image_encoder(obs["images"][cam]) + self.camera_embed[i] for i, cam in enumerate(c.cameras)]
         tokens.append(words + self.text_pos[: ids.shape[1]])
-        state = (obs["state"] - self.state_mean) / self.state_std
+        state = (obs.get("state_seen", obs["state"]) - self.state_mean) / self.state_std
         tokens.append(self.state_proj(state).unsqueeze(1))
         x = torch.cat(tokens, dim=1)
         batch = x.shape[0]
