@@ -10,7 +10,8 @@
 
     python benchmarks/vla_diagnose.py outputs/bench_vla_sft/so101_reach_lang-film --episodes 20
 
-Prints a summary and writes it, with the command and commit, to ``<run>/diagnosis.json`` (or ``--out``).
+Prints a summary and writes it, with the command and commit, to ``docs/results/vla/diagnosis-<run name>.json``
+(or ``--out``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 import torch
-from _results import write_rows
+from _results import RESULTS, write_rows
 
 from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.train.evaluation import playable
@@ -77,14 +78,15 @@ def main(argv: list[str]) -> None:
     p.add_argument("run", type=Path, help="an agent=vla run directory on a reaching language task")
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--seed", type=int, default=1000)
-    p.add_argument("--out", type=Path, default=None, help="default: <run>/diagnosis.json")
+    p.add_argument("--out", type=Path, default=None, help="default: docs/results/vla/diagnosis-<run name>.json")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     runner = open_run(args.run, num_envs=args.episodes)
     result = {"run": str(args.run), "fit": fit_on_demonstrations(runner.agent),
               "closed_loop": closed_loop(runner, args.episodes, args.seed)}
     print(json.dumps(result, indent=2))
-    write_rows(args.out or args.run / "diagnosis.json", result, ["benchmarks/vla_diagnose.py", *argv])
+    out = args.out or RESULTS / "vla" / f"diagnosis-{args.run.name}.json"
+    write_rows(out, result, ["benchmarks/vla_diagnose.py", *argv])
 
 
 if __name__ == "__main__":
