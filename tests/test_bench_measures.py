@@ -110,6 +110,7 @@ def test_g1_stand_curve_keeps_updates_with_finished_episodes(tmp_path) -> None:
     assert svg.startswith("<svg") and svg.count("<polyline") == 2
 
 
+@pytest.mark.robot_assets("unitree_g1")
 def test_transfer_rates_success_for_tasks_with_a_success_rule_and_survival_for_locomotion() -> None:
     assert transfer.task_metric("so101_reach_deploy") == "success"
     assert transfer.task_metric("so101_lift") == "success"

@@ -106,6 +106,7 @@ def test_push_settings_are_checked():
         sim.make_env("so101_reach", num_envs=2, randomization={"push_interval_s": [1.0, 2.0], "push_velocity": 0.5})
 
 
+@pytest.mark.robot_assets("unitree_g1")
 def test_push_timers_are_drawn_in_the_interval_in_control_steps():
     env = _g1(push_interval_s=(0.1, 0.2), push_velocity=0.5)  # dt 0.02 s: 5..10 steps
     env.reset(seed=1)
@@ -114,6 +115,7 @@ def test_push_timers_are_drawn_in_the_interval_in_control_steps():
     env.close()
 
 
+@pytest.mark.robot_assets("unitree_g1")
 def test_a_push_adds_the_drawn_planar_velocity_to_the_base_of_due_envs_only():
     v = 0.5
     env = _g1(push_interval_s=(0.1, 0.2), push_velocity=v)
@@ -139,6 +141,7 @@ def test_a_push_adds_the_drawn_planar_velocity_to_the_base_of_due_envs_only():
     env.close()
 
 
+@pytest.mark.robot_assets("unitree_g1")
 def test_pushes_off_change_nothing_and_a_push_lands_at_its_drawn_step():
     """Without a push the G1 with pushes on follows the pushless one exactly; the step its timer runs out,
     its base velocity jumps away from the pushless one's."""
@@ -161,6 +164,7 @@ def test_pushes_off_change_nothing_and_a_push_lands_at_its_drawn_step():
     pushed.close()
 
 
+@pytest.mark.robot_assets("unitree_g1")
 def test_push_timers_travel_with_snapshots():
     env = _g1(push_interval_s=(5.0, 8.0), push_velocity=0.5)
     env.reset(seed=0)
