@@ -536,6 +536,21 @@ class TaskEnv(VecEnv):
         frames = self._camera.render(physics["qpos"], physics["mocap_pos"], physics["mocap_quat"])
         return {name: torch.from_numpy(image).to(self.device) for name, image in frames.items()}
 
+    def world_cameras(self) -> tuple[str, ...]:
+        """The model's world-fixed cameras (:func:`sim.render.world_cameras`), whether or not ``cameras`` renders
+        them."""
+        from sim.render import world_cameras
+
+        return world_cameras(self.model)
+
+    def image_position(self, points: torch.Tensor, camera: str) -> torch.Tensor:
+        """``[n, 2]`` image positions of world points ``[n, 3]`` in world camera ``camera``
+        (:func:`sim.render.image_position`: x right, y down, [-1, 1] in the frame of a square image)."""
+        from sim.render import image_position
+
+        where = image_position(self.model, camera, torch.as_tensor(points).detach().cpu().numpy())
+        return torch.from_numpy(where).float()
+
     def _render_cameras(self, images: Obs | None, ids: torch.Tensor | None) -> Obs:
         """``{"camera_<name>": uint8 [N, 3, H, W]}``: envs ``ids`` (None: all) rendered, the rest from ``images``."""
         index = self._env_ids(ids)

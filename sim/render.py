@@ -201,6 +201,35 @@ class SimCamera:
         self.renderer.close()
 
 
+def world_cameras(model: mujoco.MjModel) -> tuple[str, ...]:
+    """Names of the model's cameras fixed in the world (on the world body, not tracking anything): those
+    :func:`image_position` can project to without the state."""
+    return tuple(model.camera(i).name for i in range(model.ncam)
+                 if model.cam_bodyid[i] == 0 and model.cam_mode[i] == mujoco.mjtCamLight.mjCAMLIGHT_FIXED)
+
+
+def image_position(model: mujoco.MjModel, camera: str, points: np.ndarray) -> np.ndarray:
+    """Where world ``points [N, 3]`` appear in world camera ``camera``'s square image: ``[N, 2]`` (x to the right,
+    y down) in [-1, 1] inside the frame, the convention of the VLA keypoints
+    (:func:`robot_rl.models.vla.encoders.spatial_softmax`); NaN for points behind the camera.
+
+    Raises:
+        SimInputError: ``camera`` is not one of :func:`world_cameras`.
+    """
+    fixed = world_cameras(model)
+    if camera not in fixed:
+        raise SimInputError(f"camera {camera!r} is not a world-fixed camera of the model; those are {list(fixed)}")
+    cam = model.camera(camera).id
+    rotation = model.cam_mat0[cam].reshape(3, 3)  # columns: the camera's x (right), y (up), z (backwards)
+    rel = (np.asarray(points, dtype=np.float64) - model.cam_pos0[cam]) @ rotation
+    depth = -rel[:, 2]
+    half = np.tan(np.deg2rad(model.cam_fovy[cam]) / 2.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.stack([rel[:, 0] / depth / half, -rel[:, 1] / depth / half], axis=1)
+    out[depth <= 0] = np.nan
+    return out
+
+
 class CameraGroup:
     """Images of a batch of envs from named model cameras, with the small-image settings.
 

@@ -121,6 +121,15 @@ class VecEnv(abc.ABC):
         cameras."""
         raise SimInputError(f"task {type(self).__name__} renders no camera images")
 
+    def world_cameras(self) -> tuple[str, ...]:
+        """The cameras fixed in the world that :meth:`image_position` projects to (none by default)."""
+        return ()
+
+    def image_position(self, points: torch.Tensor, camera: str) -> torch.Tensor:
+        """``[n, 2]``: where world points ``[n, 3]`` (env frame) appear in world camera ``camera``'s image, x to the
+        right and y down in [-1, 1] inside the frame (NaN behind it); tasks with :meth:`world_cameras`."""
+        raise SimInputError(f"task {type(self).__name__} has no world-fixed camera")
+
     def joint_positions(self) -> torch.Tensor:
         """``[N, J]`` the robot's joint positions now (robot units, robot.yaml order, noise-free): what a
         recorded dataset stores as ``observation.state``."""

@@ -143,6 +143,32 @@ def test_reach_lang_world_cameras_see_every_target_the_task_can_draw() -> None:
         assert width_px.min() >= 3.0, (name, width_px.min())
 
 
+@pytest.mark.render
+def test_image_position_lands_on_the_named_sphere_in_each_world_camera() -> None:
+    """``env.image_position`` projects the named target into ``front`` and ``top``: the rendered pixel there has the
+    target's colour (its strongest channel is the colour's), in 8 scenes; the wrist camera moves, so it is refused."""
+    env = sim.make_env("so101_reach_lang", num_envs=8, seed=0, nthread=1, cameras=["front", "top"], image_size=64,
+                       camera_obs=False)
+    env.reset(seed=0)
+    assert env.world_cameras() == ("front", "top")
+    images, named = env.camera_images(), env.instruction_targets()
+    strongest = {"red": 0, "green": 1, "blue": 2}
+    for cam in ("front", "top"):
+        where = env.image_position(env.get_target(), cam)  # [8, 2] in [-1, 1]
+        pixel = ((where + 1.0) / 2.0 * 64 - 0.5).round().long()
+        for i, colour in enumerate(named):
+            rgb = images[cam][i, :, pixel[i, 1], pixel[i, 0]].int()
+            if colour == "yellow":
+                assert rgb[0] > 2 * rgb[2] and rgb[1] > 2 * rgb[2], (cam, colour, rgb)
+            else:
+                assert rgb.argmax() == strongest[colour] and rgb.max() > 1.5 * rgb.min(), (cam, colour, rgb)
+    behind = env.image_position(torch.tensor([[3.0, 0.0, 0.3]]), "front")  # far behind the front camera
+    assert torch.isnan(behind).all()
+    with pytest.raises(SimInputError, match="not a world-fixed camera"):
+        env.image_position(env.get_target(), "wrist")
+    env.close()
+
+
 def test_shifted_instructions_name_the_next_target_in_the_same_paraphrase() -> None:
     env = sim.make_env("so101_reach_lang", num_envs=6, seed=3)
     env.reset(seed=3)

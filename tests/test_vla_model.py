@@ -15,6 +15,7 @@ from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.errors import InputError
 from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig, flow
 from robot_rl.models.vla.encoders import ConvImageEncoder, spatial_softmax
+from robot_rl.models.vla.model import keypoint_loss
 from sim.tasks.so101_pick_lang import INSTRUCTIONS as PICK
 from sim.tasks.so101_reach_lang import INSTRUCTIONS as REACH
 
@@ -340,3 +341,58 @@ def test_instructed_keypoint_encoder_reads_the_instruction_and_caches_its_frozen
         assert (live - from_cache).abs().max() < 1e-2  # float16 features; measured ~1e-4
     with pytest.raises(ValueError, match="image_keypoints >= 1"):
         VLAConfig.cpu(5, 3, 50, image_encoder="efficientnet_lite0_film")
+
+
+
+def test_keypoint_loss_hand_values_and_only_targets_in_the_frame_count() -> None:
+    points = torch.tensor([[[0.0, 0.0], [0.5, 0.5]], [[1.0, -1.0], [0.0, 0.0]]])  # [B=2, C=2, 2]
+    target = torch.tensor([[[0.3, 0.4], [float("nan"), 0.0]], [[1.0, -1.0], [0.0, 1.5]]])
+    # counted: (0, 0) distance^2 0.25 and (1, 0) 0; NaN and outside the frame are not
+    assert torch.isclose(keypoint_loss(points, target), torch.tensor(0.125))
+    none = torch.full_like(target, float("nan"))
+    assert keypoint_loss(points.requires_grad_(), none) == 0.0
+
+
+def test_the_keypoint_loss_teaches_the_film_keypoint_to_find_a_coloured_square() -> None:
+    """``VLA.losses(keypoint_target=...)``: the loss reaches the FiLM head and not the action expert, and trained on
+    48 images of a red square at random places the first keypoint finds the square in 16 images it never saw
+    (measured 0.06 of the [-1, 1] frame after 150 steps; always guessing the centre is 0.71)."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    torch.manual_seed(0)
+    config = VLAConfig.cpu(5, 3, 50, image_encoder="efficientnet_lite0_film", image_keypoints=2, width=32,
+                           max_text_len=8, cameras=("front",))
+    model = VLA(config)
+    g = torch.Generator().manual_seed(1)
+    corner = torch.randint(0, 28, (64, 2), generator=g)  # the square's top-left pixel (x, y) in a 32x32 image
+    images = torch.full((64, 3, 32, 32), 90, dtype=torch.uint8)
+    for i, (x, y) in enumerate(corner.tolist()):
+        images[i, :, y:y + 4, x:x + 4] = torch.tensor([230, 20, 20], dtype=torch.uint8)[:, None, None]
+    where = ((corner.float() + 2.0) / 32.0 * 2.0 - 1.0).unsqueeze(1)  # [64, C=1, 2] the square's centre
+    obs = {k: v for k, v in observation(64, config).items() if k != "images"}
+    obs = {"image_features": {"front": model.image_features(images)}, **obs,
+           "tokens": obs["tokens"][:1].expand(64, -1), "token_mask": obs["token_mask"][:1].expand(64, -1)}
+    assert model.keypoints(obs).shape == (64, 1, 2, 2)
+    action, noise, t = torch.randn(64, 16, 3), torch.randn(64, 16, 3), torch.full((64,), 0.5)
+    losses = model.losses(obs, action, noise, t, keypoint_target=where)
+    assert set(losses) == {"flow", "keypoint"}
+    losses["keypoint"].backward()
+    head = model.image_encoder
+    assert head.film.weight.grad.abs().sum() > 0 and head.logits.weight.grad.abs().sum() > 0
+    assert model.action_out[1].weight.grad is None  # the keypoint term does not reach the action expert
+    train, held = slice(0, 48), slice(48, 64)
+
+    def rows(part: slice) -> dict:
+        return {k: ({c: v[part] for c, v in x.items()} if isinstance(x, dict) else x[part]) for k, x in obs.items()}
+
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    for _ in range(150):
+        optimizer.zero_grad()
+        model.losses(rows(train), action[train], noise[train], t[train], keypoint_target=where[train])["keypoint"]\
+            .backward()
+        optimizer.step()
+    with torch.no_grad():
+        error = (model.keypoints(rows(held))[:, 0, 0] - where[held, 0]).norm(dim=-1).median()
+        centre = where[held, 0].norm(dim=-1).median()
+    assert error < 0.3 * centre, (error, centre)
+    with pytest.raises(ValueError, match="no instructed keypoints"):
+        VLA(VLAConfig.cpu(5, 3, 50)).keypoints(obs)

@@ -44,6 +44,9 @@ class EnvSpec:
         max_episode_steps: time limit of one episode.
         instructions: every instruction string a language task draws (``VecEnv.instruction_table``); empty
             for tasks without instructions.
+        world_cameras: the env's world-fixed cameras (``VecEnv.world_cameras``).
+        image_position: ``(points [n, 3], camera) -> [n, 2]``, where world points appear in one of those cameras
+            (``VecEnv.image_position``); None where the env has no world camera.
     """
 
     num_envs: int
@@ -55,6 +58,8 @@ class EnvSpec:
     dt: float = 0.02
     max_episode_steps: int = 1000
     instructions: tuple[str, ...] = ()
+    world_cameras: tuple[str, ...] = ()
+    image_position: Callable[[torch.Tensor, str], torch.Tensor] | None = None
 
     @classmethod
     def from_env(cls, env: Any) -> EnvSpec:
@@ -69,6 +74,8 @@ class EnvSpec:
             dt=float(env.dt),
             max_episode_steps=int(env.max_episode_steps),
             instructions=tuple(env.instruction_table()) if env.has_instructions else (),
+            world_cameras=tuple(env.world_cameras()) if hasattr(env, "world_cameras") else (),
+            image_position=env.image_position if hasattr(env, "world_cameras") and env.world_cameras() else None,
         )
 
     @property

@@ -81,6 +81,13 @@ class VLAAgentConfig(AgentConfig):
             state. Randomised start poses make the state a fingerprint of each demonstration, which a model uses to
             recall the demonstration's first chunk instead of reading the images; noise wider than that spread
             removes the shortcut (0: none).
+        target_keypoint: weight of an auxiliary loss (``efficientnet_lite0_film`` only) pulling the first keypoint
+            of each world-fixed camera onto the image position of the dataset's ``target_key`` (the env projects it,
+            ``VecEnv.image_position``; :func:`keypoint_loss <robot_rl.models.vla.model.keypoint_loss>`), so the
+            instruction-modulated keypoint learns to find the object the instruction names; logged as
+            ``loss/keypoint`` (0: none). Training only: the policy reads images, never the target.
+        target_key: the per-frame world position that loss projects: ``sim.target`` (``robot-rl record`` of a
+            language task stores the named target's position there).
     """
 
     dataset: str | None = None
@@ -107,10 +114,13 @@ class VLAAgentConfig(AgentConfig):
     motion_boost: float = 0.0
     image_shift: int = 0
     state_noise: float = 0.0
+    target_keypoint: float = 0.0
+    target_key: str = "sim.target"
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",),
-              non_negative=("weight_decay", "grad_clip", "motion_boost", "state_noise"),
+              non_negative=("weight_decay", "grad_clip", "motion_boost", "state_noise",
+                            "target_keypoint"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
               at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift"),
@@ -124,6 +134,9 @@ class VLAAgentConfig(AgentConfig):
         if self.image_shift and self.image_encoder == "efficientnet_lite0_film":
             raise fail(self, "agent", "image_shift", "does not apply to the cached frozen features of "
                        "efficientnet_lite0_film", "0, or image_encoder=conv")
+        if self.target_keypoint and self.image_encoder != "efficientnet_lite0_film":
+            raise fail(self, "agent", "target_keypoint", "needs the keypoints of image_encoder=efficientnet_lite0_film",
+                       "0, or image_encoder=efficientnet_lite0_film")
         if not self.cameras or len(set(self.cameras)) != len(self.cameras):
             raise fail(self, "agent", "cameras", "must name one or more distinct cameras", "e.g. [front, wrist]")
 
@@ -165,6 +178,18 @@ class VLAAgent(Agent):
             raise InputError("the dataset lacks a feature agent=vla trains on", file=ds.root, key="agent.state_key",
                              value=cfg.state_key, fix="record it with `robot-rl record` (observation.state and "
                                                       "action.policy)")
+        if cfg.target_keypoint:
+            if cfg.target_key not in ds.features or tuple(ds.features[cfg.target_key].shape) != (3,):
+                raise InputError("agent.target_keypoint needs a per-frame world position [3] in the dataset",
+                                 file=ds.root, key="agent.target_key", value=cfg.target_key,
+                                 fix=f"agent.target_key=<a [3] feature among {sorted(ds.features)}>, or "
+                                     "agent.target_keypoint=0")
+            if not set(cfg.cameras) & set(env.world_cameras) or env.image_position is None:
+                raise InputError("agent.target_keypoint needs a world-fixed camera to project the target into",
+                                 key="agent.cameras", value=list(cfg.cameras),
+                                 fix=f"add one of the task's world cameras {list(env.world_cameras)}, or "
+                                     "agent.target_keypoint=0")
+        self.image_position, self.world_cameras = env.image_position, env.world_cameras
         action_dim = ds.features["action.policy"].shape[0]
         if action_dim != env.action_dim:
             raise InputError(f"the dataset's actions have {action_dim} dims, the env's {env.action_dim}",
@@ -208,8 +233,18 @@ class VLAAgent(Agent):
         normalisation and anchor from it."""
         from robot_rl.data.vla_batches import VLABatches
 
-        batches = VLABatches(self.cfg.dataset, self.tokenizer, self.cfg.chunk_len, self.cfg.max_text_len,
-                             tuple(self.cfg.cameras), state_key=self.cfg.state_key)
+        cameras = tuple(self.cfg.cameras)
+        project = None
+        if self.cfg.target_keypoint:
+            nowhere = torch.full((2,), float("nan"))  # a camera that moves: no loss on its keypoint
+
+            def project(target: torch.Tensor) -> torch.Tensor:  # [N, 3] world -> [N, C, 2] image positions
+                return torch.stack([self.image_position(target, cam) if cam in self.world_cameras
+                                    else nowhere.expand(len(target), 2) for cam in cameras], dim=1)
+
+        batches = VLABatches(self.cfg.dataset, self.tokenizer, self.cfg.chunk_len, self.cfg.max_text_len, cameras,
+                             state_key=self.cfg.state_key,
+                             target_key=self.cfg.target_key if self.cfg.target_keypoint else None, target_map=project)
         if self.num_updates == 0:  # a resumed model has the stats in its buffers already
             if self.cfg.relative_actions:
                 *stats, weight, bias = (x.to(self.device) for x in batches.anchored_normalization())
@@ -225,7 +260,8 @@ class VLAAgent(Agent):
         return batches
 
     def update(self) -> dict[str, float | torch.Tensor]:
-        """One AdamW step on the flow-matching loss of a batch: ``loss/flow``, ``lr``, ``grad_norm``."""
+        """One AdamW step on the flow-matching loss of a batch (plus ``target_keypoint`` times the keypoint loss):
+        ``loss/flow``, ``loss/keypoint`` (with ``target_keypoint``), ``lr``, ``grad_norm``."""
         from robot_rl.models.vla import flow
 
         if self.batches is None:
@@ -243,7 +279,8 @@ class VLAAgent(Agent):
         lr = learning_rate(cfg, self.num_updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        loss = self.model.loss(batch, batch["action"], noise, t, batch["action_is_pad"])
+        losses = self.model.losses(batch, batch["action"], noise, t, batch["action_is_pad"], batch.get("target"))
+        loss = losses["flow"] + cfg.target_keypoint * losses.get("keypoint", 0.0)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for p in self.model.parameters() if p.grad is not None]
@@ -251,7 +288,7 @@ class VLAAgent(Agent):
                 else torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
         self.optimizer.step()
         self.num_updates += 1
-        return {"loss/flow": loss.detach(), "lr": lr, "grad_norm": norm.detach()}
+        return {**{f"loss/{k}": v.detach() for k, v in losses.items()}, "lr": lr, "grad_norm": norm.detach()}
 
     def ready(self) -> bool:
         """Always: the dataset is all there."""

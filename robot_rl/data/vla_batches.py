@@ -29,7 +29,8 @@ class VLABatches:
 
     def __init__(self, root: str | Path, tokenizer: InstructionTokenizer, chunk_len: int, max_text_len: int,
                  cameras: tuple[str, ...] | None = None, state_key: str = "observation.state",
-                 action_key: str = "action.policy") -> None:
+                 action_key: str = "action.policy", target_key: str | None = None,
+                 target_map: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         """Load ``root``.
 
         Args:
@@ -40,6 +41,10 @@ class VLABatches:
             state_key: the state feature ``[S]``.
             action_key: the action feature ``[A]`` (``action.policy``: the env's action in [-1, 1];
                 ``action``: the actuator targets).
+            target_key: a per-frame feature ``[T]`` batches also carry as ``"target"`` (e.g. ``sim.target``, the
+                named object's position); None: none.
+            target_map: applied once to the whole ``[N, T]`` column at load (e.g. world position -> image position
+                per camera, ``[N, C, 2]``); None: the column as it is.
 
         Raises:
             InputError: a feature is missing, the dataset has no camera or no frames.
@@ -47,7 +52,8 @@ class VLABatches:
         ds = LeRobotDataset(root)
         have = [k[len(IMAGES_PREFIX):] for k in ds.camera_keys if k.startswith(IMAGES_PREFIX)]
         self.cameras = tuple(have) if cameras is None else tuple(cameras)
-        for key in (state_key, action_key, *(IMAGES_PREFIX + c for c in self.cameras)):
+        extra = [target_key] if target_key else []
+        for key in (state_key, action_key, *(IMAGES_PREFIX + c for c in self.cameras), *extra):
             if key not in ds.features:
                 raise InputError("feature not in the dataset", file=ds.root, key=key,
                                  fix=f"choose among {sorted(ds.features)} (cameras: {have})")
@@ -55,7 +61,11 @@ class VLABatches:
             raise InputError("a VLA dataset needs camera frames and at least one episode", file=ds.root,
                              fix="record a language task with cameras, e.g. robot-rl record task=so101_reach_lang "
                                  "task.env.cameras=[front]")
-        ds.require_finite(state_key, action_key)
+        ds.require_finite(state_key, action_key, *extra)
+        self.target = None if target_key is None else torch.tensor(ds.column(target_key), dtype=torch.float32)
+        """``[N, ...]`` the ``target_key`` feature (through ``target_map``), or None."""
+        if self.target is not None and target_map is not None:
+            self.target = target_map(self.target)
         self.state = torch.tensor(ds.column(state_key), dtype=torch.float32)  # [N, S]
         self.action = torch.tensor(ds.column(action_key), dtype=torch.float32)  # [N, A]
         self.images = {cam: self._decode(ds, IMAGES_PREFIX + cam) for cam in self.cameras}  # uint8 [N, 3, H, W]
@@ -119,15 +129,18 @@ class VLABatches:
 
     def batch(self, index: torch.Tensor) -> dict:
         """Frames ``index [B]`` as ``{"images": {camera: uint8 [B, 3, H, W]}, "tokens": int64 [B, L],
-        "token_mask": bool [B, L], "state": [B, S], "action": [B, H, A], "action_is_pad": bool [B, H]}``; after
-        :meth:`cache_features`, ``"image_features": {camera: float16 [B, F, h, w]}`` in place of ``"images"``."""
+        "token_mask": bool [B, L], "state": [B, S], "action": [B, H, A], "action_is_pad": bool [B, H]}``, plus
+        ``"target": [B, ...]`` with a ``target_key``; after :meth:`cache_features`, ``"image_features": {camera: float16
+        [B, F, h, w]}`` in place of ``"images"``."""
         task = self.task_index[index]
         if self.features is not None:
             images = {"image_features": {cam: f[index] for cam, f in self.features.items()}}
         else:
             images = {"images": {cam: frames[index] for cam, frames in self.images.items()}}
+        target = {} if self.target is None else {"target": self.target[index]}
         return {
             **images,
+            **target,
             "tokens": self.tokens[task],
             "token_mask": self.token_mask[task],
             "state": self.state[index],

@@ -181,12 +181,20 @@ class InstructedKeypointEncoder(nn.Module):
             x = block(x)
         return x
 
-    def head(self, features: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
-        """Frozen ``features [B, 24, h, w]`` and the instruction summary ``text [B, D]`` -> tokens ``[B, K, D]``."""
+    def points(self, features: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """Frozen ``features [B, 24, h, w]`` and the instruction summary ``text [B, D]`` -> keypoints ``[B, K, 2]`` in
+        [-1, 1]^2 (x, y)."""
         gamma, beta = self.film(text).chunk(2, dim=-1)
         x = self.inp(features.float()) * (1.0 + gamma[:, :, None, None]) + beta[:, :, None, None]
-        points = spatial_softmax(self.logits(nn.functional.gelu(x)) * self.log_temperature.exp())  # [B, K, 2]
+        return spatial_softmax(self.logits(nn.functional.gelu(x)) * self.log_temperature.exp())
+
+    def tokens(self, points: torch.Tensor) -> torch.Tensor:
+        """Keypoints ``[B, K, 2]`` -> tokens ``[B, K, D]``."""
         return self.point_proj(points) + self.keypoint_embed
+
+    def head(self, features: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """Frozen ``features [B, 24, h, w]`` and the instruction summary ``text [B, D]`` -> tokens ``[B, K, D]``."""
+        return self.tokens(self.points(features, text))
 
     def forward(self, images: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         """images uint8 or float ``[B, 3, H, W]`` and ``text [B, D]`` -> tokens ``[B, K, D]``."""

@@ -111,6 +111,15 @@ def time_embedding(t: torch.Tensor, dim: int, min_period: float = 4e-3, max_peri
     return torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)
 
 
+def keypoint_loss(points: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean squared distance between keypoints ``points [B, C, 2]`` and image positions ``target [B, C, 2]`` (both
+    in [-1, 1]), over the entries whose target lies in the frame (finite, ``|x|, |y| <= 1``); 0 if none does."""
+    inside = torch.isfinite(target).all(-1) & (target.abs() <= 1.0).all(-1)  # [B, C]
+    if not inside.any():
+        return points.sum() * 0.0
+    return (points[inside] - target[inside]).pow(2).sum(-1).mean()
+
+
 class VLA(nn.Module):
     """Prefix transformer over image, text and state tokens, plus a flow-matching action expert."""
 
@@ -186,16 +195,23 @@ class VLA(nn.Module):
         ``obs["image_features"]`` (``{camera: [B, 24, H/4, W/4]}``). The state token reads ``obs["state_seen"]`` where
         given (training's noisy state, ``agent.state_noise``), else ``obs["state"]``; the anchor always uses
         ``obs["state"]``."""
+        return self._encode(obs)[0]
+
+    def _encode(self, obs: dict) -> tuple[Context, torch.Tensor | None]:
+        """:meth:`encode`'s context and, with ``efficientnet_lite0_film``, every camera's keypoints ``[B, C, K, 2]``."""
         c = self.config
         ids, mask = obs["tokens"][:, : c.max_text_len], obs["token_mask"][:, : c.max_text_len]
         words = self.token_embed(ids)  # [B, L, D]
+        points = None
         if self.instructed_images:
             keep = mask.unsqueeze(-1).to(words.dtype)
             text = (words * keep).sum(1) / keep.sum(1).clamp_min(1.0)  # [B, D], the instruction's mean token
             cached = obs.get("image_features")
-            tokens = [(self.image_encoder.head(cached[cam], text) if cached is not None
-                       else self.image_encoder(obs["images"][cam], text)) + self.camera_embed[i]
-                      for i, cam in enumerate(c.cameras)]
+            per_camera = [self.image_encoder.points(cached[cam] if cached is not None
+                                                    else self.image_encoder.features(obs["images"][cam]), text)
+                          for cam in c.cameras]  # C x [B, K, 2]
+            tokens = [self.image_encoder.tokens(p) + self.camera_embed[i] for i, p in enumerate(per_camera)]
+            points = torch.stack(per_camera, dim=1)
         else:
             tokens = [self.image_encoder(obs["images"][cam]) + self.camera_embed[i] for i, cam in enumerate(c.cameras)]
         tokens.append(words + self.text_pos[: ids.shape[1]])
@@ -205,7 +221,14 @@ class VLA(nn.Module):
         batch = x.shape[0]
         image_pad = torch.zeros(batch, x.shape[1] - ids.shape[1] - 1, dtype=torch.bool, device=x.device)
         pad = torch.cat([image_pad, ~mask, torch.zeros(batch, 1, dtype=torch.bool, device=x.device)], dim=1)
-        return Context(self.prefix_norm(self.prefix(x, src_key_padding_mask=pad)), pad)
+        return Context(self.prefix_norm(self.prefix(x, src_key_padding_mask=pad)), pad), points
+
+    def keypoints(self, obs: dict) -> torch.Tensor:
+        """``[B, C, K, 2]`` the image keypoints of ``obs``, x right and y down in [-1, 1]
+        (``efficientnet_lite0_film``)."""
+        if not self.instructed_images:
+            raise ValueError(f"image_encoder {self.config.image_encoder!r} has no instructed keypoints")
+        return self._encode(obs)[1]
 
     def velocity(self, x_t: torch.Tensor, t: torch.Tensor, context: Context) -> torch.Tensor:
         """Predicted ``dx_t/dt`` ``[B, H, A]`` of noisy standardised chunks ``x_t [B, H, A]`` at times ``t [B]``."""
@@ -228,9 +251,23 @@ class VLA(nn.Module):
 
         ``action_is_pad`` bool ``[B, H]`` drops chunk steps past the episode end.
         """
+        return self.losses(obs, action, noise, t, action_is_pad)["flow"]
+
+    def losses(self, obs: dict, action: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
+               action_is_pad: torch.Tensor | None = None,
+               keypoint_target: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """``{"flow": }`` :meth:`loss`, plus ``"keypoint"`` where ``keypoint_target [B, C, 2]`` is given
+        (``efficientnet_lite0_film``): :func:`keypoint_loss` of every camera's first keypoint."""
         a = (action - self.anchor(obs["state"]) - self.action_mean) / self.action_std
-        predicted = self.velocity(flow.interpolate(a, noise, t), t, self.encode(obs))
-        return flow.flow_loss(predicted, a, noise, None if action_is_pad is None else ~action_is_pad)
+        context, points = self._encode(obs)
+        predicted = self.velocity(flow.interpolate(a, noise, t), t, context)
+        out = {"flow": flow.flow_loss(predicted, a, noise, None if action_is_pad is None else ~action_is_pad)}
+        if keypoint_target is not None:
+            if points is None:
+                raise ValueError(f"a keypoint loss needs image_encoder 'efficientnet_lite0_film', not "
+                                 f"{self.config.image_encoder!r}")
+            out["keypoint"] = keypoint_loss(points[:, :, 0], keypoint_target)
+        return out
 
     def num_parameters(self, trainable: bool = True) -> int:
         """Parameter count (only those with gradients when ``trainable``)."""
