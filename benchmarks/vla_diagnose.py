@@ -7,6 +7,10 @@
 2. **Closed loop in sim**: ``--episodes`` fresh episodes (seed ``--seed``, not the recording's), played as
    evaluation plays them: how far the gripper moved, and its distance to the named target at the start, the closest
    it came and at the last step before the time limit, beside its distance to the nearest target of any colour.
+3. **Does the keypoint find the named target?** (``image_encoder=efficientnet_lite0_film``): on the first frame of
+   those episodes, the distance in pixels between each world camera's first keypoint and the named target's image
+   position (``env.image_position``), beside that of always guessing the frame's centre. ``agent.target_keypoint``
+   trains exactly this; without it the keypoint is free to track anything.
 
     python benchmarks/vla_diagnose.py outputs/bench_vla_sft/so101_reach_lang-film --episodes 20
 
@@ -50,11 +54,33 @@ def fit_on_demonstrations(agent) -> dict:
     return out
 
 
+def keypoint_error(agent, env) -> dict:
+    """Per world camera the agent sees: median pixel distance of the first keypoint to the named target on the
+    current frame, and of the frame's centre (a keypoint that learned nothing sits near it)."""
+    model, policy = agent.model.eval(), agent.policy()
+    cameras = [c for c in policy.cameras if c in env.world_cameras()]
+    images = env.camera_images()
+    tokens, mask = policy.encode_text(env.instructions())
+    obs = {"images": {c: images[c] for c in policy.cameras}, "tokens": tokens, "token_mask": mask,
+           "state": env.joint_positions()}
+    with torch.no_grad():
+        points = model.keypoints(obs)[:, :, 0]  # [N, C, 2]
+    size = model.config.image_size
+    out = {}
+    for c in cameras:
+        where = env.image_position(env.target, c)
+        keypoint = points[:, policy.cameras.index(c)]
+        out[c] = {"median_keypoint_error_px": round((keypoint - where).norm(dim=1).median().item() * size / 2, 1),
+                  "median_centre_error_px": round(where.norm(dim=1).median().item() * size / 2, 1)}
+    return out
+
+
 def closed_loop(runner, episodes: int, seed: int) -> dict:
     """One episode per env, stopped the step before the time limit (an env resets at it)."""
     env = runner.env_factory(episodes, seed)
     player = playable(runner.agent)
     obs = env.reset()
+    keypoints = keypoint_error(runner.agent, env) if runner.agent.model.instructed_images else None
     start = env.state.site("end_effector").clone()
     named, targets = env.target.clone(), env.targets.clone()
     closest = (start - named).norm(dim=1)
@@ -70,7 +96,8 @@ def closed_loop(runner, episodes: int, seed: int) -> dict:
             "median_start_to_named_cm": cm((start - named).norm(dim=1)),
             "median_closest_to_named_cm": cm(closest), "median_end_to_named_cm": cm((end - named).norm(dim=1)),
             "median_end_to_nearest_any_cm": cm((end.unsqueeze(1) - targets).norm(dim=-1).min(1).values),
-            "within_2cm_at_end": round(((end - named).norm(dim=1) < 0.02).float().mean().item(), 3)}
+            "within_2cm_at_end": round(((end - named).norm(dim=1) < 0.02).float().mean().item(), 3),
+            **({"first_frame_keypoint": keypoints} if keypoints is not None else {})}
 
 
 def main(argv: list[str]) -> None:

@@ -112,6 +112,10 @@ def test_the_target_keypoint_loss_is_trained_and_logged(dataset: Path, tmp_path:
     assert len(keypoint) == 8 and keypoint[-1] < 0.5 * keypoint[0], keypoint
     batch = runner.agent.load_batches().batch(torch.arange(3))
     assert batch["target"].shape == (3, 1, 2) and batch["target"].abs().max() <= 1.0  # front: in the frame
+    env = runner.env_factory(3, 1000)  # what benchmarks/vla_diagnose.py measures on fresh scenes
+    env.reset()
+    found = load("vla_diagnose").keypoint_error(runner.agent, env)["front"]
+    assert 0 <= found["median_keypoint_error_px"] < 32 * 1.5 and 0 <= found["median_centre_error_px"] <= 16 * 1.5
     with pytest.raises(InputError, match="target_keypoint"):
         Runner(config(dataset, "agent.target_keypoint=1.0"), tmp_path / "conv")  # conv has no keypoint to pull
     with pytest.raises(InputError, match="world position"):
