@@ -551,6 +551,29 @@ class TaskEnv(VecEnv):
         where = image_position(self.model, camera, torch.as_tensor(points).detach().cpu().numpy())
         return torch.from_numpy(where).float()
 
+    def site_positions(self, joint_positions: torch.Tensor, role: str) -> torch.Tensor:
+        """``[n, 3]`` world positions of site ``role`` (``end_effector``, or an MJCF site name) with the robot's joints
+        at ``joint_positions [n, J]`` (robot.yaml order, e.g. a dataset's ``observation.state``), by forward kinematics
+        on the task's model; every other coordinate (a floating base, objects) at the model's default ``qpos0``."""
+        import mujoco
+
+        joints = torch.as_tensor(joint_positions, dtype=torch.float64).detach().cpu().numpy()
+        if joints.ndim != 2 or joints.shape[1] != len(self.robot.joint_names):
+            raise SimInputError(f"joint_positions has shape {tuple(joints.shape)}: expected [n, "
+                                f"{len(self.robot.joint_names)}] in the order {list(self.robot.joint_names)}")
+        site = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, self._site_mjcf_name(role))
+        if site < 0:
+            raise SimInputError(f"site {role!r} is not in the task's model")
+        data = mujoco.MjData(self.model)
+        address = self.backend.joint_qpos_adr.cpu().numpy()
+        out = np.empty((len(joints), 3))
+        for i, q in enumerate(joints):
+            data.qpos[:] = self.model.qpos0
+            data.qpos[address] = q
+            mujoco.mj_kinematics(self.model, data)
+            out[i] = data.site_xpos[site]
+        return torch.from_numpy(out).float()
+
     def _render_cameras(self, images: Obs | None, ids: torch.Tensor | None) -> Obs:
         """``{"camera_<name>": uint8 [N, 3, H, W]}``: envs ``ids`` (None: all) rendered, the rest from ``images``."""
         index = self._env_ids(ids)

@@ -130,6 +130,11 @@ class VecEnv(abc.ABC):
         right and y down in [-1, 1] inside the frame (NaN behind it); tasks with :meth:`world_cameras`."""
         raise SimInputError(f"task {type(self).__name__} has no world-fixed camera")
 
+    def site_positions(self, joint_positions: torch.Tensor, role: str) -> torch.Tensor:
+        """``[n, 3]`` world positions of site ``role`` with the robot's joints at ``joint_positions [n, J]`` (forward
+        kinematics); tasks on a MuJoCo model."""
+        raise SimInputError(f"task {type(self).__name__} has no forward kinematics")
+
     def joint_positions(self) -> torch.Tensor:
         """``[N, J]`` the robot's joint positions now (robot units, robot.yaml order, noise-free): what a
         recorded dataset stores as ``observation.state``."""

@@ -162,6 +162,10 @@ def test_image_position_lands_on_the_named_sphere_in_each_world_camera() -> None
                 assert rgb[0] > 2 * rgb[2] and rgb[1] > 2 * rgb[2], (cam, colour, rgb)
             else:
                 assert rgb.argmax() == strongest[colour] and rgb.max() > 1.5 * rgb.min(), (cam, colour, rgb)
+    gripper = env.site_positions(env.joint_positions(), "end_effector")  # forward kinematics of the joints
+    assert torch.allclose(gripper, env.state.site("end_effector"), atol=1e-6)
+    with pytest.raises(SimInputError, match=r"expected \[n, 6\]"):
+        env.site_positions(torch.zeros(2, 5), "end_effector")
     behind = env.image_position(torch.tensor([[3.0, 0.0, 0.3]]), "front")  # far behind the front camera
     assert torch.isnan(behind).all()
     with pytest.raises(SimInputError, match="not a world-fixed camera"):

@@ -99,25 +99,35 @@ def test_resume_mid_run_continues_exactly(dataset: Path, tmp_path: Path) -> None
     assert a["agent"]["tokenizer"] == b["agent"]["tokenizer"]
 
 
-def test_the_target_keypoint_loss_is_trained_and_logged(dataset: Path, tmp_path: Path) -> None:
-    """``agent.target_keypoint``: the recorded ``sim.target`` projected into the front camera pulls the FiLM
-    keypoint; the logged ``loss/keypoint`` falls (measured 0.40 -> 0.10 in 80 steps)."""
+def test_the_keypoint_losses_are_trained_and_logged(dataset: Path, tmp_path: Path) -> None:
+    """``agent.target_keypoint`` / ``gripper_keypoint``: the recorded ``sim.target`` and the gripper (forward
+    kinematics of the recorded joints) projected into the front camera pull the first two FiLM keypoints; the logged
+    losses fall (measured target 0.43 -> 0.06, gripper 0.42 -> 0.16 in 80 steps)."""
     pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
     run = tmp_path / "run"
     runner = Runner(config(dataset, "agent.updates=80", "agent.lr=3e-3", "agent.image_encoder=efficientnet_lite0_film",
-                           "agent.target_keypoint=1.0"), run)
+                           "agent.target_keypoint=1.0", "agent.gripper_keypoint=1.0"), run)
+    assert runner.agent.model_config.image_keypoints == 4
     runner.learn(evaluate_and_export=False)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    keypoint = [r["loss/keypoint"] for r in rows if "loss/keypoint" in r]
-    assert len(keypoint) == 8 and keypoint[-1] < 0.5 * keypoint[0], keypoint
-    batch = runner.agent.load_batches().batch(torch.arange(3))
-    assert batch["target"].shape == (3, 1, 2) and batch["target"].abs().max() <= 1.0  # front: in the frame
+    for point in ("target", "gripper"):
+        loss = [r[f"loss/keypoint_{point}"] for r in rows if f"loss/keypoint_{point}" in r]
+        assert len(loss) == 8 and loss[-1] < 0.5 * loss[0], (point, loss)
+    batches = runner.agent.load_batches()
+    batch = batches.batch(torch.tensor([0, 7, 40]))
+    assert batch["target"].shape == (3, 1, 2, 2) and batch["target"].abs().max() <= 1.0  # [B, C, P, 2], in frame
+    env = runner.env_factory(1, 0)
+    gripper = env.image_position(env.site_positions(batch["state"], "end_effector"), "front")
+    assert torch.allclose(batch["target"][:, 0, 1], gripper)
     env = runner.env_factory(3, 1000)  # what benchmarks/vla_diagnose.py measures on fresh scenes
     env.reset()
     found = load("vla_diagnose").keypoint_error(runner.agent, env)["front"]
     assert 0 <= found["median_keypoint_error_px"] < 32 * 1.5 and 0 <= found["median_centre_error_px"] <= 16 * 1.5
     with pytest.raises(InputError, match="target_keypoint"):
         Runner(config(dataset, "agent.target_keypoint=1.0"), tmp_path / "conv")  # conv has no keypoint to pull
+    with pytest.raises(InputError, match="fewer than the 2 supervised keypoints"):
+        Runner(config(dataset, "agent.image_encoder=efficientnet_lite0_film", "agent.target_keypoint=1.0",
+                      "agent.gripper_keypoint=1.0", "agent.image_keypoints=1"), tmp_path / "one")
     with pytest.raises(InputError, match="world position"):
         Runner(config(dataset, "agent.image_encoder=efficientnet_lite0_film", "agent.target_keypoint=1.0",
                       "agent.target_key=observation.state"), tmp_path / "key")

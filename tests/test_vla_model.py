@@ -367,15 +367,15 @@ def test_the_keypoint_loss_teaches_the_film_keypoint_to_find_a_coloured_square()
     images = torch.full((64, 3, 32, 32), 90, dtype=torch.uint8)
     for i, (x, y) in enumerate(corner.tolist()):
         images[i, :, y:y + 4, x:x + 4] = torch.tensor([230, 20, 20], dtype=torch.uint8)[:, None, None]
-    where = ((corner.float() + 2.0) / 32.0 * 2.0 - 1.0).unsqueeze(1)  # [64, C=1, 2] the square's centre
+    where = ((corner.float() + 2.0) / 32.0 * 2.0 - 1.0)[:, None, None]  # [64, C=1, P=1, 2] the square's centre
     obs = {k: v for k, v in observation(64, config).items() if k != "images"}
     obs = {"image_features": {"front": model.image_features(images)}, **obs,
            "tokens": obs["tokens"][:1].expand(64, -1), "token_mask": obs["token_mask"][:1].expand(64, -1)}
     assert model.keypoints(obs).shape == (64, 1, 2, 2)
     action, noise, t = torch.randn(64, 16, 3), torch.randn(64, 16, 3), torch.full((64,), 0.5)
     losses = model.losses(obs, action, noise, t, keypoint_target=where)
-    assert set(losses) == {"flow", "keypoint"}
-    losses["keypoint"].backward()
+    assert set(losses) == {"flow", "keypoint"} and losses["keypoint"].shape == (1,)
+    losses["keypoint"].sum().backward()
     head = model.image_encoder
     assert head.film.weight.grad.abs().sum() > 0 and head.logits.weight.grad.abs().sum() > 0
     assert model.action_out[1].weight.grad is None  # the keypoint term does not reach the action expert
@@ -388,11 +388,11 @@ def test_the_keypoint_loss_teaches_the_film_keypoint_to_find_a_coloured_square()
     for _ in range(150):
         optimizer.zero_grad()
         model.losses(rows(train), action[train], noise[train], t[train], keypoint_target=where[train])["keypoint"]\
-            .backward()
+            .sum().backward()
         optimizer.step()
     with torch.no_grad():
-        error = (model.keypoints(rows(held))[:, 0, 0] - where[held, 0]).norm(dim=-1).median()
-        centre = where[held, 0].norm(dim=-1).median()
+        error = (model.keypoints(rows(held))[:, 0, 0] - where[held, 0, 0]).norm(dim=-1).median()
+        centre = where[held, 0, 0].norm(dim=-1).median()
     assert error < 0.3 * centre, (error, centre)
     with pytest.raises(ValueError, match="no instructed keypoints"):
         VLA(VLAConfig.cpu(5, 3, 50)).keypoints(obs)

@@ -47,6 +47,8 @@ class EnvSpec:
         world_cameras: the env's world-fixed cameras (``VecEnv.world_cameras``).
         image_position: ``(points [n, 3], camera) -> [n, 2]``, where world points appear in one of those cameras
             (``VecEnv.image_position``); None where the env has no world camera.
+        site_positions: ``(joint_positions [n, J], site) -> [n, 3]``, forward kinematics (``VecEnv.site_positions``);
+            None where the env has none.
     """
 
     num_envs: int
@@ -60,6 +62,7 @@ class EnvSpec:
     instructions: tuple[str, ...] = ()
     world_cameras: tuple[str, ...] = ()
     image_position: Callable[[torch.Tensor, str], torch.Tensor] | None = None
+    site_positions: Callable[[torch.Tensor, str], torch.Tensor] | None = None
 
     @classmethod
     def from_env(cls, env: Any) -> EnvSpec:
@@ -76,6 +79,7 @@ class EnvSpec:
             instructions=tuple(env.instruction_table()) if env.has_instructions else (),
             world_cameras=tuple(env.world_cameras()) if hasattr(env, "world_cameras") else (),
             image_position=env.image_position if hasattr(env, "world_cameras") and env.world_cameras() else None,
+            site_positions=getattr(env, "site_positions", None),
         )
 
     @property

@@ -85,9 +85,14 @@ class VLAAgentConfig(AgentConfig):
             of each world-fixed camera onto the image position of the dataset's ``target_key`` (the env projects it,
             ``VecEnv.image_position``; :func:`keypoint_loss <robot_rl.models.vla.model.keypoint_loss>`), so the
             instruction-modulated keypoint learns to find the object the instruction names; logged as
-            ``loss/keypoint`` (0: none). Training only: the policy reads images, never the target.
+            ``loss/keypoint_target`` (0: none). Training only: the policy reads images, never the target.
         target_key: the per-frame world position that loss projects: ``sim.target`` (``robot-rl record`` of a
             language task stores the named target's position there).
+        gripper_keypoint: the same for the gripper (``efficientnet_lite0_film``, ``image_keypoints`` >= the number
+            of supervised keypoints): the next keypoint is pulled onto the image position of site ``gripper_site``,
+            computed from each frame's recorded joint positions (``VecEnv.site_positions``); with both, the policy
+            sees the named target and the gripper in image space; ``loss/keypoint_gripper`` (0: none).
+        gripper_site: the robot site that keypoint follows (``end_effector``).
     """
 
     dataset: str | None = None
@@ -116,11 +121,13 @@ class VLAAgentConfig(AgentConfig):
     state_noise: float = 0.0
     target_keypoint: float = 0.0
     target_key: str = "sim.target"
+    gripper_keypoint: float = 0.0
+    gripper_site: str = "end_effector"
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",),
               non_negative=("weight_decay", "grad_clip", "motion_boost", "state_noise",
-                            "target_keypoint"),
+                            "target_keypoint", "gripper_keypoint"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
               at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift"),
@@ -134,11 +141,22 @@ class VLAAgentConfig(AgentConfig):
         if self.image_shift and self.image_encoder == "efficientnet_lite0_film":
             raise fail(self, "agent", "image_shift", "does not apply to the cached frozen features of "
                        "efficientnet_lite0_film", "0, or image_encoder=conv")
-        if self.target_keypoint and self.image_encoder != "efficientnet_lite0_film":
-            raise fail(self, "agent", "target_keypoint", "needs the keypoints of image_encoder=efficientnet_lite0_film",
-                       "0, or image_encoder=efficientnet_lite0_film")
+        for key in ("target_keypoint", "gripper_keypoint"):
+            if getattr(self, key) and self.image_encoder != "efficientnet_lite0_film":
+                raise fail(self, "agent", key, "needs the keypoints of image_encoder=efficientnet_lite0_film",
+                           "0, or image_encoder=efficientnet_lite0_film")
+        pulled = len(self.supervised_keypoints())
+        if self.image_keypoints and self.image_keypoints < pulled:
+            raise fail(self, "agent", "image_keypoints", f"fewer than the {pulled} supervised keypoints "
+                       "(target_keypoint, gripper_keypoint)", f"{pulled} or more")
         if not self.cameras or len(set(self.cameras)) != len(self.cameras):
             raise fail(self, "agent", "cameras", "must name one or more distinct cameras", "e.g. [front, wrist]")
+
+
+    def supervised_keypoints(self) -> dict[str, float]:
+        """``{point: weight}`` of the keypoints an auxiliary loss pulls, in keypoint order: ``target`` (the named
+        object, ``target_keypoint``), then ``gripper`` (``gripper_keypoint``), each where its weight is > 0."""
+        return {k: w for k, w in (("target", self.target_keypoint), ("gripper", self.gripper_keypoint)) if w > 0}
 
 
 def learning_rate(cfg: VLAAgentConfig, update: int) -> float:
@@ -178,18 +196,24 @@ class VLAAgent(Agent):
             raise InputError("the dataset lacks a feature agent=vla trains on", file=ds.root, key="agent.state_key",
                              value=cfg.state_key, fix="record it with `robot-rl record` (observation.state and "
                                                       "action.policy)")
-        if cfg.target_keypoint:
-            if cfg.target_key not in ds.features or tuple(ds.features[cfg.target_key].shape) != (3,):
+        if cfg.supervised_keypoints():
+            target = ds.features.get(cfg.target_key)
+            if cfg.target_keypoint and (target is None or tuple(target.shape) != (3,)):
                 raise InputError("agent.target_keypoint needs a per-frame world position [3] in the dataset",
                                  file=ds.root, key="agent.target_key", value=cfg.target_key,
                                  fix=f"agent.target_key=<a [3] feature among {sorted(ds.features)}>, or "
                                      "agent.target_keypoint=0")
             if not set(cfg.cameras) & set(env.world_cameras) or env.image_position is None:
-                raise InputError("agent.target_keypoint needs a world-fixed camera to project the target into",
-                                 key="agent.cameras", value=list(cfg.cameras),
-                                 fix=f"add one of the task's world cameras {list(env.world_cameras)}, or "
-                                     "agent.target_keypoint=0")
-        self.image_position, self.world_cameras = env.image_position, env.world_cameras
+                raise InputError("agent.target_keypoint / gripper_keypoint need a world-fixed camera to project "
+                                 "into", key="agent.cameras", value=list(cfg.cameras),
+                                 fix=f"add one of the task's world cameras {list(env.world_cameras)}, or set both "
+                                     "to 0")
+            if cfg.gripper_keypoint and env.site_positions is None:
+                raise InputError("agent.gripper_keypoint needs the env's forward kinematics (VecEnv.site_positions)",
+                                 key="agent.gripper_keypoint", value=cfg.gripper_keypoint,
+                                 fix="agent.gripper_keypoint=0")
+        self.scene = env
+        """The env's spec: its world cameras, image projection and forward kinematics (auxiliary keypoint targets)."""
         action_dim = ds.features["action.policy"].shape[0]
         if action_dim != env.action_dim:
             raise InputError(f"the dataset's actions have {action_dim} dims, the env's {env.action_dim}",
@@ -203,7 +227,7 @@ class VLAAgent(Agent):
         if cfg.image_grid:
             sizes["image_grid"] = cfg.image_grid
         if cfg.image_keypoints or cfg.image_encoder == "efficientnet_lite0_film":
-            sizes["image_keypoints"] = cfg.image_keypoints or FILM_KEYPOINTS
+            sizes["image_keypoints"] = cfg.image_keypoints or max(FILM_KEYPOINTS, len(cfg.supervised_keypoints()))
         preset = VLAConfig.cpu if cfg.size == "cpu" else VLAConfig.gpu
         self.model_config = preset(ds.features[cfg.state_key].shape[0], action_dim, self.tokenizer.vocab_size,
                                    **sizes)
@@ -233,18 +257,11 @@ class VLAAgent(Agent):
         normalisation and anchor from it."""
         from robot_rl.data.vla_batches import VLABatches
 
-        cameras = tuple(self.cfg.cameras)
-        project = None
-        if self.cfg.target_keypoint:
-            nowhere = torch.full((2,), float("nan"))  # a camera that moves: no loss on its keypoint
-
-            def project(target: torch.Tensor) -> torch.Tensor:  # [N, 3] world -> [N, C, 2] image positions
-                return torch.stack([self.image_position(target, cam) if cam in self.world_cameras
-                                    else nowhere.expand(len(target), 2) for cam in cameras], dim=1)
-
-        batches = VLABatches(self.cfg.dataset, self.tokenizer, self.cfg.chunk_len, self.cfg.max_text_len, cameras,
-                             state_key=self.cfg.state_key,
-                             target_key=self.cfg.target_key if self.cfg.target_keypoint else None, target_map=project)
+        cfg, cameras = self.cfg, tuple(self.cfg.cameras)
+        points = cfg.supervised_keypoints()
+        batches = VLABatches(cfg.dataset, self.tokenizer, cfg.chunk_len, cfg.max_text_len, cameras,
+                             state_key=cfg.state_key, target_key=cfg.target_key if cfg.target_keypoint else None,
+                             target_map=self.keypoint_targets if points else None)
         if self.num_updates == 0:  # a resumed model has the stats in its buffers already
             if self.cfg.relative_actions:
                 *stats, weight, bias = (x.to(self.device) for x in batches.anchored_normalization())
@@ -259,9 +276,21 @@ class VLAAgent(Agent):
                                                         self.cfg.motion_boost)
         return batches
 
+    def keypoint_targets(self, target: torch.Tensor | None, state: torch.Tensor) -> torch.Tensor:
+        """``[N, C, P, 2]`` image positions, per camera, of the :meth:`VLAAgentConfig.supervised_keypoints` of ``N``
+        frames with world ``target [N, 3]`` and joint positions ``state [N, S]``; NaN for a camera that moves (no
+        loss on its keypoints)."""
+        world = {"target": target}
+        if self.cfg.gripper_keypoint:
+            world["gripper"] = self.scene.site_positions(state, self.cfg.gripper_site)
+        nowhere = torch.full((len(state), 2), float("nan"))
+        return torch.stack([torch.stack([self.scene.image_position(world[p], cam) if cam in self.scene.world_cameras
+                                         else nowhere for p in self.cfg.supervised_keypoints()], dim=1)
+                            for cam in self.cfg.cameras], dim=1)
+
     def update(self) -> dict[str, float | torch.Tensor]:
-        """One AdamW step on the flow-matching loss of a batch (plus ``target_keypoint`` times the keypoint loss):
-        ``loss/flow``, ``loss/keypoint`` (with ``target_keypoint``), ``lr``, ``grad_norm``."""
+        """One AdamW step on the flow-matching loss of a batch plus the weighted keypoint losses: ``loss/flow``,
+        ``loss/keypoint_<point>`` (each supervised keypoint), ``lr``, ``grad_norm``."""
         from robot_rl.models.vla import flow
 
         if self.batches is None:
@@ -280,7 +309,12 @@ class VLAAgent(Agent):
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         losses = self.model.losses(batch, batch["action"], noise, t, batch["action_is_pad"], batch.get("target"))
-        loss = losses["flow"] + cfg.target_keypoint * losses.get("keypoint", 0.0)
+        points = cfg.supervised_keypoints()
+        keypoint = losses.pop("keypoint", None)  # [P]
+        loss = losses["flow"]
+        for i, (name, weight) in enumerate(points.items()):
+            losses[f"keypoint_{name}"] = keypoint[i]
+            loss = loss + weight * keypoint[i]
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for p in self.model.parameters() if p.grad is not None]

@@ -30,7 +30,7 @@ class VLABatches:
     def __init__(self, root: str | Path, tokenizer: InstructionTokenizer, chunk_len: int, max_text_len: int,
                  cameras: tuple[str, ...] | None = None, state_key: str = "observation.state",
                  action_key: str = "action.policy", target_key: str | None = None,
-                 target_map: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+                 target_map: Callable[[torch.Tensor | None, torch.Tensor], torch.Tensor] | None = None) -> None:
         """Load ``root``.
 
         Args:
@@ -43,8 +43,10 @@ class VLABatches:
                 ``action``: the actuator targets).
             target_key: a per-frame feature ``[T]`` batches also carry as ``"target"`` (e.g. ``sim.target``, the
                 named object's position); None: none.
-            target_map: applied once to the whole ``[N, T]`` column at load (e.g. world position -> image position
-                per camera, ``[N, C, 2]``); None: the column as it is.
+            target_map: ``(target [N, T] or None, state [N, S]) -> [N, ...]``, called once at load: batches carry its
+                result as ``"target"`` (e.g. image positions of the named object and of the gripper per camera,
+                :meth:`VLAAgent.keypoint_targets <robot_rl.agents.vla.VLAAgent.keypoint_targets>`); None: the
+                ``target_key`` column as it is.
 
         Raises:
             InputError: a feature is missing, the dataset has no camera or no frames.
@@ -62,11 +64,11 @@ class VLABatches:
                              fix="record a language task with cameras, e.g. robot-rl record task=so101_reach_lang "
                                  "task.env.cameras=[front]")
         ds.require_finite(state_key, action_key, *extra)
+        self.state = torch.tensor(ds.column(state_key), dtype=torch.float32)  # [N, S]
         self.target = None if target_key is None else torch.tensor(ds.column(target_key), dtype=torch.float32)
         """``[N, ...]`` the ``target_key`` feature (through ``target_map``), or None."""
-        if self.target is not None and target_map is not None:
-            self.target = target_map(self.target)
-        self.state = torch.tensor(ds.column(state_key), dtype=torch.float32)  # [N, S]
+        if target_map is not None:
+            self.target = target_map(self.target, self.state)
         self.action = torch.tensor(ds.column(action_key), dtype=torch.float32)  # [N, A]
         self.images = {cam: self._decode(ds, IMAGES_PREFIX + cam) for cam in self.cameras}  # uint8 [N, 3, H, W]
         self.texts = list(ds.tasks)

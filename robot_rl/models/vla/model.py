@@ -256,8 +256,9 @@ class VLA(nn.Module):
     def losses(self, obs: dict, action: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
                action_is_pad: torch.Tensor | None = None,
                keypoint_target: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """``{"flow": }`` :meth:`loss`, plus ``"keypoint"`` where ``keypoint_target [B, C, 2]`` is given
-        (``efficientnet_lite0_film``): :func:`keypoint_loss` of every camera's first keypoint."""
+        """``{"flow": }`` :meth:`loss`, plus ``"keypoint"`` ``[P]`` where ``keypoint_target [B, C, P, 2]`` is given
+        (``efficientnet_lite0_film``, ``P <= image_keypoints``): :func:`keypoint_loss` of keypoint ``p`` of every
+        camera against ``keypoint_target[:, :, p]``, for each ``p``."""
         a = (action - self.anchor(obs["state"]) - self.action_mean) / self.action_std
         context, points = self._encode(obs)
         predicted = self.velocity(flow.interpolate(a, noise, t), t, context)
@@ -266,7 +267,8 @@ class VLA(nn.Module):
             if points is None:
                 raise ValueError(f"a keypoint loss needs image_encoder 'efficientnet_lite0_film', not "
                                  f"{self.config.image_encoder!r}")
-            out["keypoint"] = keypoint_loss(points[:, :, 0], keypoint_target)
+            out["keypoint"] = torch.stack([keypoint_loss(points[:, :, p], keypoint_target[:, :, p])
+                                           for p in range(keypoint_target.shape[2])])
         return out
 
     def num_parameters(self, trainable: bool = True) -> int:
