@@ -32,12 +32,12 @@ SIZE = 32
 ACTION = action_spec("joint_position_delta_default", 0.5, DEFAULT)
 
 
-def small_policy(cameras=("front", "wrist"), image_encoder="conv") -> VLAPolicy:
+def small_policy(cameras=("front", "wrist"), image_encoder="conv", **extra) -> VLAPolicy:
     torch.manual_seed(0)
     tokenizer = InstructionTokenizer.train(INSTRUCTIONS)
     config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, cameras=cameras,
                            chunk_len=4, width=32, heads=2, num_steps=3, max_text_len=8, image_encoder=image_encoder,
-                           image_size=SIZE, image_keypoints=3)  # keypoints: the spatial softmax in the graph too
+                           image_size=SIZE, image_keypoints=3, **extra)  # keypoints: the spatial softmax in the graph
     model = VLA(config)
     model.set_stats(torch.tensor(DEFAULT), torch.full((6,), 0.3), torch.zeros(6), torch.full((6,), 0.5))
     return VLAPolicy(model, tokenizer, INSTRUCTIONS).eval()
@@ -214,11 +214,13 @@ def test_deploy_check_reports_a_vla_artifact(exported):
     assert any("inference p50" in line for line in report.lines)
 
 
-def test_the_instructed_efficientnet_encoder_exports_with_its_frozen_layers(tmp_path):
-    """``efficientnet_lite0_film``: the frozen EfficientNet-Lite0 blocks and the FiLM head are in the graph; ONNX
-    Runtime equals torch with the same noise, and another instruction gives another chunk."""
+@pytest.mark.parametrize("global_condition", [False, True])
+def test_the_instructed_efficientnet_encoder_exports_with_its_frozen_layers(tmp_path, global_condition):
+    """``efficientnet_lite0_film``: the frozen EfficientNet-Lite0 blocks and the FiLM head are in the graph (and the
+    global-conditioning MLP where the config has it); ONNX Runtime equals torch with the same noise, and another
+    instruction gives another chunk."""
     pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
-    policy = small_policy(image_encoder="efficientnet_lite0_film")
+    policy = small_policy(image_encoder="efficientnet_lite0_film", global_condition=global_condition)
     out, meta = export(policy, tmp_path / "film")
     runtime = VLARuntime(out)
     gen = torch.Generator().manual_seed(3)

@@ -344,6 +344,26 @@ def test_instructed_keypoint_encoder_reads_the_instruction_and_caches_its_frozen
 
 
 
+def test_global_condition_feeds_state_keypoints_and_instruction_to_every_chunk_token() -> None:
+    """``global_condition``: ``Context.condition [B, D]`` from the state, the keypoint coordinates and the instruction;
+    the flow loss trains its MLP; without it the context has none and the expert reads only the prefix."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    torch.manual_seed(0)
+    config = VLAConfig.cpu(5, 3, 50, image_encoder="efficientnet_lite0_film", image_keypoints=2, width=32,
+                           max_text_len=8, cameras=("front", "wrist"), global_condition=True)
+    model = VLA(config)
+    assert model.condition[0].in_features == 5 + 2 * 2 * 2 + 32  # state, C x K x (x, y), the instruction's mean
+    obs = observation(3, config)
+    context = model.encode(obs)
+    assert context.condition.shape == (3, 32)
+    model.loss(obs, torch.randn(3, 16, 3), torch.randn(3, 16, 3), torch.full((3,), 0.5)).backward()
+    assert model.condition[0].weight.grad.abs().sum() > 0
+    with torch.no_grad():  # the state reaches the expert through the condition too
+        moved = model.encode(dict(obs, state=obs["state"] + 1.0))
+        assert (moved.condition - context.condition).abs().max() > 1e-3
+    assert VLA(VLAConfig.cpu(5, 3, 50)).encode(observation(2, VLAConfig.cpu(5, 3, 50))).condition is None
+
+
 def test_keypoint_loss_hand_values_and_only_targets_in_the_frame_count() -> None:
     points = torch.tensor([[[0.0, 0.0], [0.5, 0.5]], [[1.0, -1.0], [0.0, 0.0]]])  # [B=2, C=2, 2]
     target = torch.tensor([[[0.3, 0.4], [float("nan"), 0.0]], [[1.0, -1.0], [0.0, 1.5]]])

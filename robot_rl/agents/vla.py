@@ -93,6 +93,9 @@ class VLAAgentConfig(AgentConfig):
             computed from each frame's recorded joint positions (``VecEnv.site_positions``); with both, the policy
             sees the named target and the gripper in image space; ``loss/keypoint_gripper`` (0: none).
         gripper_site: the robot site that keypoint follows (``end_effector``).
+        global_condition: also feed the action expert an MLP of the state, the keypoint coordinates and the
+            instruction, added to every chunk token (:attr:`VLAConfig.global_condition
+            <robot_rl.models.vla.model.VLAConfig.global_condition>`), not only through cross-attention.
     """
 
     dataset: str | None = None
@@ -123,6 +126,7 @@ class VLAAgentConfig(AgentConfig):
     target_key: str = "sim.target"
     gripper_keypoint: float = 0.0
     gripper_site: str = "end_effector"
+    global_condition: bool = False
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",),
@@ -223,7 +227,8 @@ class VLAAgent(Agent):
         """Every instruction the policy accepts: the dataset's task strings, then the task's table."""
         self.tokenizer = InstructionTokenizer.train(self.instructions, cfg.vocab_size)
         sizes = {"chunk_len": cfg.chunk_len, "max_text_len": cfg.max_text_len, "cameras": tuple(cfg.cameras),
-                 "image_encoder": cfg.image_encoder, "image_size": int(height), "num_steps": cfg.flow_steps}
+                 "image_encoder": cfg.image_encoder, "image_size": int(height), "num_steps": cfg.flow_steps,
+                 "global_condition": cfg.global_condition}
         if cfg.image_grid:
             sizes["image_grid"] = cfg.image_grid
         if cfg.image_keypoints or cfg.image_encoder == "efficientnet_lite0_film":

@@ -67,6 +67,11 @@ class VLAConfig:
     image_keypoints: int = 0
     """K spatial-softmax keypoint tokens per camera: ``conv``, besides the pooled grid (0: none);
     ``efficientnet_lite0_film``, its only tokens (at least 1)."""
+    global_condition: bool = False
+    """Also condition every chunk token of the action expert directly on an MLP of the standardised state, the
+    keypoint coordinates (``efficientnet_lite0_film``) and the instruction's mean token, added like the time
+    embedding (Diffusion Policy's global conditioning), besides cross-attending to the prefix: a short path for the
+    low-dimensional values a precise reach depends on."""
     num_steps: int = 10
     """Euler steps of :meth:`VLA.sample` (LeRobot's default for SmolVLA)."""
     dropout: float = 0.0
@@ -97,10 +102,12 @@ class VLAConfig:
 
 @dataclass
 class Context:
-    """What the action expert attends to: ``tokens [B, P, D]`` and ``pad [B, P]`` (True = ignore)."""
+    """What the action expert attends to: ``tokens [B, P, D]`` and ``pad [B, P]`` (True = ignore), plus
+    ``condition [B, D]`` added to every chunk token (``VLAConfig.global_condition``; None without)."""
 
     tokens: torch.Tensor
     pad: torch.Tensor
+    condition: torch.Tensor | None = None
 
 
 def time_embedding(t: torch.Tensor, dim: int, min_period: float = 4e-3, max_period: float = 4.0) -> torch.Tensor:
@@ -150,6 +157,10 @@ class VLA(nn.Module):
                                        batch_first=True, norm_first=True),
             c.expert_layers)
         self.action_out = nn.Sequential(nn.LayerNorm(c.width), nn.Linear(c.width, c.action_dim))
+        if c.global_condition:
+            points = 2 * len(c.cameras) * c.image_keypoints if c.image_encoder == "efficientnet_lite0_film" else 0
+            self.condition = nn.Sequential(nn.Linear(c.state_dim + points + c.width, 4 * c.width), nn.GELU(),
+                                           nn.Linear(4 * c.width, c.width))
         for p in (self.camera_embed, self.text_pos, self.chunk_pos):
             nn.init.normal_(p, std=0.02)
         self.register_buffer("state_mean", torch.zeros(c.state_dim))
@@ -202,10 +213,10 @@ class VLA(nn.Module):
         c = self.config
         ids, mask = obs["tokens"][:, : c.max_text_len], obs["token_mask"][:, : c.max_text_len]
         words = self.token_embed(ids)  # [B, L, D]
+        keep = mask.unsqueeze(-1).to(words.dtype)
+        text = (words * keep).sum(1) / keep.sum(1).clamp_min(1.0)  # [B, D], the instruction's mean token
         points = None
         if self.instructed_images:
-            keep = mask.unsqueeze(-1).to(words.dtype)
-            text = (words * keep).sum(1) / keep.sum(1).clamp_min(1.0)  # [B, D], the instruction's mean token
             cached = obs.get("image_features")
             per_camera = [self.image_encoder.points(cached[cam] if cached is not None
                                                     else self.image_encoder.features(obs["images"][cam]), text)
@@ -221,7 +232,11 @@ class VLA(nn.Module):
         batch = x.shape[0]
         image_pad = torch.zeros(batch, x.shape[1] - ids.shape[1] - 1, dtype=torch.bool, device=x.device)
         pad = torch.cat([image_pad, ~mask, torch.zeros(batch, 1, dtype=torch.bool, device=x.device)], dim=1)
-        return Context(self.prefix_norm(self.prefix(x, src_key_padding_mask=pad)), pad), points
+        condition = None
+        if c.global_condition:
+            low_dim = [state, *([points.flatten(1)] if points is not None else []), text]
+            condition = self.condition(torch.cat(low_dim, dim=1))
+        return Context(self.prefix_norm(self.prefix(x, src_key_padding_mask=pad)), pad, condition), points
 
     def keypoints(self, obs: dict) -> torch.Tensor:
         """``[B, C, K, 2]`` the image keypoints of ``obs``, x right and y down in [-1, 1]
@@ -235,6 +250,8 @@ class VLA(nn.Module):
         h = self.action_in(x_t)  # [B, H, D]
         emb = time_embedding(t.to(h.dtype), h.shape[-1]).unsqueeze(1).expand_as(h)
         h = self.action_time(torch.cat([h, emb], dim=-1)) + self.chunk_pos[: h.shape[1]]
+        if context.condition is not None:
+            h = h + context.condition.unsqueeze(1)
         h = self.expert(h, context.tokens, memory_key_padding_mask=context.pad)
         return self.action_out(h)
 
