@@ -143,6 +143,8 @@ def test_bad_input_is_a_clear_input_error(dataset: Path, tmp_path: Path) -> None
         Runner(compose(TINY), tmp_path / "b")
     with pytest.raises(InputError, match="state_noise"):
         Runner(config(dataset, "agent.state_noise=-0.1"), tmp_path / "d")
+    with pytest.raises(InputError, match="film_stride"):
+        Runner(config(dataset, "agent.film_stride=3"), tmp_path / "e")
     runner = Runner(config(dataset, "agent.updates=1"), tmp_path / "c")
     policy = runner.agent.policy()
     image = {"front": torch.zeros(1, 3, 32, 32, dtype=torch.uint8)}

@@ -364,6 +364,21 @@ def test_global_condition_feeds_state_keypoints_and_instruction_to_every_chunk_t
     assert VLA(VLAConfig.cpu(5, 3, 50)).encode(observation(2, VLAConfig.cpu(5, 3, 50))).condition is None
 
 
+def test_the_film_head_reads_a_stride_2_or_4_map_with_a_1x1_or_wider_kernel() -> None:
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    images = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
+    coarse = VLA(VLAConfig.cpu(5, 3, 50, image_encoder="efficientnet_lite0_film", image_keypoints=1, width=32))
+    fine = VLA(VLAConfig.cpu(5, 3, 50, image_encoder="efficientnet_lite0_film", image_keypoints=1, width=32,
+                             film_stride=2, film_kernel=3))
+    assert coarse.image_features(images).shape == (2, 24, 8, 8) and fine.image_features(images).shape == (2, 16, 16, 16)
+    assert coarse.image_encoder.inp.kernel_size == (1, 1) and fine.image_encoder.inp.kernel_size == (3, 3)
+    obs = observation(2, fine.config)
+    assert fine.keypoints(obs).shape == (2, 1, 1, 2) and fine.encode(obs).tokens.shape == (2, 1 + 16 + 1, 32)
+    for bad in ({"film_stride": 8}, {"film_kernel": 2}):
+        with pytest.raises(ValueError, match="use stride 2 or 4 and an odd kernel"):
+            VLAConfig.cpu(5, 3, 50, image_encoder="efficientnet_lite0_film", image_keypoints=1, **bad)
+
+
 def test_keypoint_loss_hand_values_and_only_targets_in_the_frame_count() -> None:
     points = torch.tensor([[[0.0, 0.0], [0.5, 0.5]], [[1.0, -1.0], [0.0, 0.0]]])  # [B=2, C=2, 2]
     target = torch.tensor([[[0.3, 0.4], [float("nan"), 0.0]], [[1.0, -1.0], [0.0, 1.5]]])

@@ -93,6 +93,9 @@ class VLAAgentConfig(AgentConfig):
             computed from each frame's recorded joint positions (``VecEnv.site_positions``); with both, the policy
             sees the named target and the gripper in image space; ``loss/keypoint_gripper`` (0: none).
         gripper_site: the robot site that keypoint follows (``end_effector``).
+        film_stride, film_kernel: ``efficientnet_lite0_film``'s frozen feature stride (4, or 2: keypoints about
+            2.5x more precise on reach_lang at 64x64, for about four times the head's work; docs/vla.md) and its
+            head's first convolution (1: per pixel; 3: a 3x3 neighbourhood).
         global_condition: also feed the action expert an MLP of the state, the keypoint coordinates and the
             instruction, added to every chunk token (:attr:`VLAConfig.global_condition
             <robot_rl.models.vla.model.VLAConfig.global_condition>`), not only through cross-attention.
@@ -127,6 +130,8 @@ class VLAAgentConfig(AgentConfig):
     gripper_keypoint: float = 0.0
     gripper_site: str = "end_effector"
     global_condition: bool = False
+    film_stride: int = 4
+    film_kernel: int = 1
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",),
@@ -135,7 +140,8 @@ class VLAAgentConfig(AgentConfig):
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
               at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift"),
-              choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES,
+              choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES, "film_stride": (2, 4),
+                       "film_kernel": (1, 3, 5),
                        "image_encoder": ("conv", "efficientnet_lite0", "efficientnet_lite0_film")})
         if self.execute_len > self.chunk_len:
             raise fail(self, "agent", "execute_len", f"exceeds chunk_len={self.chunk_len}", f"1..{self.chunk_len}")
@@ -228,7 +234,8 @@ class VLAAgent(Agent):
         self.tokenizer = InstructionTokenizer.train(self.instructions, cfg.vocab_size)
         sizes = {"chunk_len": cfg.chunk_len, "max_text_len": cfg.max_text_len, "cameras": tuple(cfg.cameras),
                  "image_encoder": cfg.image_encoder, "image_size": int(height), "num_steps": cfg.flow_steps,
-                 "global_condition": cfg.global_condition}
+                 "global_condition": cfg.global_condition, "film_stride": cfg.film_stride,
+                 "film_kernel": cfg.film_kernel}
         if cfg.image_grid:
             sizes["image_grid"] = cfg.image_grid
         if cfg.image_keypoints or cfg.image_encoder == "efficientnet_lite0_film":

@@ -15,6 +15,8 @@ Both take uint8 images (what the sim cameras and the dataset give) or floats in 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch import nn
 
@@ -130,10 +132,11 @@ class EfficientNetLite0Encoder(nn.Module):
 
 
 class InstructedKeypointEncoder(nn.Module):
-    """Frozen EfficientNet-Lite0 stem and first blocks (``[B, 24, H/4, W/4]``), then per pixel: a 1x1 conv to
-    ``channels``, FiLM by the instruction summary ``text [B, D]`` (scale ``1 + gamma``, shift ``beta``), GELU, a 1x1
-    conv to K logits; a spatial softmax (learned temperature) per logit map gives K points in [-1, 1]^2, each
-    projected to ``D`` plus a learned keypoint embedding -> ``[B, K, D]``.
+    """Frozen EfficientNet-Lite0 stem and first blocks (``[B, 24, H/4, W/4]``; ``stride=2``: ``[B, 16, H/2, W/2]``),
+    then per pixel: a ``kernel`` x ``kernel`` conv (default 1x1) to ``channels``, FiLM by the instruction summary
+    ``text [B, D]`` (scale ``1 + gamma``, shift ``beta``), GELU, a 1x1 conv to K logits; a spatial softmax
+    (learned temperature) per logit map gives K points in [-1, 1]^2, each projected to ``D`` plus a learned
+    keypoint embedding -> ``[B, K, D]``.
 
     The per-pixel head sees a 7-pixel neighbourhood of the image through the frozen layers: it can tell *what* is at a
     pixel (a red sphere) but cannot memorise a whole scene, so what it learns carries over to scenes it never saw.
@@ -141,20 +144,23 @@ class InstructedKeypointEncoder(nn.Module):
     dataset's frames once (:meth:`VLABatches.cache_features <robot_rl.data.vla_batches.VLABatches.cache_features>`).
     """
 
-    BLOCKS = 3
-    """EfficientNet-Lite0 blocks kept: through the first stride-4 stage (24 channels)."""
-    FEATURES = 24
+    STAGES: ClassVar[dict[int, tuple[int, int]]] = {4: (3, 24), 2: (1, 16)}
+    """Feature stride -> (EfficientNet-Lite0 blocks kept, their channels): through the first stride-4 stage (24
+    channels), or only the stride-2 block (16 channels, a map twice as fine, four times the head's work)."""
 
-    def __init__(self, width: int, keypoints: int, channels: int = 32) -> None:
+    def __init__(self, width: int, keypoints: int, channels: int = 32, stride: int = 4, kernel: int = 1) -> None:
         super().__init__()
+        if stride not in self.STAGES or kernel < 1 or kernel % 2 == 0:
+            raise ValueError(f"stride {stride} / kernel {kernel}: use stride 2 or 4 and an odd kernel")
+        blocks, self.features_dim = self.STAGES[stride]
         net = efficientnet_lite0()
         self.stem = nn.Sequential(net._conv_stem, net._bn0, net._swish)
-        self.blocks = nn.ModuleList(net._blocks[: self.BLOCKS])
+        self.blocks = nn.ModuleList(net._blocks[:blocks])
         for p in self.backbone_parameters():
             p.requires_grad_(False)
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
-        self.inp = nn.Conv2d(self.FEATURES, channels, 1)
+        self.inp = nn.Conv2d(self.features_dim, channels, kernel, padding=kernel // 2)
         self.film = nn.Linear(width, 2 * channels)
         self.logits = nn.Conv2d(channels, keypoints, 1)
         self.log_temperature = nn.Parameter(torch.tensor(1.0))
@@ -175,14 +181,15 @@ class InstructedKeypointEncoder(nn.Module):
 
     @torch.no_grad()
     def features(self, images: torch.Tensor) -> torch.Tensor:
-        """images uint8 or float ``[B, 3, H, W]`` -> frozen features ``[B, 24, H/4, W/4]``."""
+        """images uint8 or float ``[B, 3, H, W]`` -> frozen features ``[B, F, H/s, W/s]`` (stride ``s`` 4: F = 24;
+        2: F = 16)."""
         x = self.stem((to_unit(images) - self.mean) / self.std)
         for block in self.blocks:
             x = block(x)
         return x
 
     def points(self, features: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
-        """Frozen ``features [B, 24, h, w]`` and the instruction summary ``text [B, D]`` -> keypoints ``[B, K, 2]`` in
+        """Frozen ``features [B, F, h, w]`` and the instruction summary ``text [B, D]`` -> keypoints ``[B, K, 2]`` in
         [-1, 1]^2 (x, y)."""
         gamma, beta = self.film(text).chunk(2, dim=-1)
         x = self.inp(features.float()) * (1.0 + gamma[:, :, None, None]) + beta[:, :, None, None]
@@ -193,7 +200,7 @@ class InstructedKeypointEncoder(nn.Module):
         return self.point_proj(points) + self.keypoint_embed
 
     def head(self, features: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
-        """Frozen ``features [B, 24, h, w]`` and the instruction summary ``text [B, D]`` -> tokens ``[B, K, D]``."""
+        """Frozen ``features [B, F, h, w]`` and the instruction summary ``text [B, D]`` -> tokens ``[B, K, D]``."""
         return self.tokens(self.points(features, text))
 
     def forward(self, images: torch.Tensor, text: torch.Tensor) -> torch.Tensor:

@@ -72,6 +72,11 @@ class VLAConfig:
     keypoint coordinates (``efficientnet_lite0_film``) and the instruction's mean token, added like the time
     embedding (Diffusion Policy's global conditioning), besides cross-attending to the prefix: a short path for the
     low-dimensional values a precise reach depends on."""
+    film_stride: int = 4
+    """``efficientnet_lite0_film``: stride of the frozen feature map its keypoint head reads, 4 (24 channels) or 2
+    (16 channels: finer keypoints for four times the head's work)."""
+    film_kernel: int = 1
+    """``efficientnet_lite0_film``: the head's first convolution, ``film_kernel`` x ``film_kernel`` (odd)."""
     num_steps: int = 10
     """Euler steps of :meth:`VLA.sample` (LeRobot's default for SmolVLA)."""
     dropout: float = 0.0
@@ -84,6 +89,9 @@ class VLAConfig:
         if self.image_keypoints and self.image_encoder == "efficientnet_lite0":
             raise ValueError(f"image_keypoints {self.image_keypoints} needs image_encoder 'conv' or "
                              "'efficientnet_lite0_film'")
+        if self.film_stride not in (2, 4) or self.film_kernel < 1 or self.film_kernel % 2 == 0:
+            raise ValueError(f"film_stride {self.film_stride} / film_kernel {self.film_kernel}: use stride 2 or 4 and "
+                             "an odd kernel")
         if self.image_encoder == "efficientnet_lite0_film" and self.image_keypoints < 1:
             raise ValueError("image_encoder 'efficientnet_lite0_film' needs image_keypoints >= 1")
 
@@ -139,7 +147,8 @@ class VLA(nn.Module):
         elif c.image_encoder == "efficientnet_lite0":
             self.image_encoder = EfficientNetLite0Encoder(c.width, c.image_grid)
         else:
-            self.image_encoder = InstructedKeypointEncoder(c.width, c.image_keypoints)
+            self.image_encoder = InstructedKeypointEncoder(c.width, c.image_keypoints, stride=c.film_stride,
+                                                           kernel=c.film_kernel)
         self.camera_embed = nn.Parameter(torch.zeros(len(c.cameras), c.width))
         self.token_embed = nn.Embedding(c.vocab_size, c.width, padding_idx=0)
         self.text_pos = nn.Parameter(torch.zeros(c.max_text_len, c.width))
@@ -197,15 +206,16 @@ class VLA(nn.Module):
         return isinstance(self.image_encoder, InstructedKeypointEncoder)
 
     def image_features(self, images: torch.Tensor) -> torch.Tensor:
-        """Frozen features ``[B, 24, H/4, W/4]`` of images ``[B, 3, H, W]`` (``efficientnet_lite0_film`` only)."""
+        """Frozen features ``[B, F, H/s, W/s]`` (``film_stride`` s; F 24 at 4, 16 at 2) of images ``[B, 3, H, W]``
+        (``efficientnet_lite0_film`` only)."""
         return self.image_encoder.features(images)
 
     def encode(self, obs: dict) -> Context:
         """The prefix tokens ``[B, C*(grid^2 + keypoints) + L + 1, D]`` of observation ``obs`` (module docstring);
         with ``efficientnet_lite0_film``, ``[B, C*keypoints + L + 1, D]`` from ``obs["images"]`` or precomputed
-        ``obs["image_features"]`` (``{camera: [B, 24, H/4, W/4]}``). The state token reads ``obs["state_seen"]`` where
-        given (training's noisy state, ``agent.state_noise``), else ``obs["state"]``; the anchor always uses
-        ``obs["state"]``."""
+        ``obs["image_features"]`` (``{camera: [B, F, H/s, W/s]}``, :meth:`image_features`). The state token reads
+        ``obs["state_seen"]`` where given (training's noisy state, ``agent.state_noise``), else ``obs["state"]``; the
+        anchor always uses ``obs["state"]``."""
         return self._encode(obs)[0]
 
     def _encode(self, obs: dict) -> tuple[Context, torch.Tensor | None]:
