@@ -78,7 +78,7 @@ def test_tdmpc_learns_toy_reach_its_world_model_losses_fall_and_planning_reaches
     env = ToyReach(num_envs=16, seed=0)
     agent = _agent(env, value_head=value_head)
     before = _success(agent.policy())
-    history = _collect(agent, env, 350)
+    history = _collect(agent, env, 350 if value_head == "scalar" else 450)
     after, planned = _success(agent.policy()), _success(agent.planning_policy(), num_envs=64)
     tenth = len(history) // 10
     early = {k: sum(h[k] for h in history[:tenth]) / tenth for k in history[0]}
@@ -87,8 +87,9 @@ def test_tdmpc_learns_toy_reach_its_world_model_losses_fall_and_planning_reaches
           f"{len(history)} updates; consistency {early['loss/consistency_loss']:.5f} -> "
           f"{late['loss/consistency_loss']:.5f}, reward {early['loss/reward_loss']:.4f} -> "
           f"{late['loss/reward_loss']:.4f}")
-    # Two-hot heads are less reliable on this toy at 350 steps: torch seeds 0 / 1 / 2 gave prior success
-    # 1.00 / 0.00 / 1.00 and MPPI 0.80 / 1.00 / 1.00 (scalar heads: 1.00 everywhere); seed 0 is the test's.
+    # Two-hot heads are slower on this toy: at 350 steps torch seeds 0 / 1 / 2 gave prior success 1.00 / 0.00 / 1.00
+    # and MPPI 0.80 / 1.00 / 1.00 on one machine, and MPPI 0.67 (one torch thread, as the suite runs) on another
+    # (2026-12-03), where 450 steps give 1.00 / 1.00; scalar heads: 1.00 everywhere at 350.
     assert before < 0.2 and after >= 0.9 and planned >= (0.75 if value_head == "two_hot" else 0.9)
     assert late["loss/consistency_loss"] < 0.5 * early["loss/consistency_loss"]
     assert late["loss/reward_loss"] < 0.7 * early["loss/reward_loss"]
