@@ -57,19 +57,19 @@ def fit_on_demonstrations(agent) -> dict:
 def keypoint_error(agent, env) -> dict:
     """Per world camera the agent sees: median pixel distance of the first keypoint to the named target on the
     current frame, and of the frame's centre (a keypoint that learned nothing sits near it)."""
-    model, policy = agent.model.eval(), agent.policy()
-    cameras = [c for c in policy.cameras if c in env.world_cameras()]
+    model = agent.model.eval()
+    seen = model.config.cameras
     images = env.camera_images()
-    tokens, mask = policy.encode_text(env.instructions())
-    obs = {"images": {c: images[c] for c in policy.cameras}, "tokens": tokens, "token_mask": mask,
+    tokens, mask = agent.tokenizer.encode(env.instructions(), model.config.max_text_len)
+    obs = {"images": {c: images[c] for c in seen}, "tokens": tokens, "token_mask": mask,
            "state": env.joint_positions()}
     with torch.no_grad():
         points = model.keypoints(obs)[:, :, 0]  # [N, C, 2]
     size = model.config.image_size
     out = {}
-    for c in cameras:
+    for c in (c for c in seen if c in env.world_cameras()):
         where = env.image_position(env.target, c)
-        keypoint = points[:, policy.cameras.index(c)]
+        keypoint = points[:, seen.index(c)]
         out[c] = {"median_keypoint_error_px": round((keypoint - where).norm(dim=1).median().item() * size / 2, 1),
                   "median_centre_error_px": round(where.norm(dim=1).median().item() * size / 2, 1)}
     return out

@@ -19,6 +19,7 @@ Arms (``--arms``, :data:`ARMS`): the frozen feature stride (4: three EfficientNe
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import time
 from pathlib import Path
@@ -41,24 +42,18 @@ ARMS = {"stride4_1x1": (4, 1), "stride4_3x3": (4, 3), "stride2_1x1": (2, 1), "st
 """Arm -> (frozen feature stride, the head's first kernel); ``stride4_1x1`` is the default of ``agent=vla``."""
 
 
-def run(arm: str, dataset: Path, holdout: int, minutes: float, seed: int) -> dict:
-    """Train one head on the episodes before the last ``holdout`` and score it on those."""
+def run(arm: str, images: VLABatches, vocab_size: int, train: torch.Tensor, test: torch.Tensor, minutes: float,
+        seed: int) -> dict:
+    """Train one head on frames ``train`` of the decoded dataset ``images`` and score it on frames ``test``."""
     stride, kernel = ARMS[arm]
     torch.manual_seed(seed)
-    tokenizer = InstructionTokenizer.train(list(INSTRUCTIONS.table()))
-    env = sim.make_env("so101_reach_lang", num_envs=1, seed=0, nthread=1)
-    batches = VLABatches(dataset, tokenizer, 1, 16, CAMERAS, target_key="sim.target",
-                         target_map=lambda target, state: torch.stack([env.image_position(target, c)
-                                                                       for c in CAMERAS], dim=1))  # [N, C, 2]
-    size = batches.images[CAMERAS[0]].shape[-1]
+    size = images.images[CAMERAS[0]].shape[-1]
     encoder = InstructedKeypointEncoder(WIDTH, keypoints=1, stride=stride, kernel=kernel)
+    batches = copy.copy(images)  # caching replaces the copy's images with this stride's features, not the original's
     start = time.monotonic()
     batches.cache_features(encoder.features)
     cache_s = time.monotonic() - start
-    words = nn.Embedding(tokenizer.vocab_size, WIDTH, padding_idx=0)
-    episode = torch.tensor(LeRobotDataset(dataset).column("episode_index"), dtype=torch.long).flatten()
-    split = int(episode.max()) + 1 - holdout
-    train, test = torch.nonzero(episode < split).flatten(), torch.nonzero(episode >= split).flatten()
+    words = nn.Embedding(vocab_size, WIDTH, padding_idx=0)
     params = [p for p in encoder.parameters() if p.requires_grad] + list(words.parameters())
     opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=1e-4)
     g = torch.Generator().manual_seed(seed)
@@ -101,9 +96,17 @@ def main(argv: list[str]) -> None:
     p.add_argument("--out", type=Path, default=RESULTS / "vla" / "keypoint_precision.json")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
+    tokenizer = InstructionTokenizer.train(list(INSTRUCTIONS.table()))
+    env = sim.make_env("so101_reach_lang", num_envs=1, seed=0, nthread=1)
+    images = VLABatches(args.dataset, tokenizer, 1, 16, CAMERAS, target_key="sim.target",  # decoded once
+                        target_map=lambda target, state: torch.stack([env.image_position(target, c)
+                                                                      for c in CAMERAS], dim=1))  # [N, C, 2]
+    episode = torch.tensor(LeRobotDataset(args.dataset).column("episode_index"), dtype=torch.long).flatten()
+    split = int(episode.max()) + 1 - args.holdout
+    train, test = torch.nonzero(episode < split).flatten(), torch.nonzero(episode >= split).flatten()
     rows = []
     for arm in args.arms:
-        rows.append(run(arm, args.dataset, args.holdout, args.minutes, args.seed))
+        rows.append(run(arm, images, tokenizer.vocab_size, train, test, args.minutes, args.seed))
         print(rows[-1], flush=True)
     out = write_rows(args.out, rows, ["benchmarks/vla_keypoint_precision.py", *argv], dataset=str(args.dataset),
                      holdout_episodes=args.holdout)

@@ -67,6 +67,7 @@ class EnvSpec:
     @classmethod
     def from_env(cls, env: Any) -> EnvSpec:
         """Read the spec from a ``sim.VecEnv``."""
+        cameras = tuple(env.world_cameras()) if hasattr(env, "world_cameras") else ()
         return cls(
             num_envs=env.num_envs,
             observation_dims=dict(env.observation_dims),
@@ -77,8 +78,8 @@ class EnvSpec:
             dt=float(env.dt),
             max_episode_steps=int(env.max_episode_steps),
             instructions=tuple(env.instruction_table()) if env.has_instructions else (),
-            world_cameras=tuple(env.world_cameras()) if hasattr(env, "world_cameras") else (),
-            image_position=env.image_position if hasattr(env, "world_cameras") and env.world_cameras() else None,
+            world_cameras=cameras,
+            image_position=env.image_position if cameras else None,
             site_positions=getattr(env, "site_positions", None),
         )
 

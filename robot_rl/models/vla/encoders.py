@@ -15,8 +15,6 @@ Both take uint8 images (what the sim cameras and the dataset give) or floats in 
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import torch
 from torch import nn
 
@@ -131,6 +129,18 @@ class EfficientNetLite0Encoder(nn.Module):
         return self.proj(x.flatten(2).transpose(1, 2)) + self.pos
 
 
+FILM_STRIDES = {4: (3, 24), 2: (1, 16)}
+"""Feature stride of :class:`InstructedKeypointEncoder` -> (EfficientNet-Lite0 blocks kept, their channels): through the
+first stride-4 stage (24 channels), or only the stride-2 block (16 channels, a map twice as fine, four times the
+head's work)."""
+
+
+def check_film_head(stride: int, kernel: int) -> None:
+    """Raise ``ValueError`` unless ``stride`` is one of :data:`FILM_STRIDES` and ``kernel`` is odd and >= 1."""
+    if stride not in FILM_STRIDES or kernel < 1 or kernel % 2 == 0:
+        raise ValueError(f"film_stride {stride} / film_kernel {kernel}: use stride 2 or 4 and an odd kernel")
+
+
 class InstructedKeypointEncoder(nn.Module):
     """Frozen EfficientNet-Lite0 stem and first blocks (``[B, 24, H/4, W/4]``; ``stride=2``: ``[B, 16, H/2, W/2]``),
     then per pixel: a ``kernel`` x ``kernel`` conv (default 1x1) to ``channels``, FiLM by the instruction summary
@@ -144,15 +154,10 @@ class InstructedKeypointEncoder(nn.Module):
     dataset's frames once (:meth:`VLABatches.cache_features <robot_rl.data.vla_batches.VLABatches.cache_features>`).
     """
 
-    STAGES: ClassVar[dict[int, tuple[int, int]]] = {4: (3, 24), 2: (1, 16)}
-    """Feature stride -> (EfficientNet-Lite0 blocks kept, their channels): through the first stride-4 stage (24
-    channels), or only the stride-2 block (16 channels, a map twice as fine, four times the head's work)."""
-
     def __init__(self, width: int, keypoints: int, channels: int = 32, stride: int = 4, kernel: int = 1) -> None:
         super().__init__()
-        if stride not in self.STAGES or kernel < 1 or kernel % 2 == 0:
-            raise ValueError(f"stride {stride} / kernel {kernel}: use stride 2 or 4 and an odd kernel")
-        blocks, self.features_dim = self.STAGES[stride]
+        check_film_head(stride, kernel)
+        blocks, self.features_dim = FILM_STRIDES[stride]
         net = efficientnet_lite0()
         self.stem = nn.Sequential(net._conv_stem, net._bn0, net._swish)
         self.blocks = nn.ModuleList(net._blocks[:blocks])

@@ -29,7 +29,12 @@ import torch
 from torch import nn
 
 from robot_rl.models.vla import flow
-from robot_rl.models.vla.encoders import ConvImageEncoder, EfficientNetLite0Encoder, InstructedKeypointEncoder
+from robot_rl.models.vla.encoders import (
+    ConvImageEncoder,
+    EfficientNetLite0Encoder,
+    InstructedKeypointEncoder,
+    check_film_head,
+)
 
 IMAGE_ENCODERS = ("conv", "efficientnet_lite0", "efficientnet_lite0_film")
 
@@ -89,9 +94,7 @@ class VLAConfig:
         if self.image_keypoints and self.image_encoder == "efficientnet_lite0":
             raise ValueError(f"image_keypoints {self.image_keypoints} needs image_encoder 'conv' or "
                              "'efficientnet_lite0_film'")
-        if self.film_stride not in (2, 4) or self.film_kernel < 1 or self.film_kernel % 2 == 0:
-            raise ValueError(f"film_stride {self.film_stride} / film_kernel {self.film_kernel}: use stride 2 or 4 and "
-                             "an odd kernel")
+        check_film_head(self.film_stride, self.film_kernel)
         if self.image_encoder == "efficientnet_lite0_film" and self.image_keypoints < 1:
             raise ValueError("image_encoder 'efficientnet_lite0_film' needs image_keypoints >= 1")
 
