@@ -215,3 +215,31 @@ def test_the_diagnosis_measures_the_fit_on_demonstrations_and_the_closed_loop(ti
     assert loop["episodes"] == 2 and 0 <= loop["within_2cm_at_end"] <= 1
     assert loop["median_closest_to_named_cm"] <= loop["median_start_to_named_cm"]
     assert loop["median_end_to_nearest_any_cm"] <= loop["median_end_to_named_cm"]
+
+
+def test_the_reach_lang_recipe_composes_and_trains(dataset: Path, tmp_path: Path) -> None:
+    """``recipe=vla_reach_lang`` (docs/vla.md): the task, cameras and the keypoint settings it documents, and it
+    trains under the normal runner (the tiny dataset has only the front camera at 32x32: overridden here)."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    cfg = compose(["recipe=vla_reach_lang", f"agent.dataset={dataset}", "logger=none"])
+    assert cfg.task.name == "so101_reach_lang" and list(cfg.task.env["cameras"]) == ["front", "top"]
+    agent = cfg.agent
+    assert (list(agent.cameras), agent.image_encoder, agent.film_stride, agent.film_kernel, agent.target_keypoint,
+            agent.global_condition, agent.motion_boost, agent.state_noise) == (
+        ["front", "top"], "efficientnet_lite0_film", 2, 3, 30.0, True, 4.0, 0.0)
+    run = tmp_path / "run"
+    tiny = ["task.env.cameras=[front]", "agent.cameras=[front]", "task.env.image_size=32", "+task.env.episode_s=1.0",
+            "task.num_envs=4", "agent.updates=20", "agent.log_interval=10", "agent.warmup_updates=0",
+            "eval_episodes=0", "export_formats=[]", "sim.num_threads=1"]
+    runner = Runner(compose(["recipe=vla_reach_lang", f"agent.dataset={dataset}", "logger=none", *tiny]), run)
+    runner.learn(evaluate_and_export=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [10, 20] and all(torch.isfinite(torch.tensor(r["loss/flow"])) for r in rows)
+
+
+def test_agent_width_overrides_the_size_preset(dataset: Path, tmp_path: Path) -> None:
+    assert Runner(config(dataset), tmp_path / "preset").agent.model_config.width == 64
+    runner = Runner(config(dataset, "agent.width=128"), tmp_path / "wide")
+    assert runner.agent.model_config.width == 128 and runner.agent.model.state_proj.out_features == 128
+    with pytest.raises(InputError, match="width"):
+        config(dataset, "agent.width=100")

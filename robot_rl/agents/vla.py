@@ -48,6 +48,8 @@ class VLAAgentConfig(AgentConfig):
         dataset: LeRobot dataset directory with ``observation.images.<camera>`` and task strings (required).
         size: ``cpu`` (:meth:`VLAConfig.cpu <robot_rl.models.vla.model.VLAConfig.cpu>`, ~0.2M parameters) or
             ``gpu`` (~12M).
+        width: the token width of the prefix transformer and the action expert (0: the size preset's, 64 on
+            ``cpu``, 256 on ``gpu``; a multiple of 8, the presets' most attention heads).
         image_encoder: ``conv`` (trained from scratch), ``efficientnet_lite0`` (frozen ImageNet backbone) or
             ``efficientnet_lite0_film`` (that backbone's early stage read by an instruction-modulated keypoint head,
             ``image_keypoints`` tokens per camera, 4 when 0; the frozen features of the dataset's frames are computed
@@ -103,6 +105,7 @@ class VLAAgentConfig(AgentConfig):
 
     dataset: str | None = None
     size: str = "cpu"
+    width: int = 0
     image_encoder: str = "conv"
     cameras: list[str] = field(default_factory=lambda: ["front", "wrist"])
     chunk_len: int = 16
@@ -139,10 +142,13 @@ class VLAAgentConfig(AgentConfig):
                             "target_keypoint", "gripper_keypoint"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
-              at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift"),
+              at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift", "width"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES, "film_stride": (2, 4),
                        "film_kernel": (1, 3, 5),
                        "image_encoder": ("conv", "efficientnet_lite0", "efficientnet_lite0_film")})
+        if self.width % 8:
+            raise fail(self, "agent", "width", "must be a multiple of 8 (the presets' attention heads divide it)",
+                       "0 (the size preset's) or e.g. 128")
         if self.execute_len > self.chunk_len:
             raise fail(self, "agent", "execute_len", f"exceeds chunk_len={self.chunk_len}", f"1..{self.chunk_len}")
         if self.image_keypoints and self.image_encoder == "efficientnet_lite0":
@@ -238,6 +244,8 @@ class VLAAgent(Agent):
                  "film_kernel": cfg.film_kernel}
         if cfg.image_grid:
             sizes["image_grid"] = cfg.image_grid
+        if cfg.width:
+            sizes["width"] = cfg.width
         if cfg.image_keypoints or cfg.image_encoder == "efficientnet_lite0_film":
             sizes["image_keypoints"] = cfg.image_keypoints or max(FILM_KEYPOINTS, len(cfg.supervised_keypoints()))
         preset = VLAConfig.cpu if cfg.size == "cpu" else VLAConfig.gpu
