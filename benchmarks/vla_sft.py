@@ -47,20 +47,30 @@ def robot_rl(args: list[str], env: dict[str, str], log: Path | None = None) -> s
     return done.stdout
 
 
-def dataset_for(task: str, root: Path, episodes: int, env: dict[str, str]) -> Path:
-    """The task's dataset under ``root``, recorded with the scripted expert and the task's :data:`CAMERAS` when
-    missing."""
-    path = root / f"{task.removeprefix('so101_')}_{episodes}"
+def dataset_name(task: str, episodes: int, record_noise: float) -> str:
+    """``reach_lang_100``; ``reach_lang_100_noise0.02`` for a DART recording (:func:`dataset_for`)."""
+    return f"{task.removeprefix('so101_')}_{episodes}" + (f"_noise{record_noise:g}" if record_noise else "")
+
+
+def dataset_for(task: str, root: Path, episodes: int, env: dict[str, str], record_noise: float = 0.0) -> Path:
+    """The task's dataset under ``root`` (:func:`dataset_name`), recorded with the scripted expert and the task's
+    :data:`CAMERAS` when missing. ``record_noise > 0``: DART (Laskey et al., 2017) -- the envs execute the expert's
+    action plus Gaussian noise of that standard deviation (``randomization.action_noise_std``, in the policy's
+    [-1, 1] action units) while the dataset keeps the expert's clean action, so the demonstrations show how to
+    correct the small errors a learned policy makes."""
+    path = root / dataset_name(task, episodes, record_noise)
     if not (path / "meta" / "info.json").is_file():
         cameras = ",".join(f'"{c}"' for c in CAMERAS[task])
+        noise = ["--override", f'randomization={{"action_noise_std": {record_noise}}}'] if record_noise else []
         robot_rl(["record", "--task", task, "--episodes", str(episodes), "--num-envs", "8", "--seed", "0",
-                  "--override", f"cameras=[{cameras}]", "--override", "image_size=64", "--out", str(path)], env)
+                  "--override", f"cameras=[{cameras}]", "--override", "image_size=64", *noise, "--out", str(path)],
+                 env)
     return path
 
 
 def run_task(task: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
     """Train and evaluate one task; its row."""
-    data = dataset_for(task, args.data_root, args.demos, env)
+    data = dataset_for(task, args.data_root, args.demos, env, args.record_noise)
     name = f"{task}-{args.tag}" if args.tag else task
     run = args.runs / name
     log = args.runs / f"{name}.log"
@@ -78,7 +88,8 @@ def run_task(task: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
                     "--seed", str(args.eval_seed), "--wrong-instruction"], env, log)
     summary = json.loads(out[out.index("{"):])
     wrong = summary.pop("wrong_instruction")
-    return {"task": task, "dataset": str(data), "demos": args.demos, "run": str(run), "agent": args.agent,
+    return {"task": task, "dataset": str(data), "demos": args.demos, "record_noise": args.record_noise,
+            "run": str(run), "agent": args.agent,
             "cameras": CAMERAS[task],
             "train_wall_s": round(train_wall, 1), "gradient_steps": summary["env_steps"],
             "final_flow_loss": metrics[-1].get("loss/flow") if metrics else None,
@@ -108,7 +119,8 @@ def table(rows: list[dict], metas: list[dict]) -> str:
         chance = f" ({100 * r['chance']:.0f}%)" if r.get("chance") else ""
         overrides = " ".join(r["agent"]) or "-" if "agent" in r else "(see command)"
         cameras = " + ".join(r.get("cameras", ["front", "wrist"]))
-        lines.append(f"| {r['task']} | {cameras} | {overrides} | {r['demos']} | {r['train_wall_s'] / 60:.1f} min | "
+        demos = f"{r['demos']}" + (f" (DART {r['record_noise']:g})" if r.get("record_noise") else "")
+        lines.append(f"| {r['task']} | {cameras} | {overrides} | {demos} | {r['train_wall_s'] / 60:.1f} min | "
                      f"{r['gradient_steps']} | "
                      f"{pct(named['success_rate'], named['success_ci95'])}{target} over {named['episodes']} | {per} | "
                      f"{pct(wrong['success_rate'], wrong['success_ci95'])}{chance} |")
@@ -126,6 +138,9 @@ def main() -> None:
     p.add_argument("--data-root", type=Path, default=Path("outputs/vla_data"),
                    help="where each task's dataset is (or is recorded): <root>/<task minus so101_>_<demos>")
     p.add_argument("--demos", type=int, default=100, help="episodes in (or to record into) the dataset")
+    p.add_argument("--record-noise", type=float, default=0.0,
+                   help="record DART demonstrations: the expert's actions executed with this much Gaussian noise "
+                        "([-1, 1] units; 0.02 on reach_lang), its clean actions stored (dataset <...>_noise<x>)")
     p.add_argument("--minutes", type=float, default=30.0, help="training wall budget per task")
     p.add_argument("--updates", type=int, default=4000, help="gradient steps planned (the cosine schedule's length)")
     p.add_argument("--agent", nargs="*", default=[], help="extra agent.KEY=VALUE overrides, e.g. lr=1e-3")
