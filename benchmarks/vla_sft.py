@@ -6,8 +6,10 @@ Per task (``--tasks``): take the dataset at ``--data-root/<task minus so101_>_<e
 torch thread, ``nice -n 5``, stopped by ``max_train_s=--minutes*60``); evaluate the run with ``robot-rl eval
 --wrong-instruction`` on ``--episodes`` episodes from seed ``--eval-seed`` (not the recording's): success overall
 and per target colour told the right instruction, and told another target's (same paraphrase). Tasks run one after
-the other. Rows go to ``--out`` (``docs/results/vla/<task>.json``: command, commit, load, machine) and the table of
-every task's newest rows to ``docs/results/vla_sft.md``.
+the other. ``--record-noise 0.02`` records (and trains on) DART demonstrations instead: the expert's actions executed
+with that much Gaussian noise, its clean actions stored (:func:`dataset_for`). Rows go to ``--out``
+(``docs/results/vla/<task>.json``: command, commit, load, machine) and the table of every task's newest rows to
+``docs/results/vla_sft.md``.
 
     python benchmarks/vla_sft.py --tasks so101_reach_lang so101_pick_lang --minutes 30
 """
@@ -97,6 +99,14 @@ def run_task(task: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
             "named": summary, "wrong_instruction": wrong}
 
 
+def noise_std(text: str) -> float:
+    """``--record-noise``: a finite standard deviation >= 0."""
+    value = float(text)
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a standard deviation >= 0, e.g. 0.02")
+    return value
+
+
 def pct(rate: float, ci: list[float]) -> str:
     return f"{100 * rate:.0f}% [{100 * ci[0]:.0f}-{100 * ci[1]:.0f}]"
 
@@ -138,7 +148,7 @@ def main() -> None:
     p.add_argument("--data-root", type=Path, default=Path("outputs/vla_data"),
                    help="where each task's dataset is (or is recorded): <root>/<task minus so101_>_<demos>")
     p.add_argument("--demos", type=int, default=100, help="episodes in (or to record into) the dataset")
-    p.add_argument("--record-noise", type=float, default=0.0,
+    p.add_argument("--record-noise", type=noise_std, default=0.0,
                    help="record DART demonstrations: the expert's actions executed with this much Gaussian noise "
                         "([-1, 1] units; 0.02 on reach_lang), its clean actions stored (dataset <...>_noise<x>)")
     p.add_argument("--minutes", type=float, default=30.0, help="training wall budget per task")

@@ -57,3 +57,14 @@ def test_dart_recording_executes_noisy_actions_and_stores_the_experts_clean_ones
     np.testing.assert_allclose(clean["action.policy"][0], dart["action.policy"][0], atol=1e-6)
     assert np.abs(clean["observation.state"][1:] - dart["observation.state"][1:]).max() > 1e-3
     assert np.abs(dart["action.policy"]).max() <= 1.0
+
+
+def test_record_noise_must_be_a_finite_standard_deviation() -> None:
+    import argparse
+
+    import pytest
+
+    assert bench.noise_std("0.02") == 0.02 and bench.noise_std("0") == 0.0
+    for bad in ("-0.1", "inf", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError, match="standard deviation"):
+            bench.noise_std(bad)
