@@ -18,13 +18,12 @@ Arms (``--arms``, :data:`ARMS`): the frozen feature stride (4: three EfficientNe
 
 from __future__ import annotations
 
-import argparse
 import copy
 import sys
 import time
-from pathlib import Path
 
 import torch
+from _held_out_arms import CAMERAS, WIDTH, arms_parser, split_episodes
 from _results import RESULTS, write_rows
 from torch import nn
 
@@ -36,8 +35,6 @@ from robot_rl.models.vla.encoders import InstructedKeypointEncoder
 from robot_rl.models.vla.model import keypoint_loss
 from sim.tasks.so101_reach_lang import INSTRUCTIONS
 
-WIDTH = 64
-CAMERAS = ("front", "top")
 ARMS = {"stride4_1x1": (4, 1), "stride4_3x3": (4, 3), "stride2_1x1": (2, 1), "stride2_3x3": (2, 3)}
 """Arm -> (frozen feature stride, the head's first kernel); ``stride4_1x1`` is the default of ``agent=vla``."""
 
@@ -86,14 +83,7 @@ def run(arm: str, images: VLABatches, vocab_size: int, train: torch.Tensor, test
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", type=Path, required=True,
-                   help="a so101_reach_lang recording with the front and top cameras (benchmarks/vla_sft.py makes one)")
-    p.add_argument("--holdout", type=int, default=20, help="last episodes held out for the score")
-    p.add_argument("--minutes", type=float, default=3.0, help="training wall time per arm")
-    p.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=RESULTS / "vla" / "keypoint_precision.json")
+    p = arms_parser(__doc__.split("\n\n")[0], ARMS, 3.0, RESULTS / "vla" / "keypoint_precision.json")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     tokenizer = InstructionTokenizer.train(list(INSTRUCTIONS.table()))
@@ -101,9 +91,7 @@ def main(argv: list[str]) -> None:
     images = VLABatches(args.dataset, tokenizer, 1, 16, CAMERAS, target_key="sim.target",  # decoded once
                         target_map=lambda target, state: torch.stack([env.image_position(target, c)
                                                                       for c in CAMERAS], dim=1))  # [N, C, 2]
-    episode = torch.tensor(LeRobotDataset(args.dataset).column("episode_index"), dtype=torch.long).flatten()
-    split = int(episode.max()) + 1 - args.holdout
-    train, test = torch.nonzero(episode < split).flatten(), torch.nonzero(episode >= split).flatten()
+    train, test, _ = split_episodes(LeRobotDataset(args.dataset), args.holdout)
     rows = []
     for arm in args.arms:
         rows.append(run(arm, images, tokenizer.vocab_size, train, test, args.minutes, args.seed))

@@ -20,13 +20,12 @@ targets' mean as the guess. Rows go to ``docs/results/vla/target_probe.json``.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import sys
 import time
-from pathlib import Path
 
 import torch
+from _held_out_arms import CAMERAS, WIDTH, arms_parser, split_episodes
 from _results import RESULTS, write_rows
 from torch import nn
 
@@ -36,8 +35,6 @@ from robot_rl.models.vla import InstructionTokenizer
 from robot_rl.models.vla.encoders import ConvImageEncoder, EfficientNetLite0Encoder, InstructedKeypointEncoder
 from sim.tasks.so101_reach_lang import INSTRUCTIONS
 
-WIDTH = 64
-CAMERAS = ("front", "top")
 SUCCESS_M = 0.02
 """so101_reach_lang's success radius."""
 
@@ -134,24 +131,16 @@ def run(arm: str, vocab_size: int, batches: VLABatches, target: torch.Tensor, tr
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", type=Path, required=True,
-                   help="a so101_reach_lang recording with the front and top cameras (benchmarks/vla_sft.py makes one)")
-    p.add_argument("--holdout", type=int, default=20, help="last episodes held out for the score")
-    p.add_argument("--minutes", type=float, default=4.0, help="training wall time per arm")
-    p.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS), help="image encoder + readout (ARMS)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=RESULTS / "vla" / "target_probe.json")
+    p = arms_parser(__doc__.split("\n\n")[0], ARMS, 4.0, RESULTS / "vla" / "target_probe.json",
+                    arms_help="image encoder + readout (ARMS)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     texts = list(INSTRUCTIONS.table())
     tokenizer = InstructionTokenizer.train(texts)
     ds = LeRobotDataset(args.dataset)
     target = torch.tensor(ds.column("sim.target"), dtype=torch.float32)  # [N, 3]
-    episode = torch.tensor(ds.column("episode_index"), dtype=torch.long).flatten()
     first = torch.tensor([ds.episode_range(e)[0] for e in range(ds.num_episodes)])
-    split = ds.num_episodes - args.holdout
-    train_frames = torch.nonzero(episode < split).flatten()
+    train_frames, _, split = split_episodes(ds, args.holdout)
     rows = []
     chance = 100.0 * (target[first[split:]] - target[train_frames].mean(0)).norm(dim=-1)
     print(f"chance (the training targets' mean): held-out median {chance.median().item():.2f} cm", flush=True)
