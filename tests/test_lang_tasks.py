@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -245,3 +246,21 @@ def test_replay_of_a_pick_lang_episode_scores_the_recorded_instruction(tmp_path:
     for episode in range(2):
         report = replay(root, episode)
         assert report.recorded_success and report.replayed_success, (dataset.episode_task(episode), report.table())
+
+
+def test_a_pick_lang_recording_keeps_the_named_cubes_position_every_frame(tmp_path: Path) -> None:
+    """``sim.named_position`` is the named cube's centre in every frame (read back from the frame's ``sim.qpos``),
+    and it rises with the cube the expert lifts: what ``agent.target_keypoint`` projects into the cameras."""
+    root = tmp_path / "pick_lang"
+    record("so101_pick_lang", expert_policy, root, 1, None, num_envs=1, seed=5, only_success=True)
+    dataset = LeRobotDataset(root)
+    data = dataset.episode(0)
+    named = PICK.parse(dataset.episode_task(0))
+    env = sim.make_env("so101_pick_lang", num_envs=1, seed=5)
+    address = int(env.model.joint(f"cube_{PICK.targets[named]}").qposadr[0])
+    cube = data["sim.qpos"][:, address:address + 3]
+    assert data["sim.named_position"].shape == (len(cube), 3)
+    assert np.allclose(data["sim.named_position"], cube, atol=1e-6)
+    lift = env.cfg.params["lift_height"]
+    assert data["sim.named_position"][-1, 2] - data["sim.named_position"][0, 2] > 0.8 * lift
+    env.close()

@@ -88,8 +88,9 @@ class VLAAgentConfig(AgentConfig):
             ``VecEnv.image_position``; :func:`keypoint_loss <robot_rl.models.vla.model.keypoint_loss>`), so the
             instruction-modulated keypoint learns to find the object the instruction names; logged as
             ``loss/keypoint_target`` (0: none). Training only: the policy reads images, never the target.
-        target_key: the per-frame world position that loss projects: ``sim.target`` (``robot-rl record`` of a
-            language task stores the named target's position there).
+        target_key: the per-frame world position that loss projects: ``sim.target`` (the named sphere of a
+            ``so101_reach_lang`` recording) or ``sim.named_position`` (the named object of any language task's
+            recording, e.g. ``so101_pick_lang``'s named cube, which moves once grasped).
         gripper_keypoint: the same for the gripper (``efficientnet_lite0_film``, ``image_keypoints`` >= the number
             of supervised keypoints): the next keypoint is pulled onto the image position of site ``gripper_site``,
             computed from each frame's recorded joint positions (``VecEnv.site_positions``); with both, the policy

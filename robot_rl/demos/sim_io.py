@@ -14,6 +14,8 @@ Per frame (LeRobot feature names; J joints, D policy-observation size, nq/nv MuJ
   env's automatic reset on the last frame), so frames are complete RL transitions
 - ``sim.qpos`` float64 ``[nq]``, ``sim.qvel`` float64 ``[nv]``, ``sim.target`` float32 ``[3]``
   (tasks with a target): the full sim state, so replay can restore an episode's first frame;
+- ``sim.named_position`` float32 ``[3]`` (language tasks): the world position of the object the instruction names,
+  every frame (``InstructedTask.named_position``; what a VLA's keypoint loss projects into the cameras);
 - ``sim.<draw>`` for each draw of the task's domain randomisation fixed for the episode
   (:data:`sim.randomization.EPISODE_DRAWS`: ``sim.geom_friction`` float64 ``[ngeom]``, ``sim.body_mass``
   ``[nbody]``, ``sim.actuator_gain`` ``[nu]``, ``sim.actuator_bias`` ``[2 nu]``, ``sim.actuator_delay`` ``[nu]``,
@@ -69,6 +71,8 @@ def dataset_features(env, camera: tuple[int, int] | None = None) -> dict[str, di
     }
     if env.has_target:
         features["sim.target"] = {"dtype": "float32", "shape": [3], "names": ["x", "y", "z"]}
+    if env.has_instructions:
+        features["sim.named_position"] = {"dtype": "float32", "shape": [3], "names": ["x", "y", "z"]}
     draws = draw_columns(env.capture_state([0]).randomization)
     features.update({key: {"dtype": str(value.dtype), "shape": list(value.shape[1:]), "names": None}
                      for key, value in draws.items()})
@@ -98,11 +102,13 @@ def recorded_draws(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def capture(env) -> dict[str, np.ndarray]:
     """Full sim state of every env as dataset columns: ``sim.qpos [N, nq]``, ``sim.qvel [N, nv]``,
-    ``sim.target [N, 3]`` and the randomised physics (:func:`draw_columns`)."""
+    ``sim.target [N, 3]``, ``sim.named_position [N, 3]`` (language tasks) and the randomised physics (:func:`draw_columns`)."""
     snapshot = env.capture_state()
     out = {"sim.qpos": snapshot.physics["qpos"], "sim.qvel": snapshot.physics["qvel"]}
     if env.has_target:
         out["sim.target"] = env.get_target().cpu().numpy().astype(np.float32)
+    if env.has_instructions:
+        out["sim.named_position"] = env.named_position().cpu().numpy().astype(np.float32)
     out.update(draw_columns(snapshot.randomization))
     return out
 

@@ -136,6 +136,11 @@ class InstructedTask:
         """Hook after ``target_id`` of envs ``ids`` changed."""
         raise NotImplementedError
 
+    def named_position(self) -> torch.Tensor:
+        """``[N, 3]`` world position of the object each env's instruction names (the recorder stores it per frame
+        as ``sim.named_position``: what ``agent.target_keypoint`` of ``agent=vla`` projects into the cameras)."""
+        raise NotImplementedError
+
     def instructions(self, shift: int = 0) -> list[str]:
         """The instruction of every env's current episode (``num_envs`` strings); ``shift`` != 0: the one naming
         target ``(target_id + shift) mod K`` in the same paraphrase."""

@@ -162,6 +162,10 @@ class So101PickLangEnv(InstructedTask, TaskEnv):
     def _pre_step(self) -> None:
         self.lifted_steps = torch.where(lifted(self), self.lifted_steps + 1, torch.zeros_like(self.lifted_steps))
 
+    def named_position(self) -> torch.Tensor:
+        """``[N, 3]`` world centre of the named cube (it moves with the cube once grasped)."""
+        return named_cube(self)[0].clone()
+
     def expert_action(self, target_id: torch.Tensor | None = None) -> torch.Tensor:
         """``[N, 6]`` :func:`scripted_expert` lifting the named cube, or cube ``target_id [N]``."""
         if target_id is None:

@@ -109,6 +109,10 @@ class So101ReachLangEnv(InstructedTask, So101ReachEnv):
         for k, mocap in enumerate(self._mocaps):
             self.backend.set_mocap_pos(env_ids, mocap, self.targets[ids, k])
 
+    def named_position(self) -> torch.Tensor:
+        """``[N, 3]`` world position of the named sphere (``env.target``)."""
+        return self.target.clone()
+
     def expert_action(self, target_id: torch.Tensor | None = None) -> torch.Tensor:
         """``[N, 6]`` :func:`reach_expert`'s action towards the named target, or towards target ``target_id [N]``."""
         if target_id is None:
