@@ -49,6 +49,10 @@ class EnvSpec:
             (``VecEnv.image_position``); None where the env has no world camera.
         site_positions: ``(joint_positions [n, J], site) -> [n, 3]``, forward kinematics (``VecEnv.site_positions``);
             None where the env has none.
+        vla_inputs: ``(rows [n]) -> ({camera: uint8 [n, 3, H, W]}, [n instruction strings], joint positions [n, J])``,
+            what a VLA reads of envs ``rows`` now (cameras rendered on the call, the instructions, the joints): for
+            agents that act from cameras and instructions while collecting (``agent=vla_rl``); None where the env
+            has no instructions or renders no camera.
     """
 
     num_envs: int
@@ -63,6 +67,7 @@ class EnvSpec:
     world_cameras: tuple[str, ...] = ()
     image_position: Callable[[torch.Tensor, str], torch.Tensor] | None = None
     site_positions: Callable[[torch.Tensor, str], torch.Tensor] | None = None
+    vla_inputs: Callable[[torch.Tensor], tuple[dict[str, torch.Tensor], list[str], torch.Tensor]] | None = None
 
     @classmethod
     def from_env(cls, env: Any) -> EnvSpec:
@@ -81,12 +86,22 @@ class EnvSpec:
             world_cameras=cameras,
             image_position=env.image_position if cameras else None,
             site_positions=getattr(env, "site_positions", None),
+            vla_inputs=_vla_inputs(env) if env.has_instructions and getattr(env, "cameras", None) else None,
         )
 
     @property
     def critic_group(self) -> str:
         """Observation group the critic reads: ``"critic"`` (privileged) when present, else ``"policy"``."""
         return "critic" if "critic" in self.observation_dims else "policy"
+
+
+def _vla_inputs(env: Any) -> Callable[[torch.Tensor], tuple[dict[str, torch.Tensor], list[str], torch.Tensor]]:
+    """:attr:`EnvSpec.vla_inputs` of a language task ``env`` with cameras."""
+    def inputs(rows: torch.Tensor) -> tuple[dict[str, torch.Tensor], list[str], torch.Tensor]:
+        texts = env.instructions()
+        return (env.camera_images(rows.cpu().numpy()), [texts[i] for i in rows.tolist()],
+                env.joint_positions()[rows.to(env.device)])
+    return inputs
 
 
 _forked = False

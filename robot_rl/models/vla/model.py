@@ -271,9 +271,14 @@ class VLA(nn.Module):
     def sample(self, obs: dict, noise: torch.Tensor) -> torch.Tensor:
         """Action chunk ``[B, H, A]`` in dataset units, Euler-integrated from ``noise [B, H, A]``; deterministic
         given the noise (in eval mode where ``dropout > 0``)."""
-        context = self.encode(obs)
+        return self.decode(self.encode(obs), obs["state"], noise)
+
+    def decode(self, context: Context, state: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """:meth:`sample` from the ``context`` of :meth:`encode`: the chunk ``[B, H, A]`` (dataset units) Euler-integrated
+        from ``noise [B, H, A]``, anchored at ``state [B, S]`` (a caller that also reads the context, e.g. noise
+        steering, encodes once)."""
         x0 = flow.euler_sample(lambda x, t: self.velocity(x, t, context), noise, self.config.num_steps)
-        return x0 * self.action_std + self.action_mean + self.anchor(obs["state"])
+        return x0 * self.action_std + self.action_mean + self.anchor(state)
 
     def loss(self, obs: dict, action: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
              action_is_pad: torch.Tensor | None = None) -> torch.Tensor:

@@ -11,6 +11,8 @@ is ``w``, so SAC applies unchanged with ``action = w`` (:mod:`robot_rl.math.soft
   (DSRL's noise "action magnitude"; ``bound`` around 1.5-2 covers most of ``N(0, 1)``'s mass).
 - :func:`context_feature`: a ``[B, D]`` observation feature from the VLA's own prefix tokens.
 - :func:`steer`: (VLA, obs, actor, feature) -> the executed chunk, the noise and its log-probability.
+- :class:`SteeredVLAPolicy`: the deployable pair, a :class:`~robot_rl.models.vla.policy.VLAPolicy` whose noise comes
+  from the actor's mean (its ``noise`` input is ignored), so evaluation and export play the steered policy.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from torch import nn
 
 from robot_rl.math.soft_actor_critic import squashed_gaussian
 from robot_rl.models.mlp import fp32_head, mlp
-from robot_rl.models.vla.model import Context
+from robot_rl.models.vla.model import VLA, Context
+from robot_rl.models.vla.policy import VLAPolicy
+from robot_rl.models.vla.tokenizer import InstructionTokenizer
 
 
 class ChunkSampler(Protocol):
@@ -97,3 +101,21 @@ def steer(model: ChunkSampler, obs: dict, actor: NoiseActor, feature: torch.Tens
     with torch.no_grad():
         chunk = model.sample(obs, noise.detach())
     return Steered(chunk, noise, log_prob)
+
+
+class SteeredVLAPolicy(VLAPolicy):
+    """A frozen VLA played from the noise a :class:`NoiseActor` picks (its deterministic mean) for the VLA's own
+    :func:`context_feature`; :meth:`forward` keeps :class:`VLAPolicy`'s signature and ignores ``noise``."""
+
+    def __init__(self, model: VLA, tokenizer: InstructionTokenizer, instructions, actor: NoiseActor) -> None:
+        super().__init__(model, tokenizer, instructions)
+        self.actor = actor
+
+    def forward(self, images: tuple[torch.Tensor, ...], tokens: torch.Tensor, token_mask: torch.Tensor,
+                state: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Action chunk ``[B, H, A]`` in ``[-1, 1]`` from the actor's noise (``noise`` unused)."""
+        obs = {"images": dict(zip(self.cameras, images, strict=True)), "tokens": tokens,
+               "token_mask": token_mask, "state": state}
+        context = self.model.encode(obs)
+        steered = self.actor(context_feature(context))
+        return self.model.decode(context, state, steered).clamp(-1.0, 1.0)

@@ -1,0 +1,335 @@
+"""RL post-training of a fine-tuned VLA with a critic in batched sim (``agent=vla_rl``).
+
+``method=dsrl`` (the one implemented; Wagenmaker et al., "Steering Your Diffusion Policy with Latent Space
+Reinforcement Learning", 2025): the SFT run's VLA (``agent.policy=<agent=vla run dir>``) stays frozen and a small
+SAC actor picks the flow's initial noise ``w [H, A]`` from the VLA's own context feature
+(:mod:`robot_rl.models.vla.steering`). The env seen through the VLA is a semi-MDP whose action is ``w``:
+
+1. at each chunk boundary of env ``i`` the agent reads its cameras, instruction and joints (``EnvSpec.vla_inputs``:
+   only the envs that need a new chunk are rendered), encodes them once with the VLA (``context``), takes the
+   feature ``f = context_feature(context)`` ``[D]``, draws ``w ~ pi(. | f)`` and decodes the chunk
+   ``VLA.decode(context, state, w)``; the first ``execute_len`` actions are played open loop, as the SFT policy
+   plays them;
+2. the chunk's transition ``(f, w, R, discount, f')`` enters a :class:`~robot_rl.data.chunk_transitions.
+   ChunkTransitionBuffer`, with ``R = sum_k gamma^k r_k`` over the executed steps, ``discount = gamma^K`` (0 where
+   the episode ended: the critic sees the episode's elapsed fraction, so a time limit is a terminal state of a
+   finite-horizon problem) and ``f'`` the feature at the next chunk boundary;
+3. SAC on those rows (:mod:`robot_rl.math.soft_actor_critic`): the critic ``Q([f, elapsed], w)`` from the critic
+   registry (default ``critic=ensemble``, clipped double Q), the actor over ``f`` alone (what the deployed policy
+   has), the temperature tuned to ``target_entropy``.
+
+Before ``learning_starts`` transitions the noise is drawn from the SFT policy's own ``N(0, I)`` (clipped to
+``noise_bound``): the warm-up collects the SFT policy's behaviour. No gradient ever reaches the VLA. The deployed
+policy (:meth:`VLARLAgent.policy`) is a :class:`~robot_rl.models.vla.steering.SteeredVLAPolicy`: evaluation, the
+wrong-instruction check and ``robot-rl eval`` play it as they play an SFT policy.
+
+Shapes: ``N`` envs, ``B`` batch, ``D`` the VLA's token width, ``H`` chunk length, ``A`` actions.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
+from robot_rl.config.checks import check
+from robot_rl.config.schema import AgentConfig
+from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.data.chunk_transitions import ChunkTransitionBuffer
+from robot_rl.deploy.artifact import ChunkExecution
+from robot_rl.errors import InputError
+from robot_rl.math.soft_actor_critic import actor_loss, soft_target, temperature_loss
+
+METHODS = ("dsrl",)
+
+
+@dataclass
+class VLARLConfig(AgentConfig):
+    """``agent=vla_rl`` (configs/agent/vla_rl.yaml).
+
+    Attributes:
+        policy: the SFT run directory (``agent=vla``) whose VLA is steered (required; its dataset is read for its
+            metadata only).
+        method: ``dsrl`` (noise-space steering; the module docstring).
+        noise_bound: the actor's noise lies in ``[-noise_bound, noise_bound]`` (DSRL's action magnitude).
+        execute_len: actions of each chunk played before the next query (0: the SFT run's).
+        gamma: discount per env step (a chunk of ``K`` steps discounts its successor by ``gamma^K``).
+        tau: Polyak rate of the critic's target copy.
+        batch_size: chunk transitions per gradient step.
+        buffer_size: chunk transitions kept.
+        learning_starts: chunk transitions collected with ``N(0, I)`` noise before the first update.
+        utd_ratio: gradient steps per collected chunk transition.
+        actor_lr, critic_lr, alpha_lr: Adam learning rates.
+        init_alpha: initial temperature.
+        target_entropy: entropy the temperature aims for; ``None`` = ``-H * A``.
+        actor_hidden_dims: the noise actor's MLP.
+        iteration_steps: env steps (all envs) per log row.
+    """
+
+    critics: ClassVar[tuple[str, ...]] = ("ensemble", "ensemble_ln", "mlp")
+
+    policy: str | None = None
+    method: str = "dsrl"
+    noise_bound: float = 1.5
+    execute_len: int = 0
+    gamma: float = 0.99
+    tau: float = 0.005
+    batch_size: int = 256
+    buffer_size: int = 100_000
+    learning_starts: int = 512
+    utd_ratio: float = 1.0
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    alpha_lr: float = 3e-4
+    init_alpha: float = 0.1
+    target_entropy: float | None = None
+    actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
+    iteration_steps: int = 2048
+
+    def __post_init__(self) -> None:
+        check(self, "agent", positive=("noise_bound", "utd_ratio", "actor_lr", "critic_lr", "alpha_lr",
+                                       "init_alpha", "tau"),
+              unit=("gamma",), at_least_0=("execute_len",),
+              at_least_1=("batch_size", "buffer_size", "learning_starts", "actor_hidden_dims", "iteration_steps"),
+              choices={"method": METHODS})
+
+    def steps_before_update(self, num_envs: int) -> int:
+        """Env steps before the first update: ``learning_starts`` chunks of at least one step each."""
+        return self.learning_starts
+
+
+def load_sft_policy(run_dir: str | None):
+    """The frozen :class:`~robot_rl.models.vla.policy.VLAPolicy` and the chunk execution of an ``agent=vla`` run.
+
+    Raises:
+        InputError: no run given, or the run is not an ``agent=vla`` run.
+    """
+    from robot_rl.train.run_loading import open_run
+
+    if not run_dir:
+        raise InputError("agent=vla_rl needs the SFT run it steers", key="agent.policy",
+                         fix="agent.policy=<run dir of robot-rl train agent=vla ...> (e.g. recipe=vla_reach_lang)")
+    runner = open_run(run_dir)
+    try:
+        if runner.agent.policy_inputs != "vla":
+            raise InputError("agent.policy is not a VLA run", file=run_dir, key="agent.policy",
+                             value=type(runner.agent).__name__, fix="give the run dir of an agent=vla training")
+        policy = runner.agent.policy()
+        _, execution = runner.agent.policy_chunking()
+    finally:
+        runner.env.close()
+    policy.requires_grad_(False)
+    return policy, execution
+
+
+@register_agent("vla_rl", VLARLConfig)
+class VLARLAgent(Agent):
+    """DSRL on a frozen VLA (module docstring)."""
+
+    cfg: VLARLConfig
+    policy_inputs = "vla"
+
+    def __init__(self, cfg: VLARLConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
+        super().__init__(cfg, critic_cfg, env, device)
+        from robot_rl.models.vla.steering import NoiseActor
+
+        if env.vla_inputs is None:
+            raise InputError("agent=vla_rl acts from cameras and instructions: the task has none", key="task.env",
+                             fix="a language task with the SFT run's cameras, e.g. recipe=vla_rl_reach_lang")
+        self.sft, sft_execution = load_sft_policy(cfg.policy)
+        self.sft.to(self.device).eval()
+        model = self.sft.model.config
+        if model.action_dim != env.action_dim:
+            raise InputError("the SFT policy's actions do not fit this task", key="agent.policy", value=cfg.policy,
+                             fix=f"an SFT run on a task with {env.action_dim} actions")
+        self.execute_len = cfg.execute_len or sft_execution.execute_len
+        if self.execute_len > model.chunk_len:
+            raise InputError("agent.execute_len is longer than the SFT policy's chunk", key="agent.execute_len",
+                             value=self.execute_len, fix=f"agent.execute_len <= {model.chunk_len} (0: the SFT run's)")
+        self.chunk_shape = (model.chunk_len, model.action_dim)
+        noise_dim = model.chunk_len * model.action_dim
+        self.feature_dim = model.width
+        self.actor = NoiseActor(self.feature_dim, *self.chunk_shape, bound=cfg.noise_bound,
+                                hidden_dims=tuple(cfg.actor_hidden_dims)).to(self.device)
+        self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=self.feature_dim + 1, action_dim=noise_dim))
+        self.critic.to(self.device)
+        self.critic.target_critic()
+        self.log_alpha = torch.tensor(math.log(cfg.init_alpha), device=self.device, requires_grad=True)
+        self.target_entropy = -float(noise_dim) if cfg.target_entropy is None else float(cfg.target_entropy)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.buffer = ChunkTransitionBuffer(cfg.buffer_size, self.feature_dim + 1, noise_dim, self.device)
+        self.generator = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
+        self.sample_generator = self.generator if self.device.type == "cpu" else None
+        n = env.num_envs
+        self.plan = torch.zeros(n, self.execute_len, env.action_dim, device=self.device)
+        self.left = torch.zeros(n, dtype=torch.long, device=self.device)  # actions of the plan still to play
+        self.elapsed = torch.zeros(n, device=self.device)  # env steps into the episode
+        self.pending = torch.zeros(n, dtype=torch.bool, device=self.device)  # a chunk awaits its successor
+        self.obs_at = torch.zeros(n, self.feature_dim + 1, device=self.device)
+        self.noise_at = torch.zeros(n, noise_dim, device=self.device)
+        self.reward_sum = torch.zeros(n, device=self.device)
+        self.discount = torch.ones(n, device=self.device)
+        self.chunks_collected = 0
+        self.num_updates = 0
+        self.owed = 0.0
+
+    # --- collecting -----------------------------------------------------------------------------------------
+
+    def _critic_obs(self, feature: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``[n, D + 1]``: the feature and the elapsed fraction of the episode of envs ``rows``."""
+        fraction = (self.elapsed[rows] / self.env.max_episode_steps).unsqueeze(1)
+        return torch.cat([feature, fraction], dim=1)
+
+    @torch.no_grad()
+    def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
+        """Actions ``[N, A]``: the next action of each env's chunk; envs at a chunk boundary get a new chunk from
+        the steered VLA (their previous chunk's transition is completed with the new feature)."""
+        from robot_rl.models.vla.steering import context_feature
+
+        rows = torch.nonzero(self.left == 0).squeeze(1)
+        if len(rows):
+            images, texts, state = self.env.vla_inputs(rows)
+            images = {c: images[c].to(self.device) for c in self.sft.cameras}
+            state = state.to(self.device)
+            self.sft.check_inputs(images, texts, state)
+            tokens, mask = self.sft.encode_text(texts)
+            context = self.sft.model.encode({"images": images, "tokens": tokens.to(self.device),
+                                             "token_mask": mask.to(self.device), "state": state})
+            feature = context_feature(context)
+            critic_obs = self._critic_obs(feature, rows)
+            self._finish(rows[self.pending[rows]], critic_obs[self.pending[rows]])
+            if deterministic:
+                noise = self.actor(feature)
+            elif len(self.buffer) < self.cfg.learning_starts:
+                noise = torch.randn(len(rows), *self.chunk_shape, generator=self.generator).to(self.device)
+                noise = noise.clamp(-self.cfg.noise_bound, self.cfg.noise_bound)
+            else:
+                noise = self.actor.sample(feature, self.sample_generator)[0]
+            chunk = self.sft.model.decode(context, state, noise).clamp(-1.0, 1.0)
+            self.plan[rows] = chunk[:, : self.execute_len]
+            self.left[rows] = self.execute_len
+            self.obs_at[rows], self.noise_at[rows] = critic_obs, noise.flatten(1)
+            self.reward_sum[rows], self.discount[rows], self.pending[rows] = 0.0, 1.0, True
+        index = self.execute_len - self.left
+        return self.plan[torch.arange(self.env.num_envs, device=self.device), index]
+
+    def _finish(self, rows: torch.Tensor, next_obs: torch.Tensor, ended: bool = False) -> None:
+        """Store the pending chunk transitions of envs ``rows`` with successor ``next_obs [n, D + 1]``
+        (``ended``: the episode ended in the chunk, discount 0)."""
+        if len(rows) == 0:
+            return
+        discount = torch.zeros(len(rows), device=self.device) if ended else self.discount[rows]
+        self.buffer.add(self.obs_at[rows], self.noise_at[rows], self.reward_sum[rows], discount, next_obs)
+        self.pending[rows] = False
+        self.chunks_collected += len(rows)
+        self.owed += self.cfg.utd_ratio * len(rows)
+
+    def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
+        """Add this step's reward to every env's chunk return; close the chunks of envs whose episode ended."""
+        self.reward_sum += self.discount * step.reward.to(self.device)
+        self.discount *= self.cfg.gamma
+        self.left -= 1
+        self.elapsed += 1
+        done = (step.terminated | step.truncated).to(self.device)
+        ended = torch.nonzero(done & self.pending).squeeze(1)
+        self._finish(ended, self.obs_at[ended], ended=True)  # the successor is unused at discount 0
+        self.left[done] = 0
+        self.elapsed[done] = 0
+
+    # --- learning ---------------------------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        """Past ``learning_starts`` chunk transitions, with a gradient step owed (``utd_ratio`` per transition)."""
+        return len(self.buffer) >= self.cfg.learning_starts and self.owed >= 1.0
+
+    def update(self) -> dict[str, float | torch.Tensor]:
+        """Every owed SAC step: ``loss/critic``, ``loss/actor``, ``alpha``, ``q_mean``, ``entropy``."""
+        steps = int(self.owed)
+        self.owed -= steps
+        metrics: dict[str, torch.Tensor] = {}
+        for _ in range(steps):
+            metrics = self._sac_step()
+        return {**metrics, "updates": float(self.num_updates)}
+
+    def _sac_step(self) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        batch = self.buffer.sample(cfg.batch_size, self.generator)
+        feature, next_feature = batch.obs[:, :-1], batch.next_obs[:, :-1]
+        alpha = self.log_alpha.exp().detach()
+        with torch.no_grad():
+            next_noise, next_log_prob = self.actor.sample(next_feature, self.sample_generator)
+            next_q = self.critic(batch.next_obs, next_noise.flatten(1), reduce="min", target=True)[:, 0]
+            target = soft_target(batch.reward, batch.discount, next_q, next_log_prob, alpha)
+        critic_loss, info = self.critic.loss(batch.obs, batch.action, target.unsqueeze(1))
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+
+        noise, log_prob = self.actor.sample(feature, self.sample_generator)
+        q = self.critic(batch.obs, noise.flatten(1), reduce="min")[:, 0]
+        loss = actor_loss(q, log_prob, alpha)
+        self.actor_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.actor_opt.step()
+        alpha_loss = temperature_loss(self.log_alpha, log_prob, self.target_entropy)
+        self.alpha_opt.zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        self.alpha_opt.step()
+        self.critic.update_target(cfg.tau)
+        self.num_updates += 1
+        return {"loss/critic": critic_loss.detach(), "loss/actor": loss.detach(), "alpha": alpha,
+                "q_mean": info["value_mean"], "entropy": -log_prob.detach().mean()}
+
+    def iteration_done(self, collected: int, updated: bool, final: bool) -> bool:
+        """A log row every ``iteration_steps`` env steps (all envs) and at the end."""
+        return collected >= self.cfg.iteration_steps or final
+
+    # --- what is saved and deployed ---------------------------------------------------------------------------
+
+    def networks(self) -> dict[str, nn.Module]:
+        """The noise actor and the critic (the VLA is frozen, loaded from ``agent.policy``)."""
+        return {"actor": self.actor, "critic": self.critic}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Actor, critic (and its target), temperature, optimisers, replay, generator, counters."""
+        return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                "critic_target": self.critic.target_state_dict(), "log_alpha": self.log_alpha.detach().clone(),
+                "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
+                "alpha_opt": self.alpha_opt.state_dict(), "buffer": self.buffer.state_dict(),
+                "generator": self.generator.get_state(), "num_updates": self.num_updates,
+                "chunks_collected": self.chunks_collected, "owed": self.owed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (chunks in flight at the checkpoint are not restored: a resumed run starts
+        fresh episodes)."""
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic.load_target_state_dict(state["critic_target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.actor_opt.load_state_dict(state["actor_opt"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
+        self.alpha_opt.load_state_dict(state["alpha_opt"])
+        self.buffer.load_state_dict(state["buffer"])
+        self.generator.set_state(state["generator"])
+        self.num_updates = int(state["num_updates"])
+        self.chunks_collected = int(state["chunks_collected"])
+        self.owed = float(state["owed"])
+
+    def policy(self) -> nn.Module:
+        """A :class:`~robot_rl.models.vla.steering.SteeredVLAPolicy`: the frozen VLA and a copy of the actor."""
+        from robot_rl.models.vla.steering import SteeredVLAPolicy
+
+        actor = copy.deepcopy(self.actor).eval()
+        return SteeredVLAPolicy(self.sft.model, self.sft.tokenizer, self.sft.instructions, actor)
+
+    def policy_chunking(self) -> tuple[int, ChunkExecution]:
+        """The SFT policy's chunk, ``execute_len`` actions played open loop per query."""
+        return self.sft.chunk_len, ChunkExecution("open_loop", self.execute_len, 0.0)

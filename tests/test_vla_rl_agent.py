@@ -1,0 +1,143 @@
+"""agent=vla_rl method=dsrl: chunk transitions by hand, the steered policy, training and resume through the command,
+bad input. One tiny so101_reach_lang dataset (6 scripted episodes of 1 s, front camera at 32x32) and a 10-step SFT
+run are made per module; the VLA is real, the env is real MuJoCo with rendered cameras."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from robot_rl.checkpoint import latest_checkpoint, load_checkpoint
+from robot_rl.compose import compose
+from robot_rl.data.chunk_transitions import ChunkTransitionBuffer
+from robot_rl.demos.recorder import expert_policy, record
+from robot_rl.errors import InputError
+from robot_rl.train.runner import Runner
+
+pytestmark = pytest.mark.render
+
+SFT = ["agent=vla", "task=so101_reach_lang", "task.env.cameras=[front]", "task.env.image_size=32",
+       "task.env.camera_obs=false", "+task.env.episode_s=1.0", "task.num_envs=4", "agent.cameras=[front]",
+       "agent.chunk_len=4", "agent.execute_len=2", "agent.batch_size=16", "agent.warmup_updates=0",
+       "agent.log_interval=10", "agent.updates=10", "eval_episodes=0", "export_formats=[]", "sim.num_threads=1",
+       "logger=none"]
+RL = ["agent=vla_rl", "task=so101_reach_lang", "task.env.cameras=[front]", "task.env.image_size=32",
+      "task.env.camera_obs=false", "+task.env.episode_s=1.0", "task.num_envs=4", "agent.learning_starts=8",
+      "agent.batch_size=16", "agent.iteration_steps=40", "checkpoint_interval=1", "eval_episodes=0",
+      "export_formats=[]", "sim.num_threads=1", "logger=none"]
+
+
+@pytest.fixture(scope="module")
+def sft_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("vla_rl") / "reach_lang"
+    record("so101_reach_lang", expert_policy, root, 6, None, num_envs=3, seed=0,
+           overrides={"episode_s": 1.0, "cameras": ["front"], "image_size": 32})
+    run = root.parent / "sft"
+    Runner(compose([*SFT, f"agent.dataset={root}"]), run).learn(evaluate_and_export=False)
+    return run
+
+
+def rl_config(sft_run: Path, *extra: str):
+    return compose([*RL, f"agent.policy={sft_run}", *extra])
+
+
+def test_the_buffer_keeps_the_newest_rows_and_round_trips() -> None:
+    buffer = ChunkTransitionBuffer(3, obs_dim=1, action_dim=2)
+    for k in range(4):  # the 4th row overwrites the 1st
+        buffer.add(torch.tensor([[float(k)]]), torch.full((1, 2), float(k)), torch.tensor([k * 1.0]),
+                   torch.tensor([0.5]), torch.tensor([[k + 1.0]]))
+    assert len(buffer) == 3 and sorted(buffer.store["obs"][:, 0].tolist()) == [1.0, 2.0, 3.0]
+    batch = buffer.sample(64, torch.Generator().manual_seed(0))
+    assert torch.equal(batch.next_obs, batch.obs + 1) and torch.equal(batch.action[:, 0], batch.reward)
+    copy = ChunkTransitionBuffer(3, 1, 2)
+    copy.load_state_dict(buffer.state_dict())
+    assert all(torch.equal(copy.store[k], buffer.store[k]) for k in buffer.store) and copy.cursor == buffer.cursor
+
+
+def test_a_chunks_return_and_discount_are_summed_by_hand(sft_run: Path, tmp_path: Path) -> None:
+    """execute_len 2, gamma 0.5: rewards 1 then 2 give R = 1 + 0.5 * 2 = 2 and discount 0.25 once the next chunk
+    is queried (its feature is the successor); an episode that ends in the chunk stores discount 0 at once."""
+    agent = Runner(rl_config(sft_run, "agent.gamma=0.5"), tmp_path / "run").agent
+    n = agent.env.num_envs
+    agent.act({})
+    first_obs = agent.obs_at.clone()
+    assert agent.pending.all() and len(agent.buffer) == 0
+
+    def step(reward: float, ended: bool = False) -> SimpleNamespace:
+        done = torch.tensor([ended] + [False] * (n - 1))
+        return SimpleNamespace(reward=torch.full((n,), reward), terminated=done, truncated=torch.zeros(n, dtype=bool))
+
+    agent.observe({}, None, step(1.0))
+    agent.act({})
+    agent.observe({}, None, step(2.0, ended=True))  # env 0's episode ends here
+    assert len(agent.buffer) == 1
+    stored = agent.buffer.store
+    assert stored["reward"][0].item() == pytest.approx(2.0) and stored["discount"][0].item() == 0.0
+    agent.act({})  # envs 1.. query their next chunk: their transitions are complete
+    assert len(agent.buffer) == n
+    assert stored["reward"][1:n].tolist() == pytest.approx([2.0] * (n - 1))
+    assert stored["discount"][1:n].tolist() == pytest.approx([0.25] * (n - 1))
+    assert torch.equal(stored["obs"][1:n], first_obs[1:])
+    assert torch.equal(stored["next_obs"][1:n], agent.obs_at[1:])
+    assert stored["next_obs"][1:n, -1].tolist() == pytest.approx([2 / agent.env.max_episode_steps] * (n - 1))
+    assert torch.equal(stored["action"][1:n], stored["action"][1:n].clamp(-1.5, 1.5))  # the noise, bounded
+
+
+def test_the_steered_policy_plays_the_actors_noise_and_ignores_its_noise_input(sft_run: Path, tmp_path: Path) -> None:
+    from robot_rl.models.vla.steering import context_feature
+
+    agent = Runner(rl_config(sft_run), tmp_path / "run").agent
+    with torch.no_grad():
+        agent.actor.net[-1].bias.normal_()  # a non-zero steering
+    policy = agent.policy()
+    images = (torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8),)
+    tokens, mask = policy.encode_text(["reach the red target", "touch the blue sphere"])
+    state = torch.zeros(2, 6)
+    with torch.no_grad():
+        a = policy(images, tokens, mask, state, torch.zeros(2, 4, 6))
+        b = policy(images, tokens, mask, state, torch.randn(2, 4, 6))
+        obs = {"images": {"front": images[0]}, "tokens": tokens, "token_mask": mask, "state": state}
+        noise = agent.actor(context_feature(agent.sft.model.encode(obs)))
+        steered = agent.sft.model.sample(obs, noise).clamp(-1, 1)
+        unsteered = agent.sft.model.sample(obs, torch.zeros_like(noise)).clamp(-1, 1)
+    assert torch.equal(a, b) and torch.allclose(a, steered, atol=1e-6)
+    assert not torch.allclose(a, unsteered, atol=1e-3)
+    assert all(not p.requires_grad for p in agent.sft.parameters())  # the VLA is frozen
+
+
+def test_training_through_the_command_learns_and_resumes(sft_run: Path, tmp_path: Path) -> None:
+    """240 env steps with 4 envs: SAC steps after the warm-up, finite losses logged; a resumed run keeps the
+    replay, the actor and the counters and goes on to its new budget."""
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "robot_rl.cli", "train", *RL, f"agent.policy={sft_run}", f"hydra.run.dir={run}"]
+    done = subprocess.run([*cmd, "task.total_steps=240"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    learned = [r for r in rows if "loss/critic" in r]
+    assert learned and all(torch.isfinite(torch.tensor([r["loss/critic"], r["loss/actor"]])).all() for r in learned)
+    state = load_checkpoint(latest_checkpoint(run))[1]["agent"]
+    assert state["num_updates"] > 0 and state["buffer"]["size"] == state["chunks_collected"] >= 100
+    resumed = Runner(compose([*RL, f"agent.policy={sft_run}", "task.total_steps=320"]), run, resume=True)
+    assert resumed.agent.num_updates == state["num_updates"] and len(resumed.agent.buffer) == state["buffer"]["size"]
+    assert all(torch.equal(v, state["actor"][k]) for k, v in resumed.agent.actor.state_dict().items())
+    resumed.learn(evaluate_and_export=False)
+    assert resumed.env_steps >= 320 and resumed.agent.num_updates > state["num_updates"]
+
+
+def test_bad_input_is_a_clear_input_error(sft_run: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="agent.policy"):
+        Runner(compose([*RL]), tmp_path / "a")
+    with pytest.raises(InputError, match="cameras and instructions"):
+        Runner(rl_config(sft_run, "task.env.cameras=[]"), tmp_path / "b")
+    with pytest.raises(InputError, match="execute_len"):
+        Runner(rl_config(sft_run, "agent.execute_len=9"), tmp_path / "c")
+    with pytest.raises(ValueError, match="method"):
+        rl_config(sft_run, "agent.method=flow_ppo")
