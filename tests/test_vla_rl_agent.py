@@ -133,7 +133,7 @@ def test_training_through_the_command_learns_and_resumes(sft_run: Path, tmp_path
 
 
 def test_bad_input_is_a_clear_input_error(sft_run: Path, tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="agent.policy"):
+    with pytest.raises(InputError, match=r"agent\.policy"):
         Runner(compose([*RL]), tmp_path / "a")
     with pytest.raises(InputError, match="cameras and instructions"):
         Runner(rl_config(sft_run, "task.env.cameras=[]"), tmp_path / "b")

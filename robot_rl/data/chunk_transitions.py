@@ -50,7 +50,8 @@ class ChunkTransitionBuffer:
 
     def add(self, obs: torch.Tensor, action: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
             next_obs: torch.Tensor) -> None:
-        """Write ``n`` rows: ``obs [n, D]``, ``action [n, A]``, ``reward [n]``, ``discount [n]``, ``next_obs [n, D]``."""
+        """Write ``n`` rows: ``obs [n, D]``, ``action [n, A]``, ``reward [n]``, ``discount [n]``,
+        ``next_obs [n, D]``."""
         n = obs.shape[0]
         if n == 0:
             return

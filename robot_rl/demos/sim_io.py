@@ -102,7 +102,8 @@ def recorded_draws(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def capture(env) -> dict[str, np.ndarray]:
     """Full sim state of every env as dataset columns: ``sim.qpos [N, nq]``, ``sim.qvel [N, nv]``,
-    ``sim.target [N, 3]``, ``sim.named_position [N, 3]`` (language tasks) and the randomised physics (:func:`draw_columns`)."""
+    ``sim.target [N, 3]``, ``sim.named_position [N, 3]`` (language tasks) and the randomised
+    physics (:func:`draw_columns`)."""
     snapshot = env.capture_state()
     out = {"sim.qpos": snapshot.physics["qpos"], "sim.qvel": snapshot.physics["qvel"]}
     if env.has_target:
