@@ -275,8 +275,8 @@ class VLA(nn.Module):
 
     def decode(self, context: Context, state: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """:meth:`sample` from the ``context`` of :meth:`encode`: the chunk ``[B, H, A]`` (dataset units)
-        Euler-integrated from ``noise [B, H, A]``, anchored at ``state [B, S]`` (a caller that also reads the context, e.g. noise
-        steering, encodes once)."""
+        Euler-integrated from ``noise [B, H, A]``, anchored at ``state [B, S]`` (a caller that also reads the
+        context, e.g. noise steering, encodes once)."""
         x0 = flow.euler_sample(lambda x, t: self.velocity(x, t, context), noise, self.config.num_steps)
         return x0 * self.action_std + self.action_mean + self.anchor(state)
 
