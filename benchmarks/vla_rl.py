@@ -1,0 +1,159 @@
+"""VLA post-training with a critic: success of ``agent=vla_rl`` against the SFT policy it starts from, per seed.
+
+For one SFT run (``--policy``, an ``agent=vla`` run directory: its task and cameras are read from its
+``config.yaml``): evaluate the SFT policy (``robot-rl eval --wrong-instruction``, ``--episodes`` from ``--eval-seed``);
+then per seed train ``agent=vla_rl agent.method=<--method>`` through the normal command (``robot-rl train``, one torch
+thread, ``nice -n 5``, ``--steps`` env steps or ``--minutes`` of wall, whichever comes first) and evaluate it the
+same way. Rows (one per seed, each with the SFT figure of the same run, the training curve from the run's
+``metrics.jsonl`` and the wall time) go to ``--out/<method>-<tag>.json``; the table of every rows file to
+``docs/results/vla_rl.md`` and the curves to ``docs/results/vla_rl.png``.
+
+    python benchmarks/vla_rl.py --policy outputs/bench_vla_sft/so101_reach_lang-s2k3_kp30_gc_sn0_dart02 --seeds 0 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from _results import RESULTS, run_facts, write_rows
+from vla_sft import pct, robot_rl
+
+METHODS = ("dsrl",)
+
+
+def sft_facts(policy: Path) -> tuple[str, list[str]]:
+    """``(task, cameras)`` of an ``agent=vla`` run directory, from its ``config.yaml``."""
+    cfg = yaml.safe_load((policy / "config.yaml").read_text())
+    if cfg.get("agent", {}).get("dataset") is None:
+        raise SystemExit(f"{policy} is not an agent=vla run (its config.yaml has no agent.dataset)")
+    return cfg["task"]["name"], list(cfg["task"]["env"]["cameras"])
+
+
+def evaluation(run: Path, args: argparse.Namespace, env: dict[str, str], log: Path) -> dict:
+    """``robot-rl eval --wrong-instruction`` of ``run``: ``{"named": ..., "wrong_instruction": ...}``."""
+    out = robot_rl(["eval", str(run), "--episodes", str(args.episodes), "--num-envs", str(args.eval_envs),
+                    "--seed", str(args.eval_seed), "--wrong-instruction"], env, log)
+    summary = json.loads(out[out.index("{"):])
+    return {"wrong_instruction": summary.pop("wrong_instruction"), "named": summary}
+
+
+def curve(run: Path) -> list[dict]:
+    """``[{"step", "wall_s", "success"}]`` of a run's log rows (success while collecting, with exploration)."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [{"step": r["step"], "wall_s": round(r["perf/wall_s"], 1), "success": r.get("episode/success")}
+            for r in rows]
+
+
+def run_seed(seed: int, task: str, cameras: list[str], args: argparse.Namespace, env: dict[str, str]) -> dict:
+    """Train and evaluate one seed; the row."""
+    name = f"{args.method}-{args.tag}-s{seed}" if args.tag else f"{args.method}-s{seed}"
+    run, log = args.runs / name, args.runs / f"{name}.log"
+    start = time.monotonic()
+    robot_rl(["train", "agent=vla_rl", f"agent.method={args.method}", f"agent.policy={args.policy}",
+              f"critic={args.critic}", f"task={task}", f"task.env.cameras=[{','.join(cameras)}]",
+              "task.env.camera_obs=false", f"task.num_envs={args.num_envs}", f"task.total_steps={args.steps}",
+              f"max_train_s={60 * args.minutes}", "eval_episodes=0", "export_formats=[]", "sim.num_threads=1",
+              "logger.progress=false", f"seed={seed}", f"hydra.run.dir={run}",
+              *(f"agent.{kv}" for kv in args.agent)], env, log)
+    wall = time.monotonic() - start
+    points = curve(run)
+    return {"method": args.method, "seed": seed, "task": task, "run": str(run), "critic": args.critic,
+            "agent": args.agent, "env_steps": points[-1]["step"] if points else 0, "train_wall_s": round(wall, 1),
+            "eval_seed": args.eval_seed, "curve": points, **evaluation(run, args, env, log)}
+
+
+def table(rows: list[dict], metas: list[dict]) -> str:
+    """The docs/results/vla_rl.md page of ``rows`` and their files' ``metas``."""
+    lines = ["# VLA post-training with critics (`benchmarks/vla_rl.py`)", "",
+             "Success on 100 evaluation episodes (seed 1000 unless said) of the SFT policy and of each post-trained "
+             "seed, both told the right instruction and another target's (wrong); Wilson 95% intervals. Training "
+             "success is measured while collecting (with the actor's exploration noise).", "",
+             "| method | critic | SFT run | seed | env steps | train wall | SFT success | RL success | RL / SFT | "
+             "wrong instruction |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        sft, rl, wrong = r["sft"]["named"], r["named"], r["wrong_instruction"]
+        ratio = rl["success_rate"] / sft["success_rate"] if sft["success_rate"] else float("nan")
+        lines.append(f"| {r['method']} | {r['critic']} | `{Path(r['sft_run']).name}` | {r['seed']} | "
+                     f"{r['env_steps']:,} | {r['train_wall_s'] / 60:.1f} min | "
+                     f"{pct(sft['success_rate'], sft['success_ci95'])} | {pct(rl['success_rate'], rl['success_ci95'])}"
+                     f" | {ratio:.2f}x | {pct(wrong['success_rate'], wrong['success_ci95'])} |")
+    lines += ["", "Commands, commits and load:", ""]
+    lines += [f"- `{m['command']}` (commit {str(m.get('commit'))[:7]}{' dirty' if m.get('dirty') else ''}, "
+              f"{m.get('date', '')[:10]})" for m in metas]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """Training success against env steps, one line per rows' seed, the SFT figure dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in rows:
+        points = [p for p in r["curve"] if p["success"] is not None]
+        ax.plot([p["step"] for p in points], [p["success"] for p in points],
+                label=f"{r['method']} seed {r['seed']} (eval {100 * r['named']['success_rate']:.0f}%)")
+        ax.axhline(r["sft"]["named"]["success_rate"], linestyle="--", color="grey", linewidth=0.8)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("success while collecting")
+    ax.set_ylim(0, 1)
+    ax.set_title("VLA post-training (dashed: the SFT policy's evaluation)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--policy", type=Path, required=True, help="the agent=vla run directory to post-train")
+    p.add_argument("--method", choices=METHODS, default="dsrl")
+    p.add_argument("--critic", default="ensemble_ln", help="critic= option of agent=vla_rl")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=100_000, help="env steps per seed (all envs)")
+    p.add_argument("--minutes", type=float, default=60.0, help="training wall budget per seed")
+    p.add_argument("--num-envs", type=int, default=32)
+    p.add_argument("--agent", nargs="*", default=[], help="extra agent.KEY=VALUE overrides, e.g. utd_ratio=2")
+    p.add_argument("--episodes", type=int, default=100, help="evaluation episodes")
+    p.add_argument("--eval-envs", type=int, default=25)
+    p.add_argument("--eval-seed", type=int, default=1000)
+    p.add_argument("--tag", default="", help="suffix of the run and rows file names, to keep variants")
+    p.add_argument("--runs", type=Path, default=Path("outputs/bench_vla_rl"))
+    p.add_argument("--out", type=Path, default=RESULTS / "vla_rl")
+    args = p.parse_args()
+    args.policy, args.runs = args.policy.resolve(), args.runs.resolve()
+    args.runs.mkdir(parents=True, exist_ok=True)
+    task, cameras = sft_facts(args.policy)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+           "EGL_PLATFORM": os.environ.get("EGL_PLATFORM", "surfaceless")}
+    sft = evaluation(args.policy, args, env, args.runs / "sft_eval.log")
+    print(f"SFT {args.policy.name}: {pct(sft['named']['success_rate'], sft['named']['success_ci95'])}", flush=True)
+    rows = []
+    for seed in args.seeds:
+        row = {**run_seed(seed, task, cameras, args, env), "sft_run": str(args.policy), "sft": sft}
+        rows.append(row)
+        n = row["named"]
+        print(f"{args.method} seed {seed}: {pct(n['success_rate'], n['success_ci95'])} vs SFT "
+              f"{pct(sft['named']['success_rate'], sft['named']['success_ci95'])}, {row['env_steps']:,} steps in "
+              f"{row['train_wall_s'] / 60:.1f} min", flush=True)
+    name = f"{args.method}-{args.tag}.json" if args.tag else f"{args.method}.json"
+    write_rows(args.out / name, rows)
+    files = sorted(args.out.glob("*.json"))
+    every = [row for f in files for row in json.loads(f.read_text())["rows"]]
+    metas = [json.loads(f.read_text())["meta"] for f in files] or [run_facts(sys.argv)]
+    (args.out.parent / "vla_rl.md").write_text(table(every, metas))
+    plot(every, args.out.parent / "vla_rl.png")
+    print(f"table written to {args.out.parent / 'vla_rl.md'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""benchmarks/vla_rl.py: the SFT run's task and cameras, the curve from a metrics log, the table and plot from
+hand-made rows (RL beside the SFT figure it started from, as a ratio)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from bench_scripts import load
+
+bench = load("vla_rl")
+
+
+def summary(rate: float, ci: list[float]) -> dict:
+    return {"episodes": 100, "success_rate": rate, "success_ci95": ci, "success_by_target": {}}
+
+
+def row(seed: int, rl: float) -> dict:
+    return {"method": "dsrl", "critic": "ensemble_ln", "sft_run": "/x/so101_reach_lang-dart", "seed": seed,
+            "env_steps": 100_000, "train_wall_s": 1800.0, "named": summary(rl, [rl - 0.1, rl + 0.08]),
+            "wrong_instruction": summary(0.0, [0.0, 0.04]), "sft": {"named": summary(0.56, [0.46, 0.65])},
+            "curve": [{"step": 6400, "wall_s": 60.0, "success": 0.5}, {"step": 12800, "wall_s": 120.0,
+                                                                        "success": 0.7}]}
+
+
+def test_the_table_puts_rl_beside_its_sft_policy_as_a_ratio(tmp_path: Path) -> None:
+    meta = {"command": "python benchmarks/vla_rl.py --policy x", "commit": "abcdef0123", "date": "2026-12-03T22:00"}
+    text = bench.table([row(0, 0.84), row(1, 0.7)], [meta])
+    lines = [x for x in text.splitlines() if x.startswith("| dsrl")]
+    assert lines[0] == ("| dsrl | ensemble_ln | `so101_reach_lang-dart` | 0 | 100,000 | 30.0 min | 56% [46-65] | "
+                        "84% [74-92] | 1.50x | 0% [0-4] |")
+    assert "| 1.25x |" in lines[1]
+    assert "- `python benchmarks/vla_rl.py --policy x` (commit abcdef0, 2026-12-03)" in text
+    bench.plot([row(0, 0.84)], tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 1000
+
+
+def test_the_curve_and_the_sft_runs_facts_are_read_from_the_run(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"step": 100, "perf/wall_s": 3.04, "episode/success": 0.25}, {"step": 200, "perf/wall_s": 6.0}]) + "\n")
+    assert bench.curve(tmp_path) == [{"step": 100, "wall_s": 3.0, "success": 0.25},
+                                     {"step": 200, "wall_s": 6.0, "success": None}]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(
+        {"task": {"name": "so101_reach_lang", "env": {"cameras": ["front", "top"]}}, "agent": {"dataset": "/d"}}))
+    assert bench.sft_facts(tmp_path) == ("so101_reach_lang", ["front", "top"])
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"task": {"name": "so101_reach"}, "agent": {"lr": 1}}))
+    with pytest.raises(SystemExit, match="not an agent=vla run"):
+        bench.sft_facts(tmp_path)
