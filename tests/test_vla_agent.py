@@ -237,6 +237,28 @@ def test_the_reach_lang_recipe_composes_and_trains(dataset: Path, tmp_path: Path
     assert [r["step"] for r in rows] == [10, 20] and all(torch.isfinite(torch.tensor(r["loss/flow"])) for r in rows)
 
 
+def test_the_pick_lang_recipe_aims_the_keypoint_at_the_named_cube_and_trains(tmp_path: Path) -> None:
+    """``recipe=vla_pick_lang``: front + wrist, the keypoint loss on ``sim.named_position`` (a pick recording keeps
+    the named cube's position per frame), and it trains on a tiny pick recording: the keypoint loss is logged and
+    finite (the wrist camera moves: only ``front``'s keypoint is supervised)."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    root = tmp_path / "pick_lang"
+    record("so101_pick_lang", expert_policy, root, 3, None, num_envs=3, seed=0,
+           overrides={"episode_s": 1.0, "cameras": ["front", "wrist"], "image_size": 32})
+    cfg = compose(["recipe=vla_pick_lang", f"agent.dataset={root}", "logger=none"])
+    assert cfg.task.name == "so101_pick_lang" and list(cfg.agent.cameras) == ["front", "wrist"]
+    assert (cfg.agent.target_key, cfg.agent.target_keypoint) == ("sim.named_position", 30.0)
+    run = tmp_path / "run"
+    tiny = ["task.env.image_size=32", "+task.env.episode_s=1.0", "task.num_envs=3", "agent.updates=20",
+            "agent.log_interval=10", "agent.warmup_updates=0", "eval_episodes=0", "export_formats=[]",
+            "sim.num_threads=1"]
+    Runner(compose(["recipe=vla_pick_lang", f"agent.dataset={root}", "logger=none", *tiny]), run).learn(
+        evaluate_and_export=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [10, 20]
+    assert all(torch.isfinite(torch.tensor([r["loss/flow"], r["loss/keypoint_target"]])).all() for r in rows)
+
+
 def test_agent_width_overrides_the_size_preset(dataset: Path, tmp_path: Path) -> None:
     assert Runner(config(dataset), tmp_path / "preset").agent.model_config.width == 64
     runner = Runner(config(dataset, "agent.width=128"), tmp_path / "wide")
