@@ -131,6 +131,26 @@ def test_training_through_the_command_learns_and_resumes(sft_run: Path, tmp_path
     resumed.learn(evaluate_and_export=False)
     assert resumed.env_steps >= 320 and resumed.agent.num_updates > state["num_updates"]
 
+    # export: the same VLA artifact as SFT, the steering actor inside the graph (its noise input is ignored)
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "export", str(run), "--format", "onnx"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(run / "policy" / "policy.onnx"))
+    policy = resumed.agent.policy()
+    images = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
+    tokens, mask = policy.encode_text(["reach the red target", "go to the green one"])
+    state_in = torch.zeros(2, 6)
+    feeds = {"image_front": images.numpy(), "tokens": tokens.numpy(), "token_mask": mask.numpy(),
+             "state": state_in.numpy()}
+    zero, noisy = (session.run(None, {**feeds, "noise": n.numpy()})[0] for n in (torch.zeros(2, 4, 6),
+                                                                                    torch.randn(2, 4, 6)))
+    assert abs(zero - noisy).max() < 1e-6
+    with torch.no_grad():
+        chunk = policy((images,), tokens, mask, state_in, torch.zeros(2, 4, 6))  # [-1, 1]; the graph: joint targets
+    assert zero.shape == (2, 24) and torch.isfinite(chunk).all()
+
 
 def test_bad_input_is_a_clear_input_error(sft_run: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"agent\.policy"):

@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from robot_rl.agents.base import Agent, EnvSpec, agent_class, agent_keys, make_agent, register_agent
+from robot_rl.agents.base import Agent, BasePolicy, EnvSpec, agent_class, agent_keys, make_agent, register_agent
 
 for _info in pkgutil.iter_modules(__path__):
     if _info.name != "base" and not _info.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_info.name}")
 
-__all__ = ["Agent", "EnvSpec", "agent_class", "agent_keys", "make_agent", "register_agent"]
+__all__ = ["Agent", "BasePolicy", "EnvSpec", "agent_class", "agent_keys", "make_agent", "register_agent"]

@@ -132,6 +132,23 @@ def intra_op_threads(threads: int) -> Iterator[None]:
             torch.set_num_threads(before)
 
 
+@dataclass(frozen=True)
+class BasePolicy:
+    """A trained run's policy that another agent builds on (:attr:`Agent.base_policy_key`).
+
+    Attributes:
+        run_dir: where it was trained (for error messages).
+        policy: its deployable policy module (:meth:`Agent.policy`), frozen by the agent that uses it.
+        execution: how its chunks are played (:meth:`Agent.policy_chunking`).
+        policy_inputs: its :attr:`Agent.policy_inputs`.
+    """
+
+    run_dir: str
+    policy: nn.Module
+    execution: ChunkExecution
+    policy_inputs: str
+
+
 class Agent(abc.ABC):
     """Base class of all agents. Shapes: ``N`` envs, ``A`` action size, ``D`` policy obs size."""
 
@@ -142,6 +159,10 @@ class Agent(abc.ABC):
     """Whether the agent learns from a fixed dataset only (``agent=vla``): the runner then steps no env, calls
     :meth:`update` (one gradient step) :meth:`offline_updates` times and counts its progress, log rows and
     checkpoints in those updates; the env serves the final evaluation only."""
+    base_policy_key: str | None = None
+    """The config field naming the run directory of a trained policy this agent builds on (``agent=vla_rl``:
+    ``"policy"``, the SFT run it steers). The runner opens that run and hands its :class:`BasePolicy` to the
+    constructor as ``base_policy`` (agents do not open runs themselves: that is the train package's job)."""
 
     def __init__(self, cfg: Any, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu") -> None:
         """``critic_cfg`` is only handed to :func:`robot_rl.critics.make_critic` by the agent that builds its critic
@@ -245,6 +266,11 @@ def agent_class(cfg: object) -> type[Agent]:
     return _AGENTS.class_of(cfg)
 
 
-def make_agent(cfg: object, critic_cfg: object, env: EnvSpec, device: str | torch.device = "cpu") -> Agent:
-    """Build the agent whose registered config type is ``type(cfg)``."""
-    return _AGENTS.class_of(cfg)(cfg, critic_cfg, env, device)
+def make_agent(cfg: object, critic_cfg: object, env: EnvSpec, device: str | torch.device = "cpu",
+               base_policy: BasePolicy | None = None) -> Agent:
+    """Build the agent whose registered config type is ``type(cfg)``; ``base_policy`` goes to an agent with a
+    :attr:`Agent.base_policy_key` (and only to one)."""
+    cls = _AGENTS.class_of(cfg)
+    if cls.base_policy_key is None:
+        return cls(cfg, critic_cfg, env, device)
+    return cls(cfg, critic_cfg, env, device, base_policy=base_policy)

@@ -15,8 +15,8 @@ SAC actor picks the flow's initial noise ``w [H, A]`` from the VLA's own context
    the episode ended: the critic sees the episode's elapsed fraction, so a time limit is a terminal state of a
    finite-horizon problem) and ``f'`` the feature at the next chunk boundary;
 3. SAC on those rows (:mod:`robot_rl.math.soft_actor_critic`): the critic ``Q([f, elapsed], w)`` from the critic
-   registry (default ``critic=ensemble``, clipped double Q), the actor over ``f`` alone (what the deployed policy
-   has), the temperature tuned to ``target_entropy``.
+   registry (default ``critic=ensemble_ln``, clipped double Q with LayerNorm), the actor over ``f`` alone (what
+   the deployed policy has), the temperature tuned to ``target_entropy``.
 
 Before ``learning_starts`` transitions the noise is drawn from the SFT policy's own ``N(0, I)`` (clipped to
 ``noise_bound``): the warm-up collects the SFT policy's behaviour. No gradient ever reaches the VLA. The deployed
@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
+from robot_rl.agents.base import Agent, BasePolicy, EnvSpec, Obs, register_agent
 from robot_rl.config.checks import check
 from robot_rl.config.schema import AgentConfig
 from robot_rl.critics import CriticSpec, make_critic
@@ -66,7 +66,8 @@ class VLARLConfig(AgentConfig):
         utd_ratio: gradient steps per collected chunk transition.
         actor_lr, critic_lr, alpha_lr: Adam learning rates.
         init_alpha: initial temperature.
-        target_entropy: entropy the temperature aims for; ``None`` = ``-H * A``.
+        target_entropy: entropy the temperature aims for (nats per chunk; 0 by default); ``None`` = ``-H * A``,
+            which collapsed the actor onto saturated noise on reach_lang (docs/vla.md).
         actor_hidden_dims: the noise actor's MLP.
         iteration_steps: env steps (all envs) per log row.
     """
@@ -87,7 +88,7 @@ class VLARLConfig(AgentConfig):
     critic_lr: float = 3e-4
     alpha_lr: float = 3e-4
     init_alpha: float = 0.1
-    target_entropy: float | None = None
+    target_entropy: float | None = 0.0
     actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
     iteration_steps: int = 2048
 
@@ -103,28 +104,20 @@ class VLARLConfig(AgentConfig):
         return self.learning_starts
 
 
-def load_sft_policy(run_dir: str | None):
-    """The frozen :class:`~robot_rl.models.vla.policy.VLAPolicy` and the chunk execution of an ``agent=vla`` run.
+def frozen_sft_policy(base: BasePolicy | None, run_dir: str | None):
+    """The frozen :class:`~robot_rl.models.vla.policy.VLAPolicy` and the chunk execution of the SFT run.
 
     Raises:
         InputError: no run given, or the run is not an ``agent=vla`` run.
     """
-    from robot_rl.train.run_loading import open_run
-
-    if not run_dir:
+    if not run_dir or base is None:
         raise InputError("agent=vla_rl needs the SFT run it steers", key="agent.policy",
                          fix="agent.policy=<run dir of robot-rl train agent=vla ...> (e.g. recipe=vla_reach_lang)")
-    runner = open_run(run_dir)
-    try:
-        if runner.agent.policy_inputs != "vla":
-            raise InputError("agent.policy is not a VLA run", file=run_dir, key="agent.policy",
-                             value=type(runner.agent).__name__, fix="give the run dir of an agent=vla training")
-        policy = runner.agent.policy()
-        _, execution = runner.agent.policy_chunking()
-    finally:
-        runner.env.close()
-    policy.requires_grad_(False)
-    return policy, execution
+    if base.policy_inputs != "vla":
+        raise InputError("agent.policy is not a VLA run", file=run_dir, key="agent.policy",
+                         value=type(base.policy).__name__, fix="give the run dir of an agent=vla training")
+    base.policy.requires_grad_(False)
+    return base.policy, base.execution
 
 
 @register_agent("vla_rl", VLARLConfig)
@@ -133,15 +126,17 @@ class VLARLAgent(Agent):
 
     cfg: VLARLConfig
     policy_inputs = "vla"
+    base_policy_key = "policy"
 
-    def __init__(self, cfg: VLARLConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
+    def __init__(self, cfg: VLARLConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu",
+                 base_policy: BasePolicy | None = None):
         super().__init__(cfg, critic_cfg, env, device)
         from robot_rl.models.vla.steering import NoiseActor
 
         if env.vla_inputs is None:
             raise InputError("agent=vla_rl acts from cameras and instructions: the task has none", key="task.env",
                              fix="a language task with the SFT run's cameras, e.g. recipe=vla_rl_reach_lang")
-        self.sft, sft_execution = load_sft_policy(cfg.policy)
+        self.sft, sft_execution = frozen_sft_policy(base_policy, cfg.policy)
         self.sft.to(self.device).eval()
         model = self.sft.model.config
         if model.action_dim != env.action_dim:
@@ -317,7 +312,8 @@ class VLARLAgent(Agent):
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
         self.alpha_opt.load_state_dict(state["alpha_opt"])
-        self.buffer.load_state_dict(state["buffer"])
+        if "buffer" in state:  # the runner drops it when a run is opened with another env count (eval, export)
+            self.buffer.load_state_dict(state["buffer"])
         self.generator.set_state(state["generator"])
         self.num_updates = int(state["num_updates"])
         self.chunks_collected = int(state["chunks_collected"])

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from robot_rl import distributed
-from robot_rl.agents import Agent, EnvSpec, make_agent
+from robot_rl.agents import Agent, BasePolicy, EnvSpec, agent_class, make_agent
 from robot_rl.checkpoint import (
     CheckpointError,
     NonFiniteStateError,
@@ -148,7 +148,8 @@ class Runner:
         torch.manual_seed(self.seed)
         self.env_factory = env_factory or sim_env_factory(cfg)
         self.env = self.env_factory(num_envs or cfg.task.num_envs, self.seed)
-        self.agent: Agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(self.env), cfg.sim.device)
+        self.agent: Agent = make_agent(cfg.agent, cfg.critic, EnvSpec.from_env(self.env), cfg.sim.device,
+                                       base_policy=self._base_policy(cfg))
         distributed.broadcast_modules(self.agent.networks().values())  # data parallel: rank 0's weights
         self.env_steps = 0
         """Transitions collected (all envs); for an :attr:`offline <robot_rl.agents.Agent.offline>` agent,
@@ -161,6 +162,16 @@ class Runner:
             self._resume_all_ranks(strict)
         elif distributed.is_main():
             save_train_config(cfg, self.run_dir / "config.yaml")
+
+    @staticmethod
+    def _base_policy(cfg: TrainConfig) -> BasePolicy | None:
+        """The trained policy the agent builds on (:attr:`robot_rl.agents.Agent.base_policy_key`), or None."""
+        key = agent_class(cfg.agent).base_policy_key
+        if key is None:
+            return None
+        from robot_rl.train.run_loading import load_base_policy  # it opens a run with this class
+
+        return load_base_policy(getattr(cfg.agent, key))
 
     def _resume_all_ranks(self, strict: bool) -> None:
         """:meth:`_resume` on rank 0 (which may set corrupt checkpoints aside), then on the other ranks, which
