@@ -10,7 +10,13 @@ from robot_rl.checkpoint import list_checkpoints, load_checkpoint
 from robot_rl.commands import critic_report
 from robot_rl.compose import compose
 from robot_rl.diagnostics.report import build_report
-from robot_rl.diagnostics.value_traces import EpisodeTrace, counted_steps, discounted_returns, value_stats
+from robot_rl.diagnostics.value_traces import (
+    EpisodeTrace,
+    chunk_start_trace,
+    counted_steps,
+    discounted_returns,
+    value_stats,
+)
 from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -23,6 +29,18 @@ def test_discounted_returns_and_counted_steps_by_hand():
     assert counted_steps(3, truncated=False, gamma=0.5, tail_weight=0.05).tolist() == [True] * 3
     # truncated after 6 steps: gamma^(6-t) = 1/64, 1/32, 1/16, 1/8, ... <= 0.05 only for t = 0, 1
     assert counted_steps(6, truncated=True, gamma=0.5, tail_weight=0.05).tolist() == [True, True] + [False] * 4
+
+
+def test_a_chunk_trace_keeps_the_chunk_starts_by_hand():
+    """Chunks start at steps 0 and 2 (values there, NaN inside); rewards 1, 2, 3, 4 with gamma 0.5: returns from
+    the starts 1 + 0.5*2 + 0.25*3 + 0.125*4 = 3.25 and 3 + 0.5*4 = 5; chunk rewards 1 + 0.5*2 = 2 and 5."""
+    nan = np.full(2, np.nan)
+    steps = [(np.array([3.0, 3.5]), 1.0), (nan, 2.0), (np.array([4.0, 6.0]), 3.0), (nan, 4.0)]
+    trace = chunk_start_trace(steps, 0.5, success=True, truncated=True)
+    assert trace.values.shape == (2, 2, 1) and trace.values[:, :, 0].tolist() == [[3.0, 3.5], [4.0, 6.0]]
+    assert trace.returns[:, 0].tolist() == pytest.approx([3.25, 5.0])
+    assert trace.rewards[:, 0].tolist() == pytest.approx([2.0, 5.0])
+    assert trace.counted.all() and trace.success and trace.truncated
 
 
 def test_value_stats_by_hand():

@@ -151,6 +151,14 @@ def test_training_through_the_command_learns_and_resumes(sft_run: Path, tmp_path
         chunk = policy((images,), tokens, mask, state_in, torch.zeros(2, 4, 6))  # [-1, 1]; the graph: joint targets
     assert zero.shape == (2, 24) and torch.isfinite(chunk).all()
 
+    # the critic report compares Q at chunk starts with complete returns (no time-limit tail)
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "critic-report", str(run), "--episodes", "2",
+                           "--latest-only"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = (run / "critic_report" / "report.md").read_text()
+    assert "values at chunk starts only" in report and "the critic's value ends at the time limit" in report
+    assert (run / "critic_report" / "values_vs_returns.png").stat().st_size > 0
+
 
 def test_bad_input_is_a_clear_input_error(sft_run: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"agent\.policy"):

@@ -159,6 +159,11 @@ class Agent(abc.ABC):
     """Whether the agent learns from a fixed dataset only (``agent=vla``): the runner then steps no env, calls
     :meth:`update` (one gradient step) :meth:`offline_updates` times and counts its progress, log rows and
     checkpoints in those updates; the env serves the final evaluation only."""
+    critic_at_chunk_starts: bool = False
+    """Whether :meth:`critic_values` scores whole chunks at the steps where a chunk starts (NaN at the other steps)
+    with a value that ends at the episode's time limit (the critic sees the elapsed time): ``agent=vla_rl``.
+    ``robot-rl critic-report`` then compares values at chunk starts with complete realised returns
+    (:func:`robot_rl.diagnostics.value_traces.collect_chunk_traces`)."""
     base_policy_key: str | None = None
     """The config field naming the run directory of a trained policy this agent builds on (``agent=vla_rl``:
     ``"policy"``, the SFT run it steers). The runner opens that run and hands its :class:`BasePolicy` to the
@@ -241,6 +246,10 @@ class Agent(abc.ABC):
         critic; ``robot-rl critic-report`` compares them with the realised returns. An agent without a critic
         keeps this refusal."""
         raise NotImplementedError(f"{type(self).__name__} has no critic to evaluate")
+
+    def start_episodes(self) -> None:  # noqa: B027 - optional hook
+        """The envs were all reset outside the training loop (``robot-rl critic-report``): drop any per-env state
+        of episodes in play (an agent that plays chunks forgets them)."""
 
     def train_mode(self, training: bool) -> None:  # noqa: B027 - optional hook
         """Switch networks between training and evaluation behaviour (e.g. frozen normalisers)."""

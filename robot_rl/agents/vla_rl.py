@@ -127,6 +127,7 @@ class VLARLAgent(Agent):
     cfg: VLARLConfig
     policy_inputs = "vla"
     base_policy_key = "policy"
+    critic_at_chunk_starts = True
 
     def __init__(self, cfg: VLARLConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu",
                  base_policy: BasePolicy | None = None):
@@ -167,6 +168,7 @@ class VLARLAgent(Agent):
         self.left = torch.zeros(n, dtype=torch.long, device=self.device)  # actions of the plan still to play
         self.elapsed = torch.zeros(n, device=self.device)  # env steps into the episode
         self.pending = torch.zeros(n, dtype=torch.bool, device=self.device)  # a chunk awaits its successor
+        self.started = torch.zeros(n, dtype=torch.bool, device=self.device)  # a chunk began at the last act
         self.obs_at = torch.zeros(n, self.feature_dim + 1, device=self.device)
         self.noise_at = torch.zeros(n, noise_dim, device=self.device)
         self.reward_sum = torch.zeros(n, device=self.device)
@@ -212,8 +214,24 @@ class VLARLAgent(Agent):
             self.left[rows] = self.execute_len
             self.obs_at[rows], self.noise_at[rows] = critic_obs, noise.flatten(1)
             self.reward_sum[rows], self.discount[rows], self.pending[rows] = 0.0, 1.0, True
+        self.started = torch.zeros_like(self.pending)
+        self.started[rows] = True
         index = self.execute_len - self.left
         return self.plan[torch.arange(self.env.num_envs, device=self.device), index]
+
+    @torch.no_grad()
+    def critic_values(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
+        """Critic members ``[E, N, 1]``: ``Q([f, elapsed], w)`` of the chunk each env started at the last
+        :meth:`act` (call it right after), NaN for envs inside a chunk (``critic_at_chunk_starts``). A soft value:
+        it includes the entropy bonus SAC adds to the returns, ``alpha * entropy`` per future chunk."""
+        values = self.critic(self.obs_at, self.noise_at, reduce="none")
+        return values.masked_fill(~self.started.view(1, -1, 1), float("nan"))
+
+    def start_episodes(self) -> None:
+        """Forget every env's chunk in play."""
+        self.left.zero_()
+        self.elapsed.zero_()
+        self.pending.zero_()
 
     def _finish(self, rows: torch.Tensor, next_obs: torch.Tensor, ended: bool = False) -> None:
         """Store the pending chunk transitions of envs ``rows`` with successor ``next_obs [n, D + 1]``

@@ -67,7 +67,11 @@ def main(argv: list[str]) -> int:
 
     chosen = found[-1:] if args.latest_only else found
     checkpoints = [(int(p.name[len(PREFIX):]), loader(p)) for p in chosen]
-    report = build_report(agent, runner.env_factory, checkpoints, args.out or args.run / "critic_report",
+    make_env = runner.env_factory
+    if agent.policy_inputs == "vla":  # it renders its cameras from the env it was built on
+        def make_env(n: int, seed: int):
+            return runner.env
+    report = build_report(agent, make_env, checkpoints, args.out or args.run / "critic_report",
                           args.episodes, num_envs, args.seed, title=str(args.run), tail=args.tail)
     print(report)
     return 0

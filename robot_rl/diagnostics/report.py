@@ -11,7 +11,8 @@ Figures (matplotlib, Agg backend):
 Per-group values appear as separate panels and rows when the critic has ``G > 1`` (``critic=multi``
 with ``agent.per_group_values=true``). For chunked critics the report adds *execute vs re-plan*: the
 critic's value of the planned chunk and the realised return at episode start, when the policy re-plans
-every step and when it executes whole chunks open loop.
+every step and when it executes whole chunks open loop. An agent whose critic scores chunks where they start
+(``agent=vla_rl``) is compared there only, with complete returns (its value ends at the time limit).
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.diagnostics.value_traces import EpisodeTrace, ValueStats, collect_traces, value_stats
+from robot_rl.diagnostics.value_traces import (
+    EpisodeTrace,
+    ValueStats,
+    collect_chunk_traces,
+    collect_traces,
+    value_stats,
+)
 
 
 @dataclass
@@ -200,14 +207,20 @@ def build_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     gamma = float(agent.cfg.gamma)
     env = make_env(num_envs, seed)
+    at_chunk_starts = agent.critic_at_chunk_starts
+
+    def collect(count: int) -> list[EpisodeTrace]:
+        if at_chunk_starts:
+            return collect_chunk_traces(agent, env, count, gamma, seed)
+        return collect_traces(agent, env, count, gamma, seed, tail)
+
     points: list[CheckpointPoint] = []
     for env_steps, load in checkpoints[:-1]:
         load()
-        points.append(CheckpointPoint(env_steps, value_stats(collect_traces(agent, env, max(2, episodes // 2), gamma,
-                                                                            seed, tail))))
+        points.append(CheckpointPoint(env_steps, value_stats(collect(max(2, episodes // 2)))))
     env_steps, load = checkpoints[-1]
     load()
-    traces = collect_traces(agent, env, episodes, gamma, seed, tail)
+    traces = collect(episodes)
     stats = value_stats(traces)
     points.append(CheckpointPoint(env_steps, stats))
     G = traces[0].values.shape[-1]
@@ -225,7 +238,11 @@ def build_report(
     else:
         notes.append("single-network critic: no ensemble disagreement to show")
     chunk_len = agent.policy_chunking()[0]
-    if chunk_len == 1:
+    if at_chunk_starts:
+        notes.append("values at chunk starts only (the critic scores a whole chunk where it begins; plots' x axis "
+                     "counts chunks); a soft value: it includes SAC's entropy bonus, so a small positive bias is "
+                     "expected; execute vs re-plan: not applicable, the agent always plays its chunks")
+    elif chunk_len == 1:
         notes.append("execute vs re-plan: not applicable, the policy plays single actions (chunk_len = 1)")
     else:
         open_loop = collect_traces(agent, env, episodes, gamma, seed, tail, execution="open_loop")
@@ -233,6 +250,7 @@ def build_report(
     notes.append(f"{len(points)} checkpoint(s) kept in the run (the runner keeps the newest 3)")
     info = {"critic": type(agent.critic).__name__, "members": E, "value groups": ", ".join(groups),
             "gamma": gamma, "episodes": episodes, "seed": seed,
-            "time-limit tails": "completed by gamma^(T-t) V(final obs) (the critic's own value)" if tail == "bootstrap"
+            "time-limit tails": "none: the critic's value ends at the time limit too" if at_chunk_starts
+            else "completed by gamma^(T-t) V(final obs) (the critic's own value)" if tail == "bootstrap"
             else "steps with gamma^(T-t) > 0.05 before a time-limit cut are excluded"}
     return write_markdown(out_dir / "report.md", title, info, stats, groups, points, figures, notes)

@@ -149,6 +149,65 @@ def collect_traces(
     return traces
 
 
+@torch.no_grad()
+def collect_chunk_traces(agent: Agent, env: Any, episodes: int, gamma: float, seed: int = 0) -> list[EpisodeTrace]:
+    """:func:`collect_traces` for an agent whose critic scores chunks where they start, up to the time limit
+    (:attr:`Agent.critic_at_chunk_starts <robot_rl.agents.Agent.critic_at_chunk_starts>`, ``agent=vla_rl``).
+
+    The agent plays its deterministic policy through :meth:`~robot_rl.agents.Agent.act` and
+    :meth:`~robot_rl.agents.Agent.observe` (which keep its chunks; ``env`` must be the env the agent renders
+    from). A trace holds the chunk starts only: ``values [C, E, 1]`` there, ``rewards [C, 1]`` each chunk's
+    discounted reward, ``returns [C, 1]`` the realised discounted return from the chunk's first step to the
+    episode's end. The critic's value ends at the time limit too, so every return is complete: no tail.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    N = env.num_envs
+    quota = [episodes // N + (i < episodes % N) for i in range(N)]
+    done_count = [0] * N
+    steps: list[list[tuple[np.ndarray, float]]] = [[] for _ in range(N)]  # per env: (values [E], reward)
+    traces: list[EpisodeTrace] = []
+    obs = env.reset(seed=seed)
+    agent.train_mode(False)
+    agent.start_episodes()
+    for _ in range((max(quota) + 1) * env.max_episode_steps + 1):
+        if all(c >= q for c, q in zip(done_count, quota, strict=True)):
+            break
+        action = agent.act(obs, deterministic=True)
+        values = agent.critic_values(obs, action)[:, :, 0].T.cpu().numpy()  # [N, E], NaN inside a chunk
+        step = env.step(action.clamp(env.action_low, env.action_high))
+        agent.observe(obs, action, step)
+        rewards = step.reward.cpu().numpy()
+        done = (step.terminated | step.truncated).cpu().numpy()
+        success = step.info.get("success", torch.zeros_like(step.terminated)).cpu().numpy()
+        for i in range(N):
+            steps[i].append((values[i], float(rewards[i])))
+            if not done[i]:
+                continue
+            if done_count[i] < quota[i]:
+                traces.append(chunk_start_trace(steps[i], gamma, bool(success[i]), bool(step.truncated[i])))
+                done_count[i] += 1
+            steps[i] = []
+        obs = step.obs
+    if len(traces) != episodes:
+        raise RuntimeError(f"collected {len(traces)}/{episodes} episodes; is the env's time limit set?")
+    return traces
+
+
+def chunk_start_trace(steps: list[tuple[np.ndarray, float]], gamma: float, success: bool,
+                      truncated: bool) -> EpisodeTrace:
+    """One episode's steps ``(values [E] or NaN, reward)`` -> its trace at the chunk starts."""
+    values = np.stack([v for v, _ in steps])  # [T, E]
+    rewards = np.array([r for _, r in steps])[:, None]  # [T, 1]
+    returns = discounted_returns(rewards, gamma)
+    starts = np.flatnonzero(np.isfinite(values).all(1))
+    ends = np.append(starts[1:], len(steps))
+    chunk_rewards = np.array([[returns[a, 0] - gamma ** (b - a) * (returns[b, 0] if b < len(steps) else 0.0)]
+                              for a, b in zip(starts, ends, strict=True)])
+    return EpisodeTrace(values=values[starts][:, :, None], rewards=chunk_rewards, returns=returns[starts],
+                        counted=np.ones(len(starts), dtype=bool), success=success, truncated=truncated)
+
+
 @dataclass
 class ValueStats:
     """Critic accuracy over the counted steps of some episodes (all per value group ``[G]``).
