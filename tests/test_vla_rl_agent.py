@@ -160,6 +160,49 @@ def test_training_through_the_command_learns_and_resumes(sft_run: Path, tmp_path
     assert (run / "critic_report" / "values_vs_returns.png").stat().st_size > 0
 
 
+class HandCritic(torch.nn.Module):
+    """A critic by hand for the ranking test: ``Q(obs, w) = -|w - 0.3|^2`` (the same for every member)."""
+
+    def forward(self, obs, action, reduce="min", target=False):
+        return -(action - 0.3).pow(2).sum(1, keepdim=True)
+
+
+def test_best_of_n_keeps_the_candidate_the_critic_ranks_highest(sft_run: Path, tmp_path: Path) -> None:
+    """Candidates: the actor's noise and 7 draws of N(0, 1) clipped to the bound; with Q = -|w - 0.3|^2 the kept
+    noise is the candidate nearest 0.3, its value the maximum, never below the actor's own."""
+    agent = Runner(rl_config(sft_run, "agent.method=best_of_n", "agent.num_candidates=8"), tmp_path / "run").agent
+    agent.critic = HandCritic()
+    feature = torch.randn(5, agent.feature_dim)
+    critic_obs = torch.cat([feature, torch.zeros(5, 1)], dim=1)
+    state = agent.generator.get_state()
+    noise, value, actor_value = agent.best_noise(critic_obs, feature)
+    agent.generator.set_state(state)
+    drawn = torch.randn(5, 7, agent.noise_dim, generator=agent.generator).clamp(-1.5, 1.5)
+    with torch.no_grad():
+        candidates = torch.cat([agent.actor(feature).flatten(1).unsqueeze(1), drawn], dim=1)  # [5, 8, H*A]
+    scores = -(candidates - 0.3).pow(2).sum(-1)
+    best = scores.argmax(1)
+    assert torch.allclose(noise, candidates[torch.arange(5), best])
+    assert torch.allclose(value, scores.max(1).values) and torch.allclose(actor_value, scores[:, 0])
+    assert (value >= actor_value).all()
+
+
+def test_best_of_n_trains_through_the_command(sft_run: Path, tmp_path: Path) -> None:
+    """method=best_of_n: finite critic and distillation losses, a best candidate at least as good as the actor's."""
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", *RL, f"agent.policy={sft_run}",
+                           "agent.method=best_of_n", "task.total_steps=160", f"hydra.run.dir={run}"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    learned = [r for r in rows if "loss/critic" in r]
+    assert learned and all(torch.isfinite(torch.tensor([r["loss/critic"], r["loss/actor"], r["best_gain"]])).all()
+                           for r in learned)
+    assert all(r["best_gain"] >= 0.0 for r in learned)
+    assert load_checkpoint(latest_checkpoint(run))[1]["agent"]["num_updates"] > 0
+
+
 def test_bad_input_is_a_clear_input_error(sft_run: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"agent\.policy"):
         Runner(compose([*RL]), tmp_path / "a")
@@ -169,3 +212,5 @@ def test_bad_input_is_a_clear_input_error(sft_run: Path, tmp_path: Path) -> None
         Runner(rl_config(sft_run, "agent.execute_len=9"), tmp_path / "c")
     with pytest.raises(ValueError, match="method"):
         rl_config(sft_run, "agent.method=flow_ppo")
+    with pytest.raises(ValueError, match="num_candidates"):
+        rl_config(sft_run, "agent.method=best_of_n", "agent.num_candidates=0")

@@ -1,6 +1,6 @@
 """RL post-training of a fine-tuned VLA with a critic in batched sim (``agent=vla_rl``).
 
-``method=dsrl`` (the one implemented; Wagenmaker et al., "Steering Your Diffusion Policy with Latent Space
+``method=dsrl`` (Wagenmaker et al., "Steering Your Diffusion Policy with Latent Space
 Reinforcement Learning", 2025): the SFT run's VLA (``agent.policy=<agent=vla run dir>``) stays frozen and a small
 SAC actor picks the flow's initial noise ``w [H, A]`` from the VLA's own context feature
 (:mod:`robot_rl.models.vla.steering`). The env seen through the VLA is a semi-MDP whose action is ``w``:
@@ -22,6 +22,13 @@ Before ``learning_starts`` transitions the noise is drawn from the SFT policy's 
 ``noise_bound``): the warm-up collects the SFT policy's behaviour. No gradient ever reaches the VLA. The deployed
 policy (:meth:`VLARLAgent.policy`) is a :class:`~robot_rl.models.vla.steering.SteeredVLAPolicy`: evaluation, the
 wrong-instruction check and ``robot-rl eval`` play it as they play an SFT policy.
+
+``method=best_of_n`` (Q-chunking's best-of-N, Li, Zhou & Levine 2025; PA-RL, Mark et al. 2024) collects and
+learns on the same chunk transitions without SAC: at each chunk boundary the critic ranks ``num_candidates``
+noises (the actor's and draws of ``N(0, I)``, the SFT policy's own) and the VLA decodes the best; the critic backs
+up ``R + discount * max_i Q_target(f', w'_i)`` and the actor is distilled onto the best candidate (MSE), so the
+deployed policy is the same ``SteeredVLAPolicy`` and needs no critic at run time. The choice is distilled into
+the steering actor, not into the VLA's action expert: the VLA stays frozen, as in DSRL.
 
 Shapes: ``N`` envs, ``B`` batch, ``D`` the VLA's token width, ``H`` chunk length, ``A`` actions.
 """
@@ -45,7 +52,7 @@ from robot_rl.deploy.artifact import ChunkExecution
 from robot_rl.errors import InputError
 from robot_rl.math.soft_actor_critic import actor_loss, soft_target, temperature_loss
 
-METHODS = ("dsrl",)
+METHODS = ("dsrl", "best_of_n")
 
 
 @dataclass
@@ -55,7 +62,9 @@ class VLARLConfig(AgentConfig):
     Attributes:
         policy: the SFT run directory (``agent=vla``) whose VLA is steered (required; its dataset is read for its
             metadata only).
-        method: ``dsrl`` (noise-space steering; the module docstring).
+        method: ``dsrl`` (noise-space steering with SAC) or ``best_of_n`` (the critic ranks candidate noises; the
+            module docstring).
+        num_candidates: ``best_of_n``: noises ranked per chunk (the actor's and ``N - 1`` draws of ``N(0, I)``).
         noise_bound: the actor's noise lies in ``[-noise_bound, noise_bound]`` (DSRL's action magnitude).
         execute_len: actions of each chunk played before the next query (0: the SFT run's).
         gamma: discount per env step (a chunk of ``K`` steps discounts its successor by ``gamma^K``).
@@ -76,6 +85,7 @@ class VLARLConfig(AgentConfig):
 
     policy: str | None = None
     method: str = "dsrl"
+    num_candidates: int = 8
     noise_bound: float = 1.5
     execute_len: int = 0
     gamma: float = 0.99
@@ -96,7 +106,8 @@ class VLARLConfig(AgentConfig):
         check(self, "agent", positive=("noise_bound", "utd_ratio", "actor_lr", "critic_lr", "alpha_lr",
                                        "init_alpha", "tau"),
               unit=("gamma",), at_least_0=("execute_len",),
-              at_least_1=("batch_size", "buffer_size", "learning_starts", "actor_hidden_dims", "iteration_steps"),
+              at_least_1=("batch_size", "buffer_size", "learning_starts", "actor_hidden_dims", "iteration_steps",
+                          "num_candidates"),
               choices={"method": METHODS})
 
     def steps_before_update(self, num_envs: int) -> int:
@@ -148,7 +159,7 @@ class VLARLAgent(Agent):
             raise InputError("agent.execute_len is longer than the SFT policy's chunk", key="agent.execute_len",
                              value=self.execute_len, fix=f"agent.execute_len <= {model.chunk_len} (0: the SFT run's)")
         self.chunk_shape = (model.chunk_len, model.action_dim)
-        noise_dim = model.chunk_len * model.action_dim
+        noise_dim = self.noise_dim = model.chunk_len * model.action_dim
         self.feature_dim = model.width
         self.actor = NoiseActor(self.feature_dim, *self.chunk_shape, bound=cfg.noise_bound,
                                 hidden_dims=tuple(cfg.actor_hidden_dims)).to(self.device)
@@ -207,6 +218,8 @@ class VLARLAgent(Agent):
             elif len(self.buffer) < self.cfg.learning_starts:
                 noise = torch.randn(len(rows), *self.chunk_shape, generator=self.generator).to(self.device)
                 noise = noise.clamp(-self.cfg.noise_bound, self.cfg.noise_bound)
+            elif self.cfg.method == "best_of_n":
+                noise = self.best_noise(critic_obs, feature)[0].view(len(rows), *self.chunk_shape)
             else:
                 noise = self.actor.sample(feature, self.sample_generator)[0]
             chunk = self.sft.model.decode(context, state, noise).clamp(-1.0, 1.0)
@@ -263,13 +276,59 @@ class VLARLAgent(Agent):
         return len(self.buffer) >= self.cfg.learning_starts and self.owed >= 1.0
 
     def update(self) -> dict[str, float | torch.Tensor]:
-        """Every owed SAC step: ``loss/critic``, ``loss/actor``, ``alpha``, ``q_mean``, ``entropy``."""
+        """Every owed gradient step: ``loss/critic``, ``loss/actor``, ``q_mean``; SAC's ``alpha`` and ``entropy``
+        (dsrl) or the critic's gain of the best candidate over the actor's own noise, ``best_gain`` (best_of_n)."""
         steps = int(self.owed)
         self.owed -= steps
         metrics: dict[str, torch.Tensor] = {}
+        step = self._best_of_n_step if self.cfg.method == "best_of_n" else self._sac_step
         for _ in range(steps):
-            metrics = self._sac_step()
+            metrics = step()
         return {**metrics, "updates": float(self.num_updates)}
+
+    @torch.no_grad()
+    def best_noise(self, critic_obs: torch.Tensor, feature: torch.Tensor, target: bool = False
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Best-of-N in noise space: ``(noise [B, H*A], value [B], actor's value [B])``.
+
+        The candidates are the actor's noise and ``num_candidates - 1`` draws of ``N(0, I)`` clipped to
+        ``noise_bound`` (the SFT policy's own); each is scored by the critic's clipped-double-Q (``min`` over
+        members; the target copy with ``target``) at ``critic_obs [B, D + 1]`` and the highest is kept
+        (:func:`robot_rl.models.vla.best_of_n.pick`). The VLA decodes only the kept one.
+        """
+        from robot_rl.models.vla.best_of_n import pick
+
+        batch, n = feature.shape[0], self.cfg.num_candidates
+        drawn = torch.randn(batch, n - 1, self.noise_dim, generator=self.generator).to(self.device)
+        candidates = torch.cat([self.actor(feature).flatten(1).unsqueeze(1),
+                                drawn.clamp(-self.cfg.noise_bound, self.cfg.noise_bound)], dim=1)
+        values = self.critic(critic_obs.repeat_interleave(n, dim=0), candidates.flatten(0, 1), reduce="min",
+                             target=target)[:, 0].view(batch, n)
+        _, noise, value = pick(values, candidates, values)
+        return noise, value, values[:, 0]
+
+    def _best_of_n_step(self) -> dict[str, torch.Tensor]:
+        """Q-chunking's best-of-N backup, ``Q(f, w) <- R + discount * max_i Q_target(f', w'_i)``, and the actor
+        distilled onto the best candidate noise at the batch's features (MSE of its mean noise)."""
+        cfg = self.cfg
+        batch = self.buffer.sample(cfg.batch_size, self.generator)
+        feature = batch.obs[:, :-1]
+        next_value = self.best_noise(batch.next_obs, batch.next_obs[:, :-1], target=True)[1]
+        target = batch.reward + batch.discount * next_value
+        critic_loss, info = self.critic.loss(batch.obs, batch.action, target.unsqueeze(1))
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+
+        best, value, actor_value = self.best_noise(batch.obs, feature)
+        loss = (self.actor(feature).flatten(1) - best).pow(2).mean()
+        self.actor_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.actor_opt.step()
+        self.critic.update_target(cfg.tau)
+        self.num_updates += 1
+        return {"loss/critic": critic_loss.detach(), "loss/actor": loss.detach(), "q_mean": info["value_mean"],
+                "best_gain": (value - actor_value).mean()}
 
     def _sac_step(self) -> dict[str, torch.Tensor]:
         cfg = self.cfg
