@@ -56,6 +56,31 @@ def test_train_exports_a_vla_artifact_the_runtime_plays_like_torch(run: Path) ->
     np.testing.assert_allclose(ours, want, atol=1e-4)
 
 
+def test_the_artifact_plays_in_sim_as_the_runs_torch_policy_does(run: Path) -> None:
+    """VLAArtifactPlayer (ONNX, one robot per inference, the deploy chunk executor) takes the same first actions as
+    the run's VLAPlayer (torch) on the same rendered scene; `robot-rl eval <artifact> --wrong-instruction` runs."""
+    import json
+
+    import sim
+    from robot_rl.train.artifact_eval import VLAArtifactPlayer
+    from robot_rl.train.vla_eval import VLAPlayer
+
+    agent = open_run(run).agent
+    env = sim.make_env("so101_reach_lang", num_envs=2, seed=0, cameras=["front"], image_size=32, camera_obs=False)
+    obs = env.reset(seed=0)
+    ours = VLAArtifactPlayer(VLARuntime(run / "policy"))
+    torch_player = VLAPlayer(agent.policy(), agent.policy_chunking()[1])
+    for _ in range(3):  # the first chunk's first actions, then a re-query (execute_len 2)
+        a, b = ours.act(env, obs), torch_player.act(env, obs)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-4)
+        obs = env.step(a).obs
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "eval", str(run / "policy"), "--episodes", "2",
+                           "--num-envs", "2", "--wrong-instruction"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    assert summary["episodes"] == 2 and summary["wrong_instruction"]["episodes"] == 2
+
+
 def test_deploy_check_accepts_the_trained_artifact(run: Path) -> None:
     check = subprocess.run([sys.executable, "-m", "robot_rl.cli", "deploy", "check", str(run / "policy"), "--robot",
                             "so101"], capture_output=True, text=True, timeout=300)

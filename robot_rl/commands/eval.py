@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="artifact only: play each chunk open loop for this many steps before the next inference "
                         "(1: re-plan every step, the chunk's first action) instead of policy.yaml's chunk_execution")
     p.add_argument("--wrong-instruction", action="store_true",
-                   help="run only: a VLA run is evaluated twice on the same episode seeds, told the named target's "
+                   help="a VLA run or artifact is evaluated twice on the same episode seeds, told the named target's "
                         "instruction and then another target's (same paraphrase, target shifted by one) while the "
                         "env scores the named one; the second result is under 'wrong_instruction'")
     return p
@@ -45,7 +45,8 @@ def main(argv: list[str]) -> int:
     if (args.path / "policy.yaml").is_file():
         from robot_rl.train.artifact_eval import evaluate_artifact
 
-        summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task, args.execute_len)
+        summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task, args.execute_len,
+                                    instruction_shift=int(args.wrong_instruction))
     elif (args.path / "config.yaml").is_file():
         from robot_rl.train.evaluation import evaluate, playable
         from robot_rl.train.run_loading import open_run

@@ -17,7 +17,7 @@ from robot_rl.deploy.chunking import ChunkExecutor
 from robot_rl.deploy.runtime import PolicyRuntime, chunk_executor
 from robot_rl.deploy.validate import RobotSpec
 from robot_rl.errors import InputError
-from robot_rl.train.evaluation import evaluate
+from robot_rl.train.evaluation import EnvPlayer, evaluate
 
 
 class ArtifactPolicy:
@@ -61,10 +61,52 @@ class ArtifactPolicy:
             self.executor.reset(done.cpu().numpy())
 
 
+class VLAArtifactPlayer(EnvPlayer):
+    """A VLA artifact (:class:`~robot_rl.deploy.vla_runtime.VLARuntime`, ONNX Runtime) played in its language task
+    as the policy node plays it: per query, env ``i``'s rendered cameras (uint8 ``[3, H, W]``), its instruction and
+    joint positions go through ``VLARuntime.infer`` (one robot per call, zero noise), the joint targets ``[H, A]``
+    map back to env actions ``(target - offset) / scale`` and the deploy
+    :class:`~robot_rl.deploy.chunking.ChunkExecutor` plays them with policy.yaml's ``chunk_execution`` (or open
+    loop every ``execute_len`` steps). ``instruction_shift`` != 0 tells it another target's instruction while the
+    env scores the named one (``--wrong-instruction``)."""
+
+    def __init__(self, runtime: Any, execute_len: int | None = None, instruction_shift: int = 0) -> None:
+        self.runtime, self.execute_len, self.shift = runtime, execute_len, instruction_shift
+        meta = runtime.meta
+        self.H, self.A = meta.chunk_length, meta.action_dim
+        self.offset = np.asarray(meta.action.offset, dtype=np.float64)
+        self.scale = np.asarray(meta.action.scale, dtype=np.float64)
+        self.executor: ChunkExecutor | None = None
+
+    def act(self, env: Any, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Action ``[N, A]`` for this step of ``env`` (a language task rendering the artifact's cameras)."""
+        if self.executor is None:
+            self.executor = chunk_executor(self.runtime.meta, env.num_envs, self.execute_len)
+        rows = np.flatnonzero(self.executor.needs_query())
+        chunks = np.zeros((len(rows), self.H, self.A))
+        if len(rows):
+            texts, state = env.instructions(self.shift), env.joint_positions().cpu().numpy()
+            images = {c: v.cpu().numpy() for c, v in env.camera_images(rows).items()}
+            for k, i in enumerate(rows):
+                targets = self.runtime.infer({c: v[k] for c, v in images.items()}, texts[i], state[i])
+                chunks[k] = (targets - self.offset) / self.scale
+        action = self.executor.step(chunks.astype(np.float32)).astype(np.float32)
+        return torch.from_numpy(action).to(env.device)
+
+    def reset(self, done: torch.Tensor) -> None:
+        """Forget the plans of the envs where ``done`` ``[N]`` bool is set."""
+        if self.executor is not None:
+            self.executor.reset(done.cpu().numpy())
+
+
 def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
                       video: Path | None = None, task: str | None = None,
-                      execute_len: int | None = None) -> dict[str, Any]:
+                      execute_len: int | None = None, instruction_shift: int = 0) -> dict[str, Any]:
     """Summary of ``episodes`` episodes of the artifact on ``task`` (default: the artifact's).
+
+    A VLA artifact (policy.yaml ``vla``) runs through :class:`VLAArtifactPlayer` on its task built with its
+    cameras at its image size; ``instruction_shift`` != 0 (VLA only) adds a second evaluation on the same episode
+    seeds told another target's instruction, under ``"wrong_instruction"``.
 
     ``execute_len``: play the chunks open loop, re-querying every ``execute_len`` steps (1: re-planned every
     step), instead of policy.yaml's ``chunk_execution``; InputError unless in ``[1, chunk_length]``.
@@ -75,15 +117,29 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
     if not task:
         raise ArtifactError("names no task", file=Path(artifact) / META_FILE, key="task", value="",
                             fix="pass --task")
-    env = sim.make_env(task, num_envs=num_envs, seed=seed)
+    vla = load_meta(artifact).vla
+    scene = {} if vla is None else {"cameras": list(vla.cameras), "image_size": vla.height, "camera_obs": False}
+    env = sim.make_env(task, num_envs=num_envs, seed=seed, **scene)
     # the deploy validator, against the env's robot: joints, limits, default pose, ONNX I/O
-    runtime = PolicyRuntime(artifact, robot=RobotSpec.from_robot(env.robot.as_dict()))
+    robot = RobotSpec.from_robot(env.robot.as_dict())
+    if vla is None:
+        runtime = PolicyRuntime(artifact, robot=robot)
+    else:
+        from robot_rl.deploy.vla_runtime import VLARuntime  # tokenizers: the [vla] extra, only for VLA artifacts
+
+        runtime = VLARuntime(artifact, robot=robot)
     H = runtime.meta.chunk_length
     if execute_len is not None and not 1 <= execute_len <= H:
         raise InputError(f"must be in [1, {H}], the artifact's chunk length", key="--execute-len", value=execute_len,
                          fix=f"pass 1 (re-plan every step) .. {H} (play whole chunks)")
-    policy = ArtifactPolicy(runtime, execute_len)
+    if vla is None and instruction_shift:
+        raise InputError("a wrong instruction needs a VLA artifact", key="--wrong-instruction",
+                         fix="drop --wrong-instruction for this artifact")
+    policy = ArtifactPolicy(runtime, execute_len) if vla is None else VLAArtifactPlayer(runtime, execute_len)
     summary = evaluate(policy, env, episodes, seed, video, on_done=policy.reset).summary()
+    if instruction_shift:
+        wrong = VLAArtifactPlayer(runtime, execute_len, instruction_shift)
+        summary["wrong_instruction"] = evaluate(wrong, env, episodes, seed, on_done=wrong.reset).summary()
     if execute_len is not None:
         summary["execute_len"] = execute_len
     summary["task"] = task
