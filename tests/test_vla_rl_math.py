@@ -18,7 +18,7 @@ from robot_rl.math.soft_actor_critic import actor_loss, soft_target, squashed_ga
 from robot_rl.math.td_targets import nstep_return
 from robot_rl.models.mlp import mlp
 from robot_rl.models.vla import VLA, Context, VLAConfig, flow
-from robot_rl.models.vla.best_of_n import best_of_n, distill_loss, repeat_obs
+from robot_rl.models.vla.best_of_n import best_of_n, distill_loss, rank_candidates, repeat_obs
 from robot_rl.models.vla.guided_flow import action_gradient, guided_action, guided_flow_loss
 from robot_rl.models.vla.steering import NoiseActor, context_feature, steer
 
@@ -282,6 +282,57 @@ def test_dsrl_moves_the_noise_to_the_better_arm_of_each_context() -> None:
         for o in optimizers:
             o.step()
     assert success(True) == 1.0 and success(False) > 0.9
+
+
+def test_rank_candidates_hand_values() -> None:
+    candidates = torch.tensor([[[0.0], [2.0], [1.0]], [[-1.0], [0.5], [3.0]]])  # [B=2, N=3, K=1]
+    best, value, values = rank_candidates(lambda c: -(c - 1.0).abs().squeeze(-1), candidates)
+    assert best.tolist() == [[1.0], [0.5]] and value.tolist() == [0.0, -0.5]
+    assert values.tolist() == [[-1.0, -1.0, 0.0], [-2.0, -0.5, -2.0]]
+    with pytest.raises(ValueError, match="score must return"):
+        rank_candidates(lambda c: c.sum(-1).T, candidates)
+
+
+def test_noise_space_best_of_n_moves_the_actor_to_the_better_arm_of_each_context() -> None:
+    """agent=vla_rl method=best_of_n on the contextual bandit above: the critic ranks the actor's noise and 7 draws
+    of N(0, 1), the decoded best is played, the critic regresses the reward and the actor is distilled onto the
+    best candidate; the deterministic (deployed) actor ends on the paying arm of both contexts."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    decoder = BimodalFlow()
+    actor = NoiseActor(2, 1, 1, bound=2.0, hidden_dims=(32, 32))
+    critic = ChunkedCritic(CriticSpec(obs_dim=2, action_dim=1), ChunkedCriticConfig(chunk_len=1, hidden_dims=[32, 32]))
+    actor_opt, critic_opt = (torch.optim.Adam(m.parameters(), lr=3e-3) for m in (actor, critic))
+    features, arm = torch.eye(2), torch.tensor([1.0, -1.0])
+
+    def success() -> float:
+        with torch.no_grad():
+            chunk = decoder.sample({}, actor(features))
+        return (chunk.flatten() * arm > 0).float().mean().item()
+
+    def best(obs: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            drawn = torch.randn(len(obs), 7, 1, generator=g).clamp(-2.0, 2.0)
+            candidates = torch.cat([actor(obs).flatten(1).unsqueeze(1), drawn], dim=1)
+        n = candidates.shape[1]
+        return rank_candidates(lambda c: critic(obs.repeat_interleave(n, 0), c.flatten(0, 1)).view(len(obs), n),
+                               candidates)[0]
+
+    assert success() == 0.5  # the initial actor's noise decodes to one arm for both contexts
+    for _ in range(300):
+        context = torch.randint(0, 2, (64,), generator=g)
+        noise = best(features[context])
+        reward = decoder.sample({}, noise.view(64, 1, 1)).flatten() * arm[context]
+        loss, _ = critic.loss(features[context], noise, reward[:, None])  # one-step episodes: target = reward
+        critic_opt.zero_grad()
+        loss.backward()
+        critic_opt.step()
+        target = best(features[context])
+        distill = (actor(features[context]).flatten(1) - target).pow(2).mean()
+        actor_opt.zero_grad()
+        distill.backward()
+        actor_opt.step()
+    assert success() == 1.0
 
 
 # ---------------------------------------------------------------- critic-guided flow

@@ -296,15 +296,18 @@ class VLARLAgent(Agent):
         members; the target copy with ``target``) at ``critic_obs [B, D + 1]`` and the highest is kept
         (:func:`robot_rl.models.vla.best_of_n.pick`). The VLA decodes only the kept one.
         """
-        from robot_rl.models.vla.best_of_n import pick
+        from robot_rl.models.vla.best_of_n import rank_candidates
 
         batch, n = feature.shape[0], self.cfg.num_candidates
         drawn = torch.randn(batch, n - 1, self.noise_dim, generator=self.generator).to(self.device)
         candidates = torch.cat([self.actor(feature).flatten(1).unsqueeze(1),
                                 drawn.clamp(-self.cfg.noise_bound, self.cfg.noise_bound)], dim=1)
-        values = self.critic(critic_obs.repeat_interleave(n, dim=0), candidates.flatten(0, 1), reduce="min",
-                             target=target)[:, 0].view(batch, n)
-        _, noise, value = pick(values, candidates, values)
+        obs = critic_obs.repeat_interleave(n, dim=0)
+
+        def score(c: torch.Tensor) -> torch.Tensor:
+            return self.critic(obs, c.flatten(0, 1), reduce="min", target=target)[:, 0].view(batch, n)
+
+        noise, value, values = rank_candidates(score, candidates)
         return noise, value, values[:, 0]
 
     def _best_of_n_step(self) -> dict[str, torch.Tensor]:

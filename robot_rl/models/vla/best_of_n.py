@@ -70,6 +70,19 @@ def best_of_n(model: FlowPolicy, obs: dict, noise: torch.Tensor, score: ChunkSco
     return BestOfN(chunk, index, chosen_noise, values)
 
 
+@torch.no_grad()
+def rank_candidates(score: Callable[[torch.Tensor], torch.Tensor], candidates: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Best-of-N over anything a critic scores directly (DSRL's noise space: ``Q(s, w)``, no decoding):
+    ``candidates [B, N, K]`` -> ``(best [B, K], its value [B], every value [B, N])`` with
+    ``score(candidates) -> [B, N]``."""
+    values = score(candidates)
+    if values.shape != candidates.shape[:2]:
+        raise ValueError(f"score must return [B, N] = {list(candidates.shape[:2])}, got {list(values.shape)}")
+    _, best, value = pick(values, candidates, values)
+    return best, value, values
+
+
 def distill_loss(model: FlowPolicy, obs: dict, best: BestOfN, noise: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """Flow-matching loss of ``model`` on the chosen chunks ``best.chunk`` at fresh ``noise [B, H, A]``, ``t [B]``."""
     return model.loss(obs, best.chunk, noise, t)
