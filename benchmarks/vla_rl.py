@@ -24,7 +24,7 @@ import yaml
 from _results import RESULTS, run_facts, write_rows
 from vla_sft import pct, robot_rl
 
-METHODS = ("dsrl",)
+from robot_rl.agents.vla_rl import METHODS
 
 
 def sft_facts(policy: Path) -> tuple[str, list[str]]:
