@@ -145,6 +145,11 @@ def main() -> None:
         print(f"{args.method} seed {seed}: {pct(n['success_rate'], n['success_ci95'])} vs SFT "
               f"{pct(sft['named']['success_rate'], sft['named']['success_ci95'])}, {row['env_steps']:,} steps in "
               f"{row['train_wall_s'] / 60:.1f} min", flush=True)
+        write_results(args, rows)  # after every seed: a cut-off run keeps the seeds it finished
+
+
+def write_results(args: argparse.Namespace, rows: list[dict]) -> None:
+    """This run's rows file, then the table and plot of every rows file in ``args.out``."""
     name = f"{args.method}-{args.tag}.json" if args.tag else f"{args.method}.json"
     write_rows(args.out / name, rows)
     files = sorted(args.out.glob("*.json"))
