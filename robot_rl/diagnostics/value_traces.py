@@ -68,6 +68,36 @@ class EpisodeTrace:
     truncated: bool
 
 
+class EpisodeQuota:
+    """Each env's fixed share of ``episodes`` (split as :func:`robot_rl.train.evaluation.evaluate` splits them) and
+    how many of them it has finished."""
+
+    def __init__(self, episodes: int, num_envs: int) -> None:
+        if episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {episodes}")
+        self.episodes = episodes
+        self.quota = [episodes // num_envs + (i < episodes % num_envs) for i in range(num_envs)]
+        self.done = [0] * num_envs
+
+    def max_steps(self, episode_steps: int) -> int:
+        """Env steps after which every quota must be full."""
+        return (max(self.quota) + 1) * episode_steps + 1
+
+    def full(self) -> bool:
+        return all(d >= q for d, q in zip(self.done, self.quota, strict=True))
+
+    def take(self, i: int) -> bool:
+        """Env ``i`` finished an episode: whether it counts (its quota was not yet full)."""
+        if self.done[i] >= self.quota[i]:
+            return False
+        self.done[i] += 1
+        return True
+
+    def check(self, collected: int) -> None:
+        if collected != self.episodes:
+            raise RuntimeError(f"collected {collected}/{self.episodes} episodes; is the env's time limit set?")
+
+
 EXECUTIONS = ("replan", "open_loop")
 TAILS = ("bootstrap", "exclude")
 
@@ -92,19 +122,16 @@ def collect_traces(
         if H == 1:
             raise ValueError("open-loop execution needs a chunked agent (critic.chunk_len > 1)")
         player = ChunkPlayer(agent.policy(), H, env.action_dim, ChunkExecution("open_loop", H, 0.0))
-    if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    quota = EpisodeQuota(episodes, env.num_envs)
     if tail not in TAILS:
         raise ValueError(f"tail must be one of {TAILS}, got {tail!r}")
     N = env.num_envs
-    quota = [episodes // N + (i < episodes % N) for i in range(N)]
-    done_count = [0] * N
     open_steps: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(N)]
     traces: list[EpisodeTrace] = []
     obs = env.reset(seed=seed)
     agent.train_mode(False)
-    for _ in range((max(quota) + 1) * env.max_episode_steps + 1):
-        if all(c >= q for c, q in zip(done_count, quota, strict=True)):
+    for _ in range(quota.max_steps(env.max_episode_steps)):
+        if quota.full():
             break
         action = agent.act(obs, deterministic=True) if player is None else player(obs["policy"])
         action = action.clamp(env.action_low, env.action_high)
@@ -129,7 +156,7 @@ def collect_traces(
             open_steps[i].append((values[i], rewards[i]))
             if not done[i]:
                 continue
-            if done_count[i] < quota[i]:
+            if quota.take(i):
                 v = np.stack([s[0] for s in open_steps[i]])
                 r = np.stack([s[1] for s in open_steps[i]])
                 returns = discounted_returns(r, gamma)
@@ -141,11 +168,9 @@ def collect_traces(
                     counted=counted_steps(len(r), cut and tail == "exclude", gamma, tail_weight),
                     success=bool(success[i]), truncated=bool(truncated[i]),
                 ))
-                done_count[i] += 1
             open_steps[i] = []
         obs = step.obs
-    if len(traces) != episodes:
-        raise RuntimeError(f"collected {len(traces)}/{episodes} episodes; is the env's time limit set?")
+    quota.check(len(traces))
     return traces
 
 
@@ -160,18 +185,14 @@ def collect_chunk_traces(agent: Agent, env: Any, episodes: int, gamma: float, se
     discounted reward, ``returns [C, 1]`` the realised discounted return from the chunk's first step to the
     episode's end. The critic's value ends at the time limit too, so every return is complete: no tail.
     """
-    if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
-    N = env.num_envs
-    quota = [episodes // N + (i < episodes % N) for i in range(N)]
-    done_count = [0] * N
-    steps: list[list[tuple[np.ndarray, float]]] = [[] for _ in range(N)]  # per env: (values [E], reward)
+    quota = EpisodeQuota(episodes, env.num_envs)
+    steps: list[list[tuple[np.ndarray, float]]] = [[] for _ in range(env.num_envs)]  # per env: (values [E], reward)
     traces: list[EpisodeTrace] = []
     obs = env.reset(seed=seed)
     agent.train_mode(False)
     agent.start_episodes()
-    for _ in range((max(quota) + 1) * env.max_episode_steps + 1):
-        if all(c >= q for c, q in zip(done_count, quota, strict=True)):
+    for _ in range(quota.max_steps(env.max_episode_steps)):
+        if quota.full():
             break
         action = agent.act(obs, deterministic=True)
         values = agent.critic_values(obs, action)[:, :, 0].T.cpu().numpy()  # [N, E], NaN inside a chunk
@@ -180,17 +201,15 @@ def collect_chunk_traces(agent: Agent, env: Any, episodes: int, gamma: float, se
         rewards = step.reward.cpu().numpy()
         done = (step.terminated | step.truncated).cpu().numpy()
         success = step.info.get("success", torch.zeros_like(step.terminated)).cpu().numpy()
-        for i in range(N):
+        for i in range(env.num_envs):
             steps[i].append((values[i], float(rewards[i])))
             if not done[i]:
                 continue
-            if done_count[i] < quota[i]:
+            if quota.take(i):
                 traces.append(chunk_start_trace(steps[i], gamma, bool(success[i]), bool(step.truncated[i])))
-                done_count[i] += 1
             steps[i] = []
         obs = step.obs
-    if len(traces) != episodes:
-        raise RuntimeError(f"collected {len(traces)}/{episodes} episodes; is the env's time limit set?")
+    quota.check(len(traces))
     return traces
 
 
