@@ -5,15 +5,12 @@ Reinforcement Learning", 2025): the SFT run's VLA (``agent.policy=<agent=vla run
 SAC actor picks the flow's initial noise ``w [H, A]`` from the VLA's own context feature
 (:mod:`robot_rl.models.vla.steering`). The env seen through the VLA is a semi-MDP whose action is ``w``:
 
-1. at each chunk boundary of env ``i`` the agent reads its cameras, instruction and joints (``EnvSpec.vla_inputs``:
-   only the envs that need a new chunk are rendered), encodes them once with the VLA (``context``), takes the
-   feature ``f = context_feature(context)`` ``[D]``, draws ``w ~ pi(. | f)`` and decodes the chunk
-   ``VLA.decode(context, state, w)``; the first ``execute_len`` actions are played open loop, as the SFT policy
-   plays them;
+1. chunk-level collection (:mod:`robot_rl.agents._vla_chunks`, shared with ``agent=vla_ppo``): at each chunk
+   boundary the VLA encodes the env's cameras, instruction and joints once, the actor draws ``w ~ pi(. | f)`` from
+   the feature ``f`` and the VLA decodes the chunk ``VLA.decode(context, state, w)``, played open loop for
+   ``execute_len`` steps;
 2. the chunk's transition ``(f, w, R, discount, f')`` enters a :class:`~robot_rl.data.chunk_transitions.
-   ChunkTransitionBuffer`, with ``R = sum_k gamma^k r_k`` over the executed steps, ``discount = gamma^K`` (0 where
-   the episode ended: the critic sees the episode's elapsed fraction, so a time limit is a terminal state of a
-   finite-horizon problem) and ``f'`` the feature at the next chunk boundary;
+   ChunkTransitionBuffer` (``R = sum_k gamma^k r_k``, ``discount = gamma^K``, 0 where the episode ended);
 3. SAC on those rows (:mod:`robot_rl.math.soft_actor_critic`): the critic ``Q([f, elapsed], w)`` from the critic
    registry (default ``critic=ensemble_ln``, clipped double Q with LayerNorm), the actor over ``f`` alone (what
    the deployed policy has), the temperature tuned to ``target_entropy``.
@@ -43,13 +40,12 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from robot_rl.agents.base import Agent, BasePolicy, EnvSpec, Obs, register_agent
+from robot_rl.agents._vla_chunks import VLAChunkAgent
+from robot_rl.agents.base import BasePolicy, EnvSpec, Obs, register_agent
 from robot_rl.config.checks import check
 from robot_rl.config.schema import AgentConfig
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.data.chunk_transitions import ChunkTransitionBuffer
-from robot_rl.deploy.artifact import ChunkExecution
-from robot_rl.errors import InputError
 from robot_rl.math.soft_actor_critic import actor_loss, soft_target, temperature_loss
 
 METHODS = ("dsrl", "best_of_n")
@@ -115,52 +111,18 @@ class VLARLConfig(AgentConfig):
         return self.learning_starts
 
 
-def frozen_sft_policy(base: BasePolicy | None, run_dir: str | None):
-    """The frozen :class:`~robot_rl.models.vla.policy.VLAPolicy` and the chunk execution of the SFT run.
-
-    Raises:
-        InputError: no run given, or the run is not an ``agent=vla`` run.
-    """
-    if not run_dir or base is None:
-        raise InputError("agent=vla_rl needs the SFT run it steers", key="agent.policy",
-                         fix="agent.policy=<run dir of robot-rl train agent=vla ...> (e.g. recipe=vla_reach_lang)")
-    if base.policy_inputs != "vla":
-        raise InputError("agent.policy is not a VLA run", file=run_dir, key="agent.policy",
-                         value=type(base.policy).__name__, fix="give the run dir of an agent=vla training")
-    base.policy.requires_grad_(False)
-    return base.policy, base.execution
-
-
 @register_agent("vla_rl", VLARLConfig)
-class VLARLAgent(Agent):
-    """DSRL on a frozen VLA (module docstring)."""
+class VLARLAgent(VLAChunkAgent):
+    """DSRL and best-of-N on a frozen VLA (module docstring)."""
 
     cfg: VLARLConfig
-    policy_inputs = "vla"
-    base_policy_key = "policy"
-    critic_at_chunk_starts = True
 
     def __init__(self, cfg: VLARLConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu",
                  base_policy: BasePolicy | None = None):
-        super().__init__(cfg, critic_cfg, env, device)
+        super().__init__(cfg, critic_cfg, env, device, base_policy)
         from robot_rl.models.vla.steering import NoiseActor
 
-        if env.vla_inputs is None:
-            raise InputError("agent=vla_rl acts from cameras and instructions: the task has none", key="task.env",
-                             fix="a language task with the SFT run's cameras, e.g. recipe=vla_rl_reach_lang")
-        self.sft, sft_execution = frozen_sft_policy(base_policy, cfg.policy)
-        self.sft.to(self.device).eval()
-        model = self.sft.model.config
-        if model.action_dim != env.action_dim:
-            raise InputError("the SFT policy's actions do not fit this task", key="agent.policy", value=cfg.policy,
-                             fix=f"an SFT run on a task with {env.action_dim} actions")
-        self.execute_len = cfg.execute_len or sft_execution.execute_len
-        if self.execute_len > model.chunk_len:
-            raise InputError("agent.execute_len is longer than the SFT policy's chunk", key="agent.execute_len",
-                             value=self.execute_len, fix=f"agent.execute_len <= {model.chunk_len} (0: the SFT run's)")
-        self.chunk_shape = (model.chunk_len, model.action_dim)
-        noise_dim = self.noise_dim = model.chunk_len * model.action_dim
-        self.feature_dim = model.width
+        noise_dim = self.noise_dim
         self.actor = NoiseActor(self.feature_dim, *self.chunk_shape, bound=cfg.noise_bound,
                                 hidden_dims=tuple(cfg.actor_hidden_dims)).to(self.device)
         self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=self.feature_dim + 1, action_dim=noise_dim))
@@ -172,65 +134,33 @@ class VLARLAgent(Agent):
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
         self.buffer = ChunkTransitionBuffer(cfg.buffer_size, self.feature_dim + 1, noise_dim, self.device)
-        self.generator = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
-        self.sample_generator = self.generator if self.device.type == "cpu" else None
-        n = env.num_envs
-        self.plan = torch.zeros(n, self.execute_len, env.action_dim, device=self.device)
-        self.left = torch.zeros(n, dtype=torch.long, device=self.device)  # actions of the plan still to play
-        self.elapsed = torch.zeros(n, device=self.device)  # env steps into the episode
-        self.pending = torch.zeros(n, dtype=torch.bool, device=self.device)  # a chunk awaits its successor
-        self.started = torch.zeros(n, dtype=torch.bool, device=self.device)  # a chunk began at the last act
-        self.obs_at = torch.zeros(n, self.feature_dim + 1, device=self.device)
-        self.noise_at = torch.zeros(n, noise_dim, device=self.device)
-        self.reward_sum = torch.zeros(n, device=self.device)
-        self.discount = torch.ones(n, device=self.device)
-        self.chunks_collected = 0
+        self.noise_at = torch.zeros(env.num_envs, noise_dim, device=self.device)
         self.num_updates = 0
         self.owed = 0.0
 
     # --- collecting -----------------------------------------------------------------------------------------
 
-    def _critic_obs(self, feature: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """``[n, D + 1]``: the feature and the elapsed fraction of the episode of envs ``rows``."""
-        fraction = (self.elapsed[rows] / self.env.max_episode_steps).unsqueeze(1)
-        return torch.cat([feature, fraction], dim=1)
+    def choose(self, rows: torch.Tensor, context: Any, feature: torch.Tensor, critic_obs: torch.Tensor,
+               state: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        """The noise (the actor's mean when ``deterministic``; ``N(0, I)`` before ``learning_starts``; SAC's sample
+        or the critic's best candidate after) decoded by the frozen VLA."""
+        if deterministic:
+            noise = self.actor(feature)
+        elif len(self.buffer) < self.cfg.learning_starts:
+            noise = torch.randn(len(rows), *self.chunk_shape, generator=self.generator).to(self.device)
+            noise = noise.clamp(-self.cfg.noise_bound, self.cfg.noise_bound)
+        elif self.cfg.method == "best_of_n":
+            noise = self.best_noise(critic_obs, feature)[0].view(len(rows), *self.chunk_shape)
+        else:
+            noise = self.actor.sample(feature, self.sample_generator)[0]
+        self.noise_at[rows] = noise.flatten(1)
+        return self.sft.model.decode(context, state, noise).clamp(-1.0, 1.0)
 
-    @torch.no_grad()
-    def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
-        """Actions ``[N, A]``: the next action of each env's chunk; envs at a chunk boundary get a new chunk from
-        the steered VLA (their previous chunk's transition is completed with the new feature)."""
-        from robot_rl.models.vla.steering import context_feature
-
-        rows = torch.nonzero(self.left == 0).squeeze(1)
-        if len(rows):
-            images, texts, state = self.env.vla_inputs(rows)
-            images = {c: images[c].to(self.device) for c in self.sft.cameras}
-            state = state.to(self.device)
-            self.sft.check_inputs(images, texts, state)
-            tokens, mask = self.sft.encode_text(texts)
-            context = self.sft.model.encode({"images": images, "tokens": tokens.to(self.device),
-                                             "token_mask": mask.to(self.device), "state": state})
-            feature = context_feature(context)
-            critic_obs = self._critic_obs(feature, rows)
-            self._finish(rows[self.pending[rows]], critic_obs[self.pending[rows]])
-            if deterministic:
-                noise = self.actor(feature)
-            elif len(self.buffer) < self.cfg.learning_starts:
-                noise = torch.randn(len(rows), *self.chunk_shape, generator=self.generator).to(self.device)
-                noise = noise.clamp(-self.cfg.noise_bound, self.cfg.noise_bound)
-            elif self.cfg.method == "best_of_n":
-                noise = self.best_noise(critic_obs, feature)[0].view(len(rows), *self.chunk_shape)
-            else:
-                noise = self.actor.sample(feature, self.sample_generator)[0]
-            chunk = self.sft.model.decode(context, state, noise).clamp(-1.0, 1.0)
-            self.plan[rows] = chunk[:, : self.execute_len]
-            self.left[rows] = self.execute_len
-            self.obs_at[rows], self.noise_at[rows] = critic_obs, noise.flatten(1)
-            self.reward_sum[rows], self.discount[rows], self.pending[rows] = 0.0, 1.0, True
-        self.started = torch.zeros_like(self.pending)
-        self.started[rows] = True
-        index = self.execute_len - self.left
-        return self.plan[torch.arange(self.env.num_envs, device=self.device), index]
+    def store(self, rows: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
+              next_obs: torch.Tensor) -> None:
+        """Into the replay buffer; ``utd_ratio`` gradient steps owed per transition."""
+        self.buffer.add(self.obs_at[rows], self.noise_at[rows], reward, discount, next_obs)
+        self.owed += self.cfg.utd_ratio * len(rows)
 
     @torch.no_grad()
     def critic_values(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
@@ -239,35 +169,6 @@ class VLARLAgent(Agent):
         it includes the entropy bonus SAC adds to the returns, ``alpha * entropy`` per future chunk."""
         values = self.critic(self.obs_at, self.noise_at, reduce="none")
         return values.masked_fill(~self.started.view(1, -1, 1), float("nan"))
-
-    def start_episodes(self) -> None:
-        """Forget every env's chunk in play."""
-        self.left.zero_()
-        self.elapsed.zero_()
-        self.pending.zero_()
-
-    def _finish(self, rows: torch.Tensor, next_obs: torch.Tensor, ended: bool = False) -> None:
-        """Store the pending chunk transitions of envs ``rows`` with successor ``next_obs [n, D + 1]``
-        (``ended``: the episode ended in the chunk, discount 0)."""
-        if len(rows) == 0:
-            return
-        discount = torch.zeros(len(rows), device=self.device) if ended else self.discount[rows]
-        self.buffer.add(self.obs_at[rows], self.noise_at[rows], self.reward_sum[rows], discount, next_obs)
-        self.pending[rows] = False
-        self.chunks_collected += len(rows)
-        self.owed += self.cfg.utd_ratio * len(rows)
-
-    def observe(self, obs: Obs, action: torch.Tensor, step: Any) -> None:
-        """Add this step's reward to every env's chunk return; close the chunks of envs whose episode ended."""
-        self.reward_sum += self.discount * step.reward.to(self.device)
-        self.discount *= self.cfg.gamma
-        self.left -= 1
-        self.elapsed += 1
-        done = (step.terminated | step.truncated).to(self.device)
-        ended = torch.nonzero(done & self.pending).squeeze(1)
-        self._finish(ended, self.obs_at[ended], ended=True)  # the successor is unused at discount 0
-        self.left[done] = 0
-        self.elapsed[done] = 0
 
     # --- learning ---------------------------------------------------------------------------------------------
 
@@ -362,10 +263,6 @@ class VLARLAgent(Agent):
         return {"loss/critic": critic_loss.detach(), "loss/actor": loss.detach(), "alpha": alpha,
                 "q_mean": info["value_mean"], "entropy": -log_prob.detach().mean()}
 
-    def iteration_done(self, collected: int, updated: bool, final: bool) -> bool:
-        """A log row every ``iteration_steps`` env steps (all envs) and at the end."""
-        return collected >= self.cfg.iteration_steps or final
-
     # --- what is saved and deployed ---------------------------------------------------------------------------
 
     def networks(self) -> dict[str, nn.Module]:
@@ -405,7 +302,3 @@ class VLARLAgent(Agent):
 
         actor = copy.deepcopy(self.actor).eval()
         return SteeredVLAPolicy(self.sft.model, self.sft.tokenizer, self.sft.instructions, actor)
-
-    def policy_chunking(self) -> tuple[int, ChunkExecution]:
-        """The SFT policy's chunk, ``execute_len`` actions played open loop per query."""
-        return self.sft.chunk_len, ChunkExecution("open_loop", self.execute_len, 0.0)
