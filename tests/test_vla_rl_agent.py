@@ -1,6 +1,7 @@
-"""agent=vla_rl method=dsrl: chunk transitions by hand, the steered policy, training and resume through the command,
-bad input. One tiny so101_reach_lang dataset (6 scripted episodes of 1 s, front camera at 32x32) and a 10-step SFT
-run are made per module; the VLA is real, the env is real MuJoCo with rendered cameras."""
+"""agent=vla_rl (dsrl, best_of_n) and agent=vla_ppo: chunk transitions by hand, the steered policy, chunk-level GAE
+by hand, training and resume through the command, export, bad input. One tiny so101_reach_lang dataset (6 scripted
+episodes of 1 s, front camera at 32x32) and a 10-step SFT run are made per module; the VLA is real, the env is real
+MuJoCo with rendered cameras."""
 
 from __future__ import annotations
 
@@ -214,3 +215,66 @@ def test_bad_input_is_a_clear_input_error(sft_run: Path, tmp_path: Path) -> None
         rl_config(sft_run, "agent.method=flow_ppo")
     with pytest.raises(ValueError, match="num_candidates"):
         rl_config(sft_run, "agent.method=best_of_n", "agent.num_candidates=0")
+
+
+# ---------------------------------------------------------------- agent=vla_ppo (flow PPO on the action expert)
+PPO = [a for a in RL if not a.startswith(("agent.learning_starts", "agent.batch_size"))]
+
+
+def ppo_config(sft_run: Path, *extra: str):
+    return compose([*PPO, "agent=vla_ppo", f"agent.policy={sft_run}", *extra])
+
+
+def test_flow_ppo_chunk_gae_by_hand(sft_run: Path, tmp_path: Path) -> None:
+    """lam 0.5. Env 0: a chunk (R 1, V 0.5, discount 0.25, V' 0.5) then one that ends the episode (R 2, V 0.5):
+    deltas 1 + 0.25 * 0.5 - 0.5 = 0.625 and 2 - 0.5 = 1.5, A = 0.625 + 0.25 * 0.5 * 1.5 = 0.8125 and 1.5. Env 1:
+    one chunk (R 3, V 1, V' 2): A = 3 + 0.25 * 2 - 1 = 2.5."""
+    agent = Runner(ppo_config(sft_run, "agent.lam=0.5"), tmp_path / "run").agent
+    batch = {"env": torch.tensor([0, 1, 0]), "reward": torch.tensor([1.0, 3.0, 2.0]),
+             "value": torch.tensor([0.5, 1.0, 0.5]), "next_value": torch.tensor([0.5, 2.0, 9.0]),
+             "discount": torch.tensor([0.25, 0.25, 0.0])}
+    advantages, returns = agent.advantages(batch)
+    assert advantages.tolist() == pytest.approx([0.8125, 2.5, 1.5])
+    assert returns.tolist() == pytest.approx([1.3125, 3.5, 2.0])
+
+
+def test_flow_ppo_trains_the_expert_only_through_the_command_and_exports(sft_run: Path, tmp_path: Path) -> None:
+    """240 env steps, a PPO update every 32 chunk transitions: finite losses; the expert moved, the prefix did not;
+    a resumed run goes on; the run exports the same VLA artifact kind."""
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "robot_rl.cli", "train", *PPO, "agent=vla_ppo", f"agent.policy={sft_run}",
+           "agent.rollout_chunks=32", "agent.minibatches=2", "agent.epochs=2", "agent.expert_lr=1e-3",
+           f"hydra.run.dir={run}"]
+    done = subprocess.run([*cmd, "task.total_steps=240"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    learned = [r for r in rows if "loss/policy" in r]
+    assert learned and all(torch.isfinite(torch.tensor([r["loss/policy"], r["loss/value"], r["approx_kl"]])).all()
+                           for r in learned)
+    state = load_checkpoint(latest_checkpoint(run))[1]["agent"]
+    assert state["num_updates"] >= 2
+    sft = Runner(ppo_config(sft_run), tmp_path / "fresh").agent.sft.model.state_dict()
+    expert = {n for n, _ in Runner(ppo_config(sft_run), tmp_path / "names").agent.model.named_parameters()
+              if n.startswith(("action_in", "action_time", "expert.", "action_out", "chunk_pos"))}
+    moved = {n for n in expert if not torch.equal(state["model"][n], sft[n])}
+    assert moved and all(torch.equal(state["model"][n], sft[n]) for n in sft if n not in expert)
+    resumed = Runner(ppo_config(sft_run, "task.total_steps=320"), run, resume=True)
+    assert resumed.agent.num_updates == state["num_updates"]
+    resumed.learn(evaluate_and_export=False)
+    assert resumed.env_steps >= 320
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "export", str(run), "--format", "onnx"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from robot_rl.deploy.artifact import load_meta
+
+    assert load_meta(run / "policy").inputs == "vla"
+
+
+def test_flow_ppo_bad_input_is_a_clear_input_error(sft_run: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"agent=vla_ppo needs the SFT run"):
+        Runner(compose([*PPO, "agent=vla_ppo"]), tmp_path / "a")
+    with pytest.raises(ValueError, match="critic"):
+        ppo_config(sft_run, "critic=ensemble")
+    with pytest.raises(ValueError, match="noise_level"):
+        ppo_config(sft_run, "agent.noise_level=0")

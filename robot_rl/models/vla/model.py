@@ -278,6 +278,11 @@ class VLA(nn.Module):
         Euler-integrated from ``noise [B, H, A]``, anchored at ``state [B, S]`` (a caller that also reads the
         context, e.g. noise steering, encodes once)."""
         x0 = flow.euler_sample(lambda x, t: self.velocity(x, t, context), noise, self.config.num_steps)
+        return self.to_actions(x0, state)
+
+    def to_actions(self, x0: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """Standardised chunks ``x0 [B, H, A]`` (the flow's samples) in dataset units, anchored at ``state [B, S]``
+        (a sampler of its own, e.g. flow PPO's stochastic chain, ends here as :meth:`decode` does)."""
         return x0 * self.action_std + self.action_mean + self.anchor(state)
 
     def loss(self, obs: dict, action: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
@@ -305,6 +310,15 @@ class VLA(nn.Module):
             out["keypoint"] = torch.stack([keypoint_loss(points[:, :, p], keypoint_target[:, :, p])
                                            for p in range(keypoint_target.shape[2])])
         return out
+
+    def expert_modules(self) -> list[nn.Module]:
+        """The action expert: what :meth:`velocity` computes from a given :class:`Context` (the prefix that makes
+        the context stays out; RL fine-tuning of the expert alone trains these)."""
+        return [self.action_in, self.action_time, self.expert, self.action_out]
+
+    def expert_parameters(self) -> list[nn.Parameter]:
+        """Parameters of :meth:`expert_modules` and the chunk position embedding."""
+        return [p for m in self.expert_modules() for p in m.parameters()] + [self.chunk_pos]
 
     def num_parameters(self, trainable: bool = True) -> int:
         """Parameter count (only those with gradients when ``trainable``)."""

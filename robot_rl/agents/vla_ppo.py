@@ -1,0 +1,236 @@
+"""Flow PPO: PPO on a fine-tuned VLA's action expert with per-denoising-step Gaussian likelihoods
+(``agent=vla_ppo``; pi-RL, Chen et al. 2025, and RLinf's ``flow-sde``).
+
+The SFT run's VLA (``agent.policy=<agent=vla run dir>``) is copied; its prefix (image encoder, text, state,
+transformer) stays frozen and its action expert (:meth:`VLA.expert_parameters`) is trained. Collection is the
+chunk-level one of :mod:`robot_rl.agents._vla_chunks`: at each chunk boundary the frozen prefix encodes the env
+once, a value critic ``V([f, elapsed])`` scores the feature, and the chunk is sampled by the **flow-SDE** chain of
+:mod:`robot_rl.math.flow_sde` (``noise_level`` ``a``: Euler-Maruyama steps ``x_{k+1} ~ N(mean_k, std_k^2)`` from
+``N(0, I)`` noise at ``t = 1`` to the chunk at ``t = 0``), whose states ``[K + 1, H, A]`` and log-likelihood are
+kept with the context tokens it attended to. After ``rollout_chunks`` finished chunk transitions (all envs):
+
+1. chunk-level GAE per env (:func:`robot_rl.math.advantages.gae` with the chunk's discount ``gamma^K``; an episode
+   that ends inside a chunk is terminal: the critic sees the elapsed fraction of the episode);
+2. ``epochs`` x ``minibatches`` PPO steps: the chains are re-scored under the expert being trained
+   (:func:`~robot_rl.math.flow_sde.chain_log_prob`, no re-rendering: the stored context is the frozen prefix's),
+   :func:`~robot_rl.math.ppo_objective.clipped_surrogate` on the normalised advantages, and the value critic
+   regressed onto the GAE returns.
+
+The deployed policy is the fine-tuned VLA played as SFT plays it (deterministic Euler from zero noise,
+:class:`~robot_rl.models.vla.policy.VLAPolicy`), so evaluation, export and the ROS node take it unchanged.
+
+Shapes: ``N`` envs, ``n`` envs at a chunk boundary, ``B`` mini-batch, ``P`` context tokens, ``D`` width, ``K``
+denoising steps, ``H`` chunk length, ``A`` actions.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from robot_rl.agents._vla_chunks import VLAChunkAgent
+from robot_rl.agents.base import BasePolicy, EnvSpec, Obs, register_agent
+from robot_rl.config.checks import check
+from robot_rl.config.schema import AgentConfig
+from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.math import flow_sde
+from robot_rl.math.advantages import gae
+from robot_rl.math.ppo_objective import clipped_surrogate
+
+
+@dataclass
+class VLAPPOConfig(AgentConfig):
+    """``agent=vla_ppo`` (configs/agent/vla_ppo.yaml).
+
+    Attributes:
+        policy: the SFT run directory (``agent=vla``) whose action expert is fine-tuned (required).
+        execute_len: actions of each chunk played before the next query (0: the SFT run's).
+        gamma: discount per env step (a chunk of ``K`` steps discounts its successor by ``gamma^K``).
+        lam: GAE lambda over chunk transitions.
+        noise_level: the flow-SDE's ``a`` (exploration: the first step's std; 0 would be the deterministic policy).
+        rollout_chunks: finished chunk transitions (all envs) per PPO update.
+        epochs, minibatches: PPO passes over a rollout and mini-batches per pass.
+        clip: PPO's ratio clip.
+        expert_lr: Adam rate of the action expert (small: it starts from a fine-tuned policy).
+        critic_lr: Adam rate of the value critic.
+        max_grad_norm: gradient clipping of the expert and of the critic, each.
+        iteration_steps: env steps (all envs) per log row.
+    """
+
+    critics: ClassVar[tuple[str, ...]] = ("mlp",)
+
+    policy: str | None = None
+    execute_len: int = 0
+    gamma: float = 0.99
+    lam: float = 0.95
+    noise_level: float = 0.5
+    rollout_chunks: int = 256
+    epochs: int = 4
+    minibatches: int = 4
+    clip: float = 0.2
+    expert_lr: float = 1e-5
+    critic_lr: float = 1e-3
+    max_grad_norm: float = 1.0
+    iteration_steps: int = 2048
+
+    def __post_init__(self) -> None:
+        check(self, "agent", positive=("noise_level", "clip", "expert_lr", "critic_lr", "max_grad_norm"),
+              unit=("gamma", "lam"), at_least_0=("execute_len",),
+              at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps"))
+
+
+@register_agent("vla_ppo", VLAPPOConfig)
+class VLAPPOAgent(VLAChunkAgent):
+    """Flow PPO on the VLA's action expert (module docstring)."""
+
+    cfg: VLAPPOConfig
+    key = "vla_ppo"
+
+    def __init__(self, cfg: VLAPPOConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu",
+                 base_policy: BasePolicy | None = None):
+        super().__init__(cfg, critic_cfg, env, device, base_policy)
+        self.model = copy.deepcopy(self.sft.model).eval()  # eval: no dropout in the chains' likelihoods
+        for p in self.model.expert_parameters():
+            p.requires_grad_(True)
+        self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=self.feature_dim + 1)).to(self.device)
+        self.expert_opt = torch.optim.Adam(self.model.expert_parameters(), lr=cfg.expert_lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.steps = self.model.config.num_steps
+        self.pending_rows: dict[str, torch.Tensor] = {}  # per env: what its chunk in play was chosen from
+        self.rollout: list[dict[str, torch.Tensor]] = []  # finished transitions, in the order they finished
+        self.rollout_size = 0
+        self.num_updates = 0
+
+    # --- collecting -------------------------------------------------------------------------------------------
+
+    def _velocity(self, context: Any):
+        return lambda x, t: self.model.velocity(x, t, context)
+
+    def choose(self, rows: torch.Tensor, context: Any, feature: torch.Tensor, critic_obs: torch.Tensor,
+               state: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        """The expert's flow-SDE chain from ``N(0, I)`` (Euler from zero noise when ``deterministic``)."""
+        if deterministic:
+            noise = torch.zeros(len(rows), *self.chunk_shape, device=self.device)
+            return self.model.decode(context, state, noise).clamp(-1.0, 1.0)
+        noise = torch.randn(len(rows), *self.chunk_shape, generator=self.generator).to(self.device)
+        chain = flow_sde.sample_chain(self._velocity(context), noise, self.steps, self.cfg.noise_level,
+                                      self.sample_generator)
+        kept = {"tokens": context.tokens, "pad": context.pad, "states": chain.states, "log_prob": chain.log_prob,
+                "value": self.critic(critic_obs)[:, 0], "obs": critic_obs}
+        if context.condition is not None:
+            kept["condition"] = context.condition
+        for name, value in kept.items():
+            if name not in self.pending_rows:
+                self.pending_rows[name] = torch.zeros(self.env.num_envs, *value.shape[1:], dtype=value.dtype,
+                                                      device=self.device)
+            self.pending_rows[name][rows] = value
+        return self.model.to_actions(chain.sample, state).clamp(-1.0, 1.0)
+
+    def store(self, rows: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
+              next_obs: torch.Tensor) -> None:
+        """Into the on-policy rollout, with ``V(next_obs)`` (unused at discount 0)."""
+        if not self.pending_rows:  # chunks chosen deterministically (evaluation) are not learned from
+            return
+        with torch.no_grad():
+            next_value = self.critic(next_obs)[:, 0]
+        self.rollout.append({**{k: v[rows].clone() for k, v in self.pending_rows.items()}, "env": rows.clone(),
+                             "reward": reward.clone(), "discount": discount.clone(), "next_value": next_value})
+        self.rollout_size += len(rows)
+
+    @torch.no_grad()
+    def critic_values(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
+        """``V([f, elapsed])`` ``[1, N, 1]`` where each env started a chunk at the last :meth:`act`, NaN inside a
+        chunk (``critic_at_chunk_starts``)."""
+        values = self.critic(self.obs_at)
+        return values.masked_fill(~self.started.view(-1, 1), float("nan")).unsqueeze(0)
+
+    # --- learning ---------------------------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        """A full rollout of ``rollout_chunks`` finished chunk transitions."""
+        return self.rollout_size >= self.cfg.rollout_chunks
+
+    def advantages(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(advantages [T], returns [T])`` of the rollout: GAE along each env's transitions in order, with the
+        chunk's own discount (``gamma^K``, 0 where the episode ended)."""
+        advantages = torch.zeros_like(batch["reward"])
+        for env in batch["env"].unique():
+            idx = torch.nonzero(batch["env"] == env).squeeze(1)
+            ended = batch["discount"][idx] == 0
+            step = float(batch["discount"][idx][~ended].max()) if (~ended).any() else 0.0
+            adv, _ = gae(batch["reward"][idx, None], batch["value"][idx, None], batch["next_value"][idx, None],
+                         ended[:, None], ended[:, None], step, self.cfg.lam)
+            advantages[idx] = adv[:, 0]
+        return advantages, advantages + batch["value"]
+
+    def update(self) -> dict[str, float | torch.Tensor]:
+        """PPO epochs over the rollout: ``loss/policy``, ``loss/value``, ``ratio`` spread, ``approx_kl``."""
+        cfg = self.cfg
+        batch = {k: torch.cat([r[k] for r in self.rollout]) for k in self.rollout[0]}
+        self.rollout, self.rollout_size = [], 0
+        self.critic.update_normalizer(batch["obs"])
+        advantages, returns = self.advantages(batch)
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        size = len(advantages)
+        metrics: dict[str, torch.Tensor] = {}
+        for _ in range(cfg.epochs):
+            for mb in torch.randperm(size, generator=self.generator).chunk(cfg.minibatches):
+                metrics = self._ppo_step({k: v[mb] for k, v in batch.items()}, advantages[mb], returns[mb])
+        self.num_updates += 1
+        return {**metrics, "updates": float(self.num_updates)}
+
+    def _ppo_step(self, mb: dict[str, torch.Tensor], advantages: torch.Tensor, returns: torch.Tensor
+                  ) -> dict[str, torch.Tensor]:
+        from robot_rl.models.vla.model import Context
+
+        cfg = self.cfg
+        context = Context(mb["tokens"], mb["pad"], mb.get("condition"))
+        log_prob = flow_sde.chain_log_prob(self._velocity(context), mb["states"], cfg.noise_level).sum(1)
+        policy_loss, ratio = clipped_surrogate(log_prob, mb["log_prob"], advantages, cfg.clip)
+        self.expert_opt.zero_grad(set_to_none=True)
+        policy_loss.backward()
+        nn.utils.clip_grad_norm_(self.model.expert_parameters(), cfg.max_grad_norm)
+        self.expert_opt.step()
+        value_loss, _ = self.critic.loss(mb["obs"], None, returns.unsqueeze(1))
+        self.critic_opt.zero_grad(set_to_none=True)
+        value_loss.backward()
+        nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
+        self.critic_opt.step()
+        with torch.no_grad():
+            approx_kl = (mb["log_prob"] - log_prob).mean()
+        return {"loss/policy": policy_loss.detach(), "loss/value": value_loss.detach(),
+                "ratio_max": ratio.detach().max(), "approx_kl": approx_kl}
+
+    # --- what is saved and deployed ---------------------------------------------------------------------------
+
+    def networks(self) -> dict[str, nn.Module]:
+        """The fine-tuned VLA and the value critic."""
+        return {"model": self.model, "critic": self.critic}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The VLA (its expert trained), critic, optimisers, generator, counters (a rollout in progress is not
+        kept: a resumed run collects a fresh one)."""
+        return {"model": self.model.state_dict(), "critic": self.critic.state_dict(),
+                "expert_opt": self.expert_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
+                "generator": self.generator.get_state(), "num_updates": self.num_updates,
+                "chunks_collected": self.chunks_collected}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.model.load_state_dict(state["model"])
+        self.critic.load_state_dict(state["critic"])
+        self.expert_opt.load_state_dict(state["expert_opt"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
+        self.generator.set_state(state["generator"])
+        self.num_updates = int(state["num_updates"])
+        self.chunks_collected = int(state["chunks_collected"])
+
+    def policy(self) -> nn.Module:
+        """A :class:`~robot_rl.models.vla.policy.VLAPolicy` of a copy of the fine-tuned VLA."""
+        from robot_rl.models.vla.policy import VLAPolicy
+
+        return VLAPolicy(copy.deepcopy(self.model).eval(), self.sft.tokenizer, self.sft.instructions)
