@@ -1,12 +1,13 @@
-"""VLA post-training with a critic: success of ``agent=vla_rl`` against the SFT policy it starts from, per seed.
+"""VLA post-training with a critic: success of ``agent=vla_rl`` / ``agent=vla_ppo`` against the SFT policy it starts
+from, per seed.
 
 For one SFT run (``--policy``, an ``agent=vla`` run directory: its task and cameras are read from its
 ``config.yaml``): evaluate the SFT policy (``robot-rl eval --wrong-instruction``, ``--episodes`` from ``--eval-seed``);
-then per seed train ``agent=vla_rl agent.method=<--method>`` through the normal command (``robot-rl train``, one torch
-thread, ``nice -n 5``, ``--steps`` env steps or ``--minutes`` of wall, whichever comes first) and evaluate it the
-same way. Rows (one per seed, each with the SFT figure of the same run, the training curve from the run's
-``metrics.jsonl`` and the wall time) go to ``--out/<method>-<tag>.json``; the table of every rows file to
-``docs/results/vla_rl.md`` and the curves to ``docs/results/vla_rl.png``.
+then per seed train ``agent=vla_rl agent.method=<--method>`` (``agent=vla_ppo`` for ``--method flow_ppo``) through
+the normal command (``robot-rl train``, one torch thread, ``nice -n 5``, ``--steps`` env steps or ``--minutes`` of
+wall, whichever comes first) and evaluate it the same way. Rows (one per seed, each with the SFT figure of the same
+run, the training curve from the run's ``metrics.jsonl`` and the wall time) go to ``--out/<method>-<tag>.json``;
+the table of every rows file to ``docs/results/vla_rl.md`` and the curves to ``docs/results/vla_rl.png``.
 
     python benchmarks/vla_rl.py --policy outputs/bench_vla_sft/so101_reach_lang-s2k3_kp30_gc_sn0_dart02 --seeds 0 1 2
 """
@@ -24,7 +25,16 @@ import yaml
 from _results import RESULTS, run_facts, write_rows
 from vla_sft import pct, robot_rl
 
-from robot_rl.agents.vla_rl import METHODS
+from robot_rl.agents.vla_rl import METHODS as NOISE_METHODS
+
+METHODS = (*NOISE_METHODS, "flow_ppo")
+"""``agent=vla_rl agent.method=<m>`` for the noise-space methods; ``flow_ppo`` is ``agent=vla_ppo``."""
+
+
+def agent_args(method: str, critic: str | None) -> list[str]:
+    """The ``robot-rl train`` arguments choosing ``method`` and its critic (None: the agent's default)."""
+    chosen = ["agent=vla_ppo"] if method == "flow_ppo" else ["agent=vla_rl", f"agent.method={method}"]
+    return chosen + ([f"critic={critic}"] if critic else [])
 
 
 def sft_facts(policy: Path) -> tuple[str, list[str]]:
@@ -55,15 +65,16 @@ def run_seed(seed: int, task: str, cameras: list[str], args: argparse.Namespace,
     name = f"{args.method}-{args.tag}-s{seed}" if args.tag else f"{args.method}-s{seed}"
     run, log = args.runs / name, args.runs / f"{name}.log"
     start = time.monotonic()
-    robot_rl(["train", "agent=vla_rl", f"agent.method={args.method}", f"agent.policy={args.policy}",
-              f"critic={args.critic}", f"task={task}", f"task.env.cameras=[{','.join(cameras)}]",
+    robot_rl(["train", *agent_args(args.method, args.critic), f"agent.policy={args.policy}", f"task={task}",
+              f"task.env.cameras=[{','.join(cameras)}]",
               "task.env.camera_obs=false", f"task.num_envs={args.num_envs}", f"task.total_steps={args.steps}",
               f"max_train_s={60 * args.minutes}", "eval_episodes=0", "export_formats=[]", "sim.num_threads=1",
               "logger.progress=false", f"seed={seed}", f"hydra.run.dir={run}",
               *(f"agent.{kv}" for kv in args.agent)], env, log)
     wall = time.monotonic() - start
     points = curve(run)
-    return {"method": args.method, "seed": seed, "task": task, "run": str(run), "critic": args.critic,
+    return {"method": args.method, "seed": seed, "task": task, "run": str(run),
+            "critic": args.critic or "agent's default",
             "agent": args.agent, "env_steps": points[-1]["step"] if points else 0, "train_wall_s": round(wall, 1),
             "eval_seed": args.eval_seed, "curve": points, **evaluation(run, args, env, log)}
 
@@ -117,7 +128,8 @@ def main() -> None:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--policy", type=Path, required=True, help="the agent=vla run directory to post-train")
     p.add_argument("--method", choices=METHODS, default="dsrl")
-    p.add_argument("--critic", default="ensemble_ln", help="critic= option of agent=vla_rl")
+    p.add_argument("--critic", default=None, help="critic= option (default: the agent's own, ensemble_ln for "
+                                                  "dsrl and best_of_n, mlp for flow_ppo)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=100_000, help="env steps per seed (all envs)")
     p.add_argument("--minutes", type=float, default=60.0, help="training wall budget per seed")
