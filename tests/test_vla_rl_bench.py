@@ -48,3 +48,10 @@ def test_the_curve_and_the_sft_runs_facts_are_read_from_the_run(tmp_path: Path) 
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"task": {"name": "so101_reach"}, "agent": {"lr": 1}}))
     with pytest.raises(SystemExit, match="not an agent=vla run"):
         bench.sft_facts(tmp_path)
+
+
+def test_each_method_trains_its_agent_with_the_critic_asked_for() -> None:
+    assert bench.agent_args("dsrl", None) == ["agent=vla_rl", "agent.method=dsrl"]
+    assert bench.agent_args("best_of_n", "ensemble") == ["agent=vla_rl", "agent.method=best_of_n", "critic=ensemble"]
+    assert bench.agent_args("flow_ppo", None) == ["agent=vla_ppo"]
+    assert set(bench.METHODS) == {"dsrl", "best_of_n", "flow_ppo"}
