@@ -126,7 +126,8 @@ def plot(rows: list[dict], path: Path) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--policy", type=Path, required=True, help="the agent=vla run directory to post-train")
+    p.add_argument("--policy", type=Path, help="the agent=vla run directory to post-train (required unless "
+                                               "--table-only)")
     p.add_argument("--method", choices=METHODS, default="dsrl")
     p.add_argument("--critic", default=None, help="critic= option (default: the agent's own, ensemble_ln for "
                                                   "dsrl and best_of_n, mlp for flow_ppo)")
@@ -141,7 +142,13 @@ def main() -> None:
     p.add_argument("--tag", default="", help="suffix of the run and rows file names, to keep variants")
     p.add_argument("--runs", type=Path, default=Path("outputs/bench_vla_rl"))
     p.add_argument("--out", type=Path, default=RESULTS / "vla_rl")
+    p.add_argument("--table-only", action="store_true", help="only rewrite the table and plot from --out's rows")
     args = p.parse_args()
+    if args.table_only:
+        write_table(args.out)
+        return
+    if args.policy is None:
+        p.error("--policy is required (the agent=vla run directory to post-train)")
     args.policy, args.runs = args.policy.resolve(), args.runs.resolve()
     args.runs.mkdir(parents=True, exist_ok=True)
     task, cameras = sft_facts(args.policy)
@@ -164,12 +171,17 @@ def write_results(args: argparse.Namespace, rows: list[dict]) -> None:
     """This run's rows file, then the table and plot of every rows file in ``args.out``."""
     name = f"{args.method}-{args.tag}.json" if args.tag else f"{args.method}.json"
     write_rows(args.out / name, rows)
-    files = sorted(args.out.glob("*.json"))
+    write_table(args.out)
+
+
+def write_table(out: Path) -> None:
+    """The table and plot of every rows file in ``out``, beside it (``vla_rl.md``, ``vla_rl.png``)."""
+    files = sorted(out.glob("*.json"))
     every = [row for f in files for row in json.loads(f.read_text())["rows"]]
     metas = [json.loads(f.read_text())["meta"] for f in files] or [run_facts(sys.argv)]
-    (args.out.parent / "vla_rl.md").write_text(table(every, metas))
-    plot(every, args.out.parent / "vla_rl.png")
-    print(f"table written to {args.out.parent / 'vla_rl.md'}")
+    (out.parent / "vla_rl.md").write_text(table(every, metas))
+    plot(every, out.parent / "vla_rl.png")
+    print(f"table written to {out.parent / 'vla_rl.md'}")
 
 
 if __name__ == "__main__":
