@@ -240,8 +240,9 @@ def build_report(
     chunk_len = agent.policy_chunking()[0]
     if at_chunk_starts:
         notes.append("values at chunk starts only (the critic scores a whole chunk where it begins; plots' x axis "
-                     "counts chunks); a soft value: it includes SAC's entropy bonus, so a small positive bias is "
-                     "expected; execute vs re-plan: not applicable, the agent always plays its chunks")
+                     "counts chunks); a SAC critic (agent=vla_rl method=dsrl) learns a soft value that includes the "
+                     "entropy bonus, so some positive bias is expected there; execute vs re-plan: not applicable, "
+                     "the agent always plays its chunks")
     elif chunk_len == 1:
         notes.append("execute vs re-plan: not applicable, the policy plays single actions (chunk_len = 1)")
     else:
