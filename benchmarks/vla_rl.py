@@ -85,12 +85,13 @@ def table(rows: list[dict], metas: list[dict]) -> str:
              "Success on 100 evaluation episodes (seed 1000 unless said) of the SFT policy and of each post-trained "
              "seed, both told the right instruction and another target's (wrong); Wilson 95% intervals. Training "
              "success is measured while collecting (with the actor's exploration noise).", "",
-             "| method | critic | SFT run | seed | env steps | train wall | SFT success | RL success | RL / SFT | "
-             "wrong instruction |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| method | critic | agent overrides | SFT run | seed | env steps | train wall | SFT success | "
+             "RL success | RL / SFT | wrong instruction |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         sft, rl, wrong = r["sft"]["named"], r["named"], r["wrong_instruction"]
         ratio = rl["success_rate"] / sft["success_rate"] if sft["success_rate"] else float("nan")
-        lines.append(f"| {r['method']} | {r['critic']} | `{Path(r['sft_run']).name}` | {r['seed']} | "
+        overrides = " ".join(r.get("agent") or []) or "-"
+        lines.append(f"| {r['method']} | {r['critic']} | {overrides} | `{Path(r['sft_run']).name}` | {r['seed']} | "
                      f"{r['env_steps']:,} | {r['train_wall_s'] / 60:.1f} min | "
                      f"{pct(sft['success_rate'], sft['success_ci95'])} | {pct(rl['success_rate'], rl['success_ci95'])}"
                      f" | {ratio:.2f}x | {pct(wrong['success_rate'], wrong['success_ci95'])} |")

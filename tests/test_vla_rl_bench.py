@@ -29,7 +29,7 @@ def test_the_table_puts_rl_beside_its_sft_policy_as_a_ratio(tmp_path: Path) -> N
     meta = {"command": "python benchmarks/vla_rl.py --policy x", "commit": "abcdef0123", "date": "2026-12-03T22:00"}
     text = bench.table([row(0, 0.84), row(1, 0.7)], [meta])
     lines = [x for x in text.splitlines() if x.startswith("| dsrl")]
-    assert lines[0] == ("| dsrl | ensemble_ln | `so101_reach_lang-dart` | 0 | 100,000 | 30.0 min | 56% [46-65] | "
+    assert lines[0] == ("| dsrl | ensemble_ln | - | `so101_reach_lang-dart` | 0 | 100,000 | 30.0 min | 56% [46-65] | "
                         "84% [74-92] | 1.50x | 0% [0-4] |")
     assert "| 1.25x |" in lines[1]
     assert "- `python benchmarks/vla_rl.py --policy x` (commit abcdef0, 2026-12-03)" in text
