@@ -146,9 +146,8 @@ def main() -> None:
         print(f"{name[-28:]:28s} {train:>24s} {rate(r['sim_k'], r['sim_n']):>24s} {rate(r['ros_k'], r['ros_n']):>24s} "
               f"{f'{ratio:.2f} [{lo:.2f}-{hi:.2f}]':>22s} {ratio_sim:9.2f} {timing:>20s} {load:>10s}")
     basis = "training-eval" if pooled["train_n"] > 0 else "ONNX-in-sim"  # a run trained with eval_episodes=0
-    ratio = ratio_interval(pooled["ros_k"], pooled["ros_n"], *((pooled["train_k"], pooled["train_n"])
-                                                              if pooled["train_n"] > 0 else
-                                                              (pooled["sim_k"], pooled["sim_n"])))
+    ref = "train" if pooled["train_n"] > 0 else "sim"
+    ratio = ratio_interval(pooled["ros_k"], pooled["ros_n"], pooled[f"{ref}_k"], pooled[f"{ref}_n"])
     verdict = "meets" if ratio[0] >= TARGET_RATIO else "MISSES"
     print(f"pooled ROS/{basis} ratio {ratio[0]:.2f} [95% CI {ratio[1]:.2f}-{ratio[2]:.2f}]: {verdict} the "
           f"target >= {TARGET_RATIO:g}")

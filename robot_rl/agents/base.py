@@ -137,13 +137,11 @@ class BasePolicy:
     """A trained run's policy that another agent builds on (:attr:`Agent.base_policy_key`).
 
     Attributes:
-        run_dir: where it was trained (for error messages).
         policy: its deployable policy module (:meth:`Agent.policy`), frozen by the agent that uses it.
         execution: how its chunks are played (:meth:`Agent.policy_chunking`).
         policy_inputs: its :attr:`Agent.policy_inputs`.
     """
 
-    run_dir: str
     policy: nn.Module
     execution: ChunkExecution
     policy_inputs: str

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.deploy.actions import to_raw
 from robot_rl.deploy.artifact import META_FILE, ArtifactError, load_meta
 from robot_rl.deploy.chunking import ChunkExecutor
 from robot_rl.deploy.runtime import PolicyRuntime, chunk_executor
@@ -65,17 +66,14 @@ class VLAArtifactPlayer(EnvPlayer):
     """A VLA artifact (:class:`~robot_rl.deploy.vla_runtime.VLARuntime`, ONNX Runtime) played in its language task
     as the policy node plays it: per query, env ``i``'s rendered cameras (uint8 ``[3, H, W]``), its instruction and
     joint positions go through ``VLARuntime.infer`` (one robot per call, zero noise), the joint targets ``[H, A]``
-    map back to env actions ``(target - offset) / scale`` and the deploy
+    map back to env actions (:func:`robot_rl.deploy.actions.to_raw`, as the policy node's action spec) and the deploy
     :class:`~robot_rl.deploy.chunking.ChunkExecutor` plays them with policy.yaml's ``chunk_execution`` (or open
     loop every ``execute_len`` steps). ``instruction_shift`` != 0 tells it another target's instruction while the
     env scores the named one (``--wrong-instruction``)."""
 
     def __init__(self, runtime: Any, execute_len: int | None = None, instruction_shift: int = 0) -> None:
         self.runtime, self.execute_len, self.shift = runtime, execute_len, instruction_shift
-        meta = runtime.meta
-        self.H, self.A = meta.chunk_length, meta.action_dim
-        self.offset = np.asarray(meta.action.offset, dtype=np.float64)
-        self.scale = np.asarray(meta.action.scale, dtype=np.float64)
+        self.H, self.A = runtime.meta.chunk_length, runtime.meta.action_dim
         self.executor: ChunkExecutor | None = None
 
     def act(self, env: Any, obs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -89,7 +87,7 @@ class VLAArtifactPlayer(EnvPlayer):
             images = {c: v.cpu().numpy() for c, v in env.camera_images(rows).items()}
             for k, i in enumerate(rows):
                 targets = self.runtime.infer({c: v[k] for c, v in images.items()}, texts[i], state[i])
-                chunks[k] = (targets - self.offset) / self.scale
+                chunks[k] = to_raw(self.runtime.meta.action, targets)
         action = self.executor.step(chunks.astype(np.float32)).astype(np.float32)
         return torch.from_numpy(action).to(env.device)
 

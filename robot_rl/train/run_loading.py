@@ -34,6 +34,6 @@ def load_base_policy(run_dir: str | Path | None) -> BasePolicy | None:
     runner = open_run(run_dir)
     try:
         _, execution = runner.agent.policy_chunking()
-        return BasePolicy(str(run_dir), runner.agent.policy(), execution, runner.agent.policy_inputs)
+        return BasePolicy(runner.agent.policy(), execution, runner.agent.policy_inputs)
     finally:
         runner.env.close()
