@@ -94,3 +94,20 @@ def test_export_command_writes_the_same_artifact_kind(run: Path, tmp_path: Path)
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert load_meta(out).inputs == "vla" and load_meta(out).vla == load_meta(run / "policy").vla
+
+
+def test_the_run_still_exports_after_its_dataset_moves(run: Path, tmp_path: Path) -> None:
+    """The run kept its dataset's description (features, task strings): export needs no frames."""
+    kept = run / "dataset_meta" / "meta"
+    assert (kept / "info.json").is_file() and (kept / "tasks.parquet").is_file()
+    dataset = run.parent / "demos"
+    moved = dataset.rename(run.parent / "demos_moved")
+    try:
+        out = tmp_path / "policy"
+        done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "export", str(run), "--out", str(out)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "is gone; opening the run with the description it kept" in done.stderr
+        assert load_meta(out).vla == load_meta(run / "policy").vla
+    finally:
+        moved.rename(dataset)

@@ -167,6 +167,12 @@ class Agent(abc.ABC):
     ``"policy"``, the SFT run it steers). The runner opens that run and hands its :class:`BasePolicy` to the
     constructor as ``base_policy`` (agents do not open runs themselves: that is the train package's job)."""
 
+    dataset_key: str | None = None
+    """The config field naming a LeRobot dataset the agent is built from (``agent=vla``: ``"dataset"``; its features
+    and task strings fix the model's shapes and tokenizer). A new run keeps a copy of that description
+    (``<run>/dataset_meta``), so evaluation and export of the run still open it after the dataset moves
+    (:func:`robot_rl.train.run_loading.open_run`)."""
+
     def __init__(self, cfg: Any, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu") -> None:
         """``critic_cfg`` is only handed to :func:`robot_rl.critics.make_critic` by the agent that builds its critic
         and not kept: what an agent needs of its critic it asks the critic object (``robot_rl/critics/base.py``)."""

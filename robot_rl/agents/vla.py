@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -193,32 +194,35 @@ class VLAAgent(Agent):
     cfg: VLAAgentConfig
     policy_inputs = "vla"
     offline = True
+    dataset_key = "dataset"
 
     def __init__(self, cfg: VLAAgentConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
         super().__init__(cfg, critic_cfg, env, device)
-        from robot_rl.data.lerobot import LeRobotDataset
+        from robot_rl.data.lerobot import meta
         from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig
 
         if not cfg.dataset:
             raise InputError("agent=vla needs a dataset", key="agent.dataset",
                              fix="agent.dataset=<dir> recorded with cameras, e.g. robot-rl record --task "
                                  "so101_reach_lang --override 'cameras=[\"front\",\"wrist\"]' --out <dir>")
-        ds = LeRobotDataset(cfg.dataset)
+        root = Path(cfg.dataset)  # its description only: the frames are read at the first update
+        info = meta.load_info(root)
+        features, tasks = info.features, meta.load_tasks(root) if info.total_tasks else []
         for cam in cfg.cameras:
-            if IMAGES_PREFIX + cam not in ds.features:
-                have = [k[len(IMAGES_PREFIX):] for k in ds.features if k.startswith(IMAGES_PREFIX)]
-                raise InputError("the dataset has no camera the policy needs", file=ds.root, key="agent.cameras",
+            if IMAGES_PREFIX + cam not in features:
+                have = [k[len(IMAGES_PREFIX):] for k in features if k.startswith(IMAGES_PREFIX)]
+                raise InputError("the dataset has no camera the policy needs", file=root, key="agent.cameras",
                                  value=cam, fix=f"agent.cameras=[...] among the dataset's cameras {have}")
-        if cfg.state_key not in ds.features or "action.policy" not in ds.features:
-            raise InputError("the dataset lacks a feature agent=vla trains on", file=ds.root, key="agent.state_key",
+        if cfg.state_key not in features or "action.policy" not in features:
+            raise InputError("the dataset lacks a feature agent=vla trains on", file=root, key="agent.state_key",
                              value=cfg.state_key, fix="record it with `robot-rl record` (observation.state and "
                                                       "action.policy)")
         if cfg.supervised_keypoints():
-            target = ds.features.get(cfg.target_key)
+            target = features.get(cfg.target_key)
             if cfg.target_keypoint and (target is None or tuple(target.shape) != (3,)):
                 raise InputError("agent.target_keypoint needs a per-frame world position [3] in the dataset",
-                                 file=ds.root, key="agent.target_key", value=cfg.target_key,
-                                 fix=f"agent.target_key=<a [3] feature among {sorted(ds.features)}>, or "
+                                 file=root, key="agent.target_key", value=cfg.target_key,
+                                 fix=f"agent.target_key=<a [3] feature among {sorted(features)}>, or "
                                      "agent.target_keypoint=0")
             if not set(cfg.cameras) & set(env.world_cameras) or env.image_position is None:
                 raise InputError("agent.target_keypoint / gripper_keypoint need a world-fixed camera to project "
@@ -231,12 +235,12 @@ class VLAAgent(Agent):
                                  fix="agent.gripper_keypoint=0")
         self.scene = env
         """The env's spec: its world cameras, image projection and forward kinematics (auxiliary keypoint targets)."""
-        action_dim = ds.features["action.policy"].shape[0]
+        action_dim = features["action.policy"].shape[0]
         if action_dim != env.action_dim:
             raise InputError(f"the dataset's actions have {action_dim} dims, the env's {env.action_dim}",
-                             file=ds.root, key="agent.dataset", fix="train on the task the dataset was recorded in")
-        height, width, _ = ds.features[IMAGES_PREFIX + cfg.cameras[0]].shape
-        self.instructions = tuple(dict.fromkeys([*ds.tasks, *env.instructions]))
+                             file=root, key="agent.dataset", fix="train on the task the dataset was recorded in")
+        height, width, _ = features[IMAGES_PREFIX + cfg.cameras[0]].shape
+        self.instructions = tuple(dict.fromkeys([*tasks, *env.instructions]))
         """Every instruction the policy accepts: the dataset's task strings, then the task's table."""
         self.tokenizer = InstructionTokenizer.train(self.instructions, cfg.vocab_size)
         sizes = {"chunk_len": cfg.chunk_len, "max_text_len": cfg.max_text_len, "cameras": tuple(cfg.cameras),
@@ -250,10 +254,10 @@ class VLAAgent(Agent):
         if cfg.image_keypoints or cfg.image_encoder == "efficientnet_lite0_film":
             sizes["image_keypoints"] = cfg.image_keypoints or max(FILM_KEYPOINTS, len(cfg.supervised_keypoints()))
         preset = VLAConfig.cpu if cfg.size == "cpu" else VLAConfig.gpu
-        self.model_config = preset(ds.features[cfg.state_key].shape[0], action_dim, self.tokenizer.vocab_size,
+        self.model_config = preset(features[cfg.state_key].shape[0], action_dim, self.tokenizer.vocab_size,
                                    **sizes)
         if height != width:
-            raise InputError("VLA images must be square", file=ds.root, key=IMAGES_PREFIX + cfg.cameras[0],
+            raise InputError("VLA images must be square", file=root, key=IMAGES_PREFIX + cfg.cameras[0],
                              value=[height, width], fix="record with a square task.env.image_size")
         self.model = VLA(self.model_config).to(self.device)
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=cfg.lr,

@@ -25,7 +25,8 @@ class ArtifactPolicy:
     """Batched ONNX policy as the env sees it: raw obs ``[N, D]`` -> raw action ``[N, A]``.
 
     The artifact outputs chunks of joint targets ``offset + scale * action`` ``[N, H*A]``; the env wants
-    ``action``, so targets are mapped back with ``(target - offset) / scale`` and played one per step by the
+    ``action``, so targets are mapped back with :func:`robot_rl.deploy.actions.to_raw` (``(target - offset) / scale``
+    clipped to the action spec's range, as the policy node maps them) and played one per step by the
     deploy :class:`~robot_rl.deploy.chunking.ChunkExecutor` with policy.yaml's ``chunk_execution`` (as the
     policy node plays them), or open loop every ``execute_len`` steps when given (1: re-planned every step);
     :func:`~robot_rl.train.evaluation.evaluate` calls :meth:`reset` on done envs
@@ -36,8 +37,6 @@ class ArtifactPolicy:
         self.runtime, self.execute_len = runtime, execute_len
         meta = runtime.meta
         self.H, self.A = meta.chunk_length, meta.action_dim
-        self.offset = np.asarray(meta.action.offset, dtype=np.float32)
-        self.scale = np.asarray(meta.action.scale, dtype=np.float32)
         self.executor: ChunkExecutor | None = None
         self.queries = 0
         """Chunks inferred so far (rows)."""
@@ -51,7 +50,7 @@ class ArtifactPolicy:
         if rows.any():
             x = obs.detach().cpu().numpy().astype(np.float32)[rows]
             targets = self.runtime.session.run(None, {"obs": x})[0].reshape(-1, self.H, self.A)
-            chunks = (targets - self.offset) / self.scale
+            chunks = to_raw(self.runtime.meta.action, targets).astype(np.float32)
             self.queries += len(x)
         action = self.executor.step(chunks).astype(np.float32)
         return torch.from_numpy(action).to(obs.device)

@@ -43,6 +43,7 @@ from robot_rl.checkpoint import (
 )
 from robot_rl.config.io import save_train_config, train_config_to_dict
 from robot_rl.config.schema import TrainConfig
+from robot_rl.data.lerobot.meta import copy_description
 from robot_rl.errors import InputError
 from robot_rl.train.evaluation import evaluate, playable
 from robot_rl.train.metrics_log import MetricLogger, scalars
@@ -131,6 +132,10 @@ class RunResult:
     artifact: Path | None
 
 
+DATASET_DESCRIPTION_DIR = "dataset_meta"
+"""Under a run: the description (features, task strings) of the dataset its agent is built from."""
+
+
 class Runner:
     """Own the loop for one run directory; resumes from its latest checkpoint when there is one."""
 
@@ -162,6 +167,14 @@ class Runner:
             self._resume_all_ranks(strict)
         elif distributed.is_main():
             save_train_config(cfg, self.run_dir / "config.yaml")
+            self._keep_dataset_description(cfg)
+
+    def _keep_dataset_description(self, cfg: TrainConfig) -> None:
+        """Copy the description of the dataset the agent is built from (:attr:`robot_rl.agents.Agent.dataset_key`)
+        into the run (:data:`DATASET_DESCRIPTION_DIR`): the run opens without the dataset (``run_loading.open_run``)."""
+        key = type(self.agent).dataset_key
+        if key and getattr(cfg.agent, key):
+            copy_description(Path(getattr(cfg.agent, key)), self.run_dir / DATASET_DESCRIPTION_DIR)
 
     @staticmethod
     def _base_policy(cfg: TrainConfig) -> BasePolicy | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -192,6 +193,19 @@ class DatasetInfo:
             splits=dict(raw.get("splits") or {}),
             extra={k: v for k, v in raw.items() if k not in known},
         )
+
+
+DESCRIBING_FILES = (INFO_PATH, TASKS_PATH)
+"""What describes a dataset's frames without holding them: features (info.json) and task strings."""
+
+
+def copy_description(root: Path, dest: Path) -> None:
+    """Copy ``root``'s :data:`DESCRIBING_FILES` (a few KB) under ``dest``, for :func:`load_info` and :func:`load_tasks`
+    to read there once ``root`` has moved (a trained run keeps them: ``robot_rl.train.run_loading``)."""
+    for name in DESCRIBING_FILES:
+        if (root / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(root / name, dest / name)
 
 
 def load_info(root: Path) -> DatasetInfo:
