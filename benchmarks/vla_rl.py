@@ -53,6 +53,29 @@ def evaluation(run: Path, args: argparse.Namespace, env: dict[str, str], log: Pa
     return {"wrong_instruction": summary.pop("wrong_instruction"), "named": summary}
 
 
+def sft_eval_key(run: Path, args: argparse.Namespace) -> dict:
+    """What an SFT evaluation depends on: the run, its newest checkpoint (name, size, mtime) and the eval settings."""
+    newest = max((run / "checkpoints").glob("step_*"), default=None)
+    stamp = [newest.name, *[[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in sorted(newest.iterdir())]] \
+        if newest else None
+    return {"run": str(run), "checkpoint": stamp, "episodes": args.episodes, "eval_envs": args.eval_envs,
+            "eval_seed": args.eval_seed}
+
+
+def sft_evaluation(args: argparse.Namespace, env: dict[str, str], evaluate=evaluation) -> dict:
+    """The SFT run's :func:`evaluation`, reused from ``<runs>/sft_eval.json`` when it was made of the same
+    :func:`sft_eval_key` (a 100-episode evaluation costs ~4 min); ``--fresh-sft-eval`` re-runs it."""
+    cache, key = args.runs / "sft_eval.json", sft_eval_key(args.policy, args)
+    if cache.is_file() and not args.fresh_sft_eval:
+        kept = json.loads(cache.read_text())
+        if kept.get("key") == key:
+            print(f"SFT evaluation reused from {cache} (--fresh-sft-eval re-runs it)", flush=True)
+            return kept["evaluation"]
+    result = evaluate(args.policy, args, env, args.runs / "sft_eval.log")
+    cache.write_text(json.dumps({"key": key, "evaluation": result}, indent=1))
+    return result
+
+
 def curve(run: Path) -> list[dict]:
     """``[{"step", "wall_s", "success"}]`` of a run's log rows (success while collecting, with exploration)."""
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -140,6 +163,9 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=100, help="evaluation episodes")
     p.add_argument("--eval-envs", type=int, default=25)
     p.add_argument("--eval-seed", type=int, default=1000)
+    p.add_argument("--fresh-sft-eval", action="store_true",
+                   help="evaluate the SFT run again even if <runs>/sft_eval.json holds an evaluation of the same "
+                        "checkpoint and settings")
     p.add_argument("--tag", default="", help="suffix of the run and rows file names, to keep variants")
     p.add_argument("--runs", type=Path, default=Path("outputs/bench_vla_rl"))
     p.add_argument("--out", type=Path, default=RESULTS / "vla_rl")
@@ -155,7 +181,7 @@ def main() -> None:
     task, cameras = sft_facts(args.policy)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
            "EGL_PLATFORM": os.environ.get("EGL_PLATFORM", "surfaceless")}
-    sft = evaluation(args.policy, args, env, args.runs / "sft_eval.log")
+    sft = sft_evaluation(args, env)
     print(f"SFT {args.policy.name}: {pct(sft['named']['success_rate'], sft['named']['success_ci95'])}", flush=True)
     rows = []
     for seed in args.seeds:

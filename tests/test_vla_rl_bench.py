@@ -55,3 +55,31 @@ def test_each_method_trains_its_agent_with_the_critic_asked_for() -> None:
     assert bench.agent_args("best_of_n", "ensemble") == ["agent=vla_rl", "agent.method=best_of_n", "critic=ensemble"]
     assert bench.agent_args("flow_ppo", None) == ["agent=vla_ppo"]
     assert set(bench.METHODS) == {"dsrl", "best_of_n", "flow_ppo"}
+
+
+def test_the_sft_evaluation_is_reused_only_for_the_same_checkpoint_and_settings(tmp_path: Path) -> None:
+    import argparse
+
+    run = tmp_path / "sft"
+    (run / "checkpoints" / "step_000000000010").mkdir(parents=True)
+    (run / "checkpoints" / "step_000000000010" / "model.safetensors").write_bytes(b"x")
+    args = argparse.Namespace(policy=run, runs=tmp_path / "runs", episodes=100, eval_envs=25, eval_seed=1000,
+                              fresh_sft_eval=False)
+    args.runs.mkdir()
+    calls = []
+
+    def evaluate(policy, a, env, log):
+        calls.append(policy)
+        return {"named": summary(0.5 + 0.1 * len(calls), [0.4, 0.7]), "wrong_instruction": summary(0.0, [0.0, 0.1])}
+
+    first = bench.sft_evaluation(args, {}, evaluate)
+    assert bench.sft_evaluation(args, {}, evaluate) == first and len(calls) == 1  # reused
+    args.episodes = 50
+    assert bench.sft_evaluation(args, {}, evaluate)["named"]["success_rate"] == pytest.approx(0.7)  # new settings
+    (run / "checkpoints" / "step_000000000020").mkdir()
+    (run / "checkpoints" / "step_000000000020" / "model.safetensors").write_bytes(b"y")
+    bench.sft_evaluation(args, {}, evaluate)
+    assert len(calls) == 3  # a newer checkpoint
+    args.fresh_sft_eval = True
+    bench.sft_evaluation(args, {}, evaluate)
+    assert len(calls) == 4
