@@ -157,11 +157,16 @@ def rsl_train_cfg(cfg: Any) -> dict:
     }
 
 
+def task_env(cfg: Any, num_envs: int, seed: int) -> sim.VecEnv:
+    """``num_envs`` envs of the config's task with its ``task.env`` overrides (as ``robot-rl train`` builds them)."""
+    return sim.make_env(cfg.task.name, num_envs=num_envs, seed=seed, **dict(cfg.task.env))
+
+
 def run_ours(cfg: Any, seed: int, window: int | None = None,
              stop_at: float | None = None) -> tuple[Recorder, Any, float]:
     """Train our agent (``cfg.agent``); returns the recorder (success ``window``, ``stop_at``: :class:`Recorder`),
     the deterministic policy and the training wall seconds."""
-    rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed), window, stop_at)
+    rec = Recorder(task_env(cfg, cfg.task.num_envs, seed), window, stop_at)
     runner = Runner(cfg, Path(os.environ.get("TMPDIR", "/tmp")) / f"ppo_bench_{os.getpid()}_{seed}",
                             env_factory=lambda n, s: rec)
     start = time.monotonic()
@@ -178,7 +183,7 @@ def run_rsl(cfg: Any, seed: int, window: int | None = None,
     from rsl_rl.runners import OnPolicyRunner as RslRunner
 
     torch.manual_seed(seed)
-    rec = Recorder(sim.make_env(cfg.task.name, num_envs=cfg.task.num_envs, seed=seed), window, stop_at)
+    rec = Recorder(task_env(cfg, cfg.task.num_envs, seed), window, stop_at)
     env = make_rsl_env(rec)
     runner = RslRunner(env, rsl_train_cfg(cfg), log_dir=None, device="cpu")
     iterations = -(-cfg.task.total_steps // (cfg.task.num_envs * cfg.agent.num_steps_per_env))
@@ -206,7 +211,7 @@ def update_times(cfg: Any, batch: int, repeats: int = 5) -> tuple[float, float]:
 
     n = max(1, batch // 8)
     ours_t, rsl_t = [], []
-    env = sim.make_env(cfg.task.name, num_envs=n, seed=0)
+    env = task_env(cfg, n, 0)
     acfg = dataclasses.replace(cfg.agent, num_steps_per_env=8)
     agent = make_agent(acfg, cfg.critic, EnvSpec.from_env(env))
     rcfg = rsl_train_cfg(cfg)
@@ -270,7 +275,7 @@ def run_side(name: str, over: list[str], seed: int, eval_episodes: int, threshol
     load0, cpu0 = os.getloadavg()[0], time.process_time()
     rec, policy, wall = (run_ours if name == "robot_rl" else run_rsl)(cfg, seed, window, threshold if stop else None)
     cpu = time.process_time() - cpu0
-    eval_env = sim.make_env(cfg.task.name, num_envs=min(eval_episodes, 64), seed=seed + 10_000)
+    eval_env = task_env(cfg, min(eval_episodes, 64), seed + 10_000)
     with torch.no_grad():
         summary = evaluate(policy, eval_env, eval_episodes, seed=seed + 10_000).summary()
     print(f"seed {seed} {name}: done in {wall:.0f} s wall, {cpu:.0f} s CPU, load average "

@@ -148,3 +148,11 @@ def test_rows_and_page_layout(tmp_path) -> None:
     assert "| 3 | fast | not reached | - | - | 1,500,000 | 120 s | 1.5 | 90% |" in text
     assert "| fast | 50.0 s | 4/5 | 47.0 s | 700,000 | n/a (a median not reached) |" in text
     assert "| rsl_rl | not reached | 2/5 | not reached | not reached | reference |" in text
+
+
+def test_the_benchmarked_env_takes_the_configs_task_overrides() -> None:
+    """A recipe's ``task.env`` values reach the env the arms train in, as in ``robot-rl train``."""
+    plain = ppo.task_env(compose(["task=so101_reach"]), 2, 0)
+    short = ppo.task_env(compose(["task=so101_reach", "+task.env.episode_s=1.0"]), 2, 0)
+    assert short.max_episode_steps < plain.max_episode_steps
+    assert short.max_episode_steps == round(1.0 / short.dt)
