@@ -127,7 +127,8 @@ def test_the_recipe_is_a_config_and_its_changes_are_listed() -> None:
     assert tts.config_changes(default, compose([*base, "agent=sac"]))[0] == "agent: PPOConfig -> SACConfig"
     fast = compose([*base, *tts.arm_overrides("reach_fast")["fast"][1]])
     changes = tts.config_changes(default, fast)
-    assert changes and all(c.startswith(("task.", "agent.")) for c in changes)
+    assert changes and all(c.startswith(("task.", "agent.", "critic.")) for c in changes)
+    assert "critic.hidden_dims [128, 128] -> [64, 64]" in changes  # a group's value the recipe sets is listed too
 
 
 def test_rows_and_page_layout(tmp_path) -> None:
