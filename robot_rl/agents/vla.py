@@ -206,8 +206,8 @@ class VLAAgent(Agent):
                              fix="agent.dataset=<dir> recorded with cameras, e.g. robot-rl record --task "
                                  "so101_reach_lang --override 'cameras=[\"front\",\"wrist\"]' --out <dir>")
         root = Path(cfg.dataset)  # its description only: the frames are read at the first update
-        info = meta.load_info(root)
-        features, tasks = info.features, meta.load_tasks(root) if info.total_tasks else []
+        info, tasks = meta.load_description(root)
+        features = info.features
         for cam in cfg.cameras:
             if IMAGES_PREFIX + cam not in features:
                 have = [k[len(IMAGES_PREFIX):] for k in features if k.startswith(IMAGES_PREFIX)]

@@ -195,6 +195,12 @@ class DatasetInfo:
         )
 
 
+def load_description(root: Path) -> tuple[DatasetInfo, list[str]]:
+    """``(info, task strings)`` of the dataset at ``root``: what describes its frames, without reading them."""
+    info = load_info(root)
+    return info, load_tasks(root) if info.total_tasks else []
+
+
 DESCRIBING_FILES = (INFO_PATH, TASKS_PATH)
 """What describes a dataset's frames without holding them: features (info.json) and task strings."""
 

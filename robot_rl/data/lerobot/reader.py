@@ -41,8 +41,7 @@ class LeRobotDataset:
         """Load and check the dataset at ``root``."""
         self.root = Path(root)
         self.tolerance_s = tolerance_s
-        self.info: meta.DatasetInfo = meta.load_info(self.root)
-        self.tasks: list[str] = meta.load_tasks(self.root) if self.info.total_tasks else []
+        self.info, self.tasks = meta.load_description(self.root)
         self.episodes: list[dict[str, Any]] = meta.load_episodes(self.root) if self.info.total_episodes else []
         stats = meta.load_stats(self.root)
         self._table = self._load_data()
