@@ -7,7 +7,8 @@ import torch
 from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
-from robot_rl.agents.ppo import PPOConfig, adapt_learning_rate, gaussian_kl
+from robot_rl.agents.base import clip_grad_norm_
+from robot_rl.agents.ppo import PPOConfig, _minibatches, adapt_learning_rate, gaussian_kl
 from robot_rl.critics.mlp import MLPCriticConfig
 from robot_rl.models.actor import GaussianActor, gaussian_entropy, gaussian_log_prob
 
@@ -167,3 +168,39 @@ def test_state_dict_round_trip_reproduces_actions_and_optimizer():
     assert clone.updates == 1 and clone.learning_rate == agent.learning_rate
     exp_avg = clone.optimizer.state_dict()["state"][0]["exp_avg"]
     torch.testing.assert_close(exp_avg, agent.optimizer.state_dict()["state"][0]["exp_avg"])
+
+
+def test_clip_grad_norm_matches_hand_values_and_torch():
+    a, b, frozen = (torch.nn.Parameter(torch.zeros(n)) for n in (2, 1, 3))
+    a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([12.0])  # joint norm 13
+    norm = clip_grad_norm_([a, b, frozen], 6.5)  # frozen: no gradient, skipped
+    assert float(norm) == pytest.approx(13.0)
+    assert torch.allclose(a.grad, torch.tensor([1.5, 2.0]), atol=1e-5) and float(b.grad) == pytest.approx(6.0, abs=1e-5)
+    clip_grad_norm_([a, b], 100.0)  # under the limit: unchanged
+    assert torch.allclose(a.grad, torch.tensor([1.5, 2.0]), atol=1e-5)
+    torch.manual_seed(0)
+    ours, theirs = torch.nn.Linear(5, 4), torch.nn.Linear(5, 4)
+    theirs.load_state_dict(ours.state_dict())
+    ours(torch.randn(8, 5)).pow(2).sum().backward()
+    for p, q in zip(ours.parameters(), theirs.parameters(), strict=True):
+        q.grad = p.grad.clone()
+    assert torch.equal(clip_grad_norm_(list(ours.parameters()), 0.1),
+                       torch.nn.utils.clip_grad_norm_(theirs.parameters(), 0.1))
+    for p, q in zip(ours.parameters(), theirs.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad)  # the same arithmetic: bit for bit
+
+
+def test_minibatches_hold_each_sample_once_with_its_fields_together():
+    B = 12
+    rows = torch.arange(B, dtype=torch.float32)
+    batch = {"obs": rows[:, None] * torch.ones(B, 3), "advantages": rows.clone(), "returns": rows[:, None] + 0.5,
+             "odd": rows.long() % 2 == 1}  # a bool field, gathered on its own
+    seen = []
+    for mb in _minibatches(batch, 4, torch.device("cpu")):
+        assert mb["obs"].shape == (3, 3) and mb["advantages"].shape == (3,) and mb["returns"].shape == (3, 1)
+        assert torch.equal(mb["obs"][:, 0], mb["advantages"]) and torch.equal(mb["returns"][:, 0], mb["advantages"] + 0.5)
+        assert torch.equal(mb["odd"], mb["advantages"].long() % 2 == 1) and list(mb) == list(batch)
+        seen += mb["advantages"].tolist()
+    assert sorted(seen) == rows.tolist()
+    with pytest.raises(ValueError, match="num_mini_batches=13"):
+        next(_minibatches(batch, 13, torch.device("cpu")))
