@@ -1,6 +1,8 @@
 """PPO: math helpers against hand-computed values, time-out bootstrapping, and a real learning check."""
 
 import math
+import os
+import shutil
 
 import pytest
 import torch
@@ -204,3 +206,36 @@ def test_minibatches_hold_each_sample_once_with_its_fields_together():
     assert sorted(seen) == rows.tolist()
     with pytest.raises(ValueError, match="num_mini_batches=13"):
         next(_minibatches(batch, 13, torch.device("cpu")))
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get("CXX") or "g++") is None,
+                    reason="agent.compile_update needs a C++ compiler (g++) for torch.compile on CPU; none on PATH")
+def test_compiled_update_matches_the_uncompiled_one():
+    env = ToyReach(num_envs=8)
+    eager, fast = _agent(env, num_steps_per_env=4), _agent(env, num_steps_per_env=4, compile_update=True)
+    fast.load_state_dict(eager.state_dict())
+    obs = env.reset(seed=0)
+    for _ in range(4):
+        torch.manual_seed(1)
+        action = eager.act(obs)
+        torch.manual_seed(1)
+        assert torch.equal(fast.act(obs), action)
+        step = env.step(action)
+        eager.observe(obs, action, step)
+        fast.observe(obs, action, step)
+        obs = step.obs
+    torch.manual_seed(2)
+    metrics = eager.update()
+    torch.manual_seed(2)
+    fast_metrics = fast.update()
+    for key in ("loss/surrogate", "loss/value", "train/kl"):
+        assert fast_metrics[key] == pytest.approx(metrics[key], rel=1e-4, abs=1e-6), key
+    for p, q in zip(eager.actor.parameters(), fast.actor.parameters(), strict=True):
+        assert torch.allclose(p, q, rtol=1e-4, atol=1e-6)
+
+
+def test_compile_update_without_a_cxx_compiler_warns_and_runs_uncompiled(monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    with pytest.warns(UserWarning, match=r"agent.compile_update=true: .*'no-such-compiler-xyz' is not on PATH.*Fix"):
+        agent = _agent(ToyReach(num_envs=4), compile_update=True)
+    assert agent._loss_fn == agent._losses
