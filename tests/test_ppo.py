@@ -200,7 +200,8 @@ def test_minibatches_hold_each_sample_once_with_its_fields_together():
     seen = []
     for mb in _minibatches(batch, 4, torch.device("cpu")):
         assert mb["obs"].shape == (3, 3) and mb["advantages"].shape == (3,) and mb["returns"].shape == (3, 1)
-        assert torch.equal(mb["obs"][:, 0], mb["advantages"]) and torch.equal(mb["returns"][:, 0], mb["advantages"] + 0.5)
+        assert torch.equal(mb["obs"][:, 0], mb["advantages"])
+        assert torch.equal(mb["returns"][:, 0], mb["advantages"] + 0.5)
         assert torch.equal(mb["odd"], mb["advantages"].long() % 2 == 1) and list(mb) == list(batch)
         seen += mb["advantages"].tolist()
     assert sorted(seen) == rows.tolist()

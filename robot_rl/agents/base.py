@@ -145,7 +145,7 @@ def compiled(fn: Callable[..., Any], option: str) -> Callable[..., Any]:
                       f"uncompiled (slower, same results). Fix: install one (Debian: apt install g++) or set "
                       f"{option}=false", stacklevel=2)
         return fn
-    import torch._functorch.config  # noqa: PLC0415 - the AOTAutograd cache switch, only where compiling
+    import torch._functorch.config  # the AOTAutograd cache switch, loaded only where compiling
 
     torch._functorch.config.enable_autograd_cache = False
     return torch.compile(fn, dynamic=False)

@@ -250,8 +250,8 @@ class PPO(Agent):
         cfg = self.cfg
         loss, metrics = self._loss_fn(mb, old_std)
         if cfg.schedule == "adaptive":  # on the KL averaged over ranks, so every rank keeps the same rate
-            self.learning_rate = adapt_learning_rate(self.learning_rate, float(distributed.all_mean(metrics["train/kl"])),
-                                                     cfg.desired_kl)
+            kl = float(distributed.all_mean(metrics["train/kl"]))
+            self.learning_rate = adapt_learning_rate(self.learning_rate, kl, cfg.desired_kl)
             shared = cfg.critic_learning_rate is None
             for group in self.optimizer.param_groups if shared else self.optimizer.param_groups[:1]:
                 group["lr"] = self.learning_rate
@@ -262,7 +262,8 @@ class PPO(Agent):
         self.optimizer.step()
         return metrics
 
-    def _losses(self, mb: dict[str, torch.Tensor], old_std: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _losses(self, mb: dict[str, torch.Tensor],
+                old_std: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``(loss, metrics)`` of one mini-batch: the differentiable PPO loss (clipped surrogate, clipped value
         loss, entropy bonus, the critic's auxiliary loss where it has one) and its detached parts, with the KL
         to the rollout policy. Compiled by ``torch.compile`` under ``compile_update`` (forward and backward)."""
