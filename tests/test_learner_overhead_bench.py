@@ -60,12 +60,31 @@ def test_the_bound_counts_the_one_thread_passs_learner_work_when_given() -> None
     assert "training, update at 1 thread" in text and "9,000" in text and "learner 40.0 CPU us/step" in text
 
 
+def test_the_first_updates_one_time_cost_is_its_excess_over_the_median_update() -> None:
+    assert lo.one_time_update_s([2.5, 0.03, 0.028, 0.03, 0.029]) == pytest.approx(2.47)  # compiled: 2.47 s once
+    assert lo.one_time_update_s([0.02, 0.03, 0.03]) == 0.0 and lo.one_time_update_s([]) == 0.0
+
+
+def test_a_compiled_run_reports_its_steady_state_beside_the_all_in_ratio() -> None:
+    vec = {"steps": 10_000, "steps_per_s": 20_000.0, "cpu_per_step_us": 100.0}
+    # 1,000 steps in 0.1 s, of which 0.02 s were the first update's compilation: steady 1000 / 0.08 s
+    row = {**train_row(), "one_time_update_wall_s": 0.02, "steady_steps_per_s": 12_500.0}
+    s = lo.summarise(vec, row, cores=2)
+    assert s["training_over_vecenv"] == pytest.approx(0.5) and s["steady_over_vecenv"] == pytest.approx(0.625)
+    assert not s["steady_met"]
+    text = "\n".join(lo.report(vec, {**row, "one_time_update_wall_s": 0.6}, s, cores=2))
+    assert "without the first update's one-time 0.6 s (compilation): 12,500 env-steps/s = 0.62x (NOT met" in text
+    assert "one-time" not in "\n".join(lo.report(vec, row, s, cores=2))  # under 0.5 s: not worth a line
+
+
 def test_a_tiny_training_pass_times_its_parts(tmp_path) -> None:
     row = lo.training_pass(["task=so101_reach", "task.num_envs=4", "agent.num_steps_per_env=4",
                             "agent.num_mini_batches=2", "agent.num_learning_epochs=1"], 64, tmp_path / "run")
     assert row["steps"] == 64 and row["num_envs"] == 4
     assert row["sim_wall_s"] > 0 and row["update_wall_s"] > 0 and row["rest_wall_s"] >= 0
     assert row["sim_wall_s"] + row["update_wall_s"] + row["rest_wall_s"] == pytest.approx(row["wall_s"])
+    assert row["updates"] == 4 and row["first_update_wall_s"] > 0 and row["one_time_update_wall_s"] >= 0
+    assert row["steady_steps_per_s"] >= row["steps_per_s"]
     vec = lo.vecenv_pass("so101_reach", 4, seconds=0.05)
     assert vec["steps"] > 0 and vec["steps"] % 4 == 0 and vec["cpu_per_step_us"] > 0
 
