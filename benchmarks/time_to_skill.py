@@ -29,6 +29,9 @@ seed reaching 90%.
     python benchmarks/time_to_skill.py                      # seeds 0-4, the three arms, each stopped at 90%
     python benchmarks/time_to_skill.py --seeds 0,1,2,3,4,5,6 --recipe reach_fast
     python benchmarks/time_to_skill.py --page-only          # rewrite the markdown page from the rows file
+    python benchmarks/time_to_skill.py --arms fast --out docs/results/agents/time_to_skill_fast_rsl_settings.json \
+        --page docs/results/time_to_skill_fast_rsl_settings.md agent.critic_learning_rate=null \
+        agent.normalize_rewards=false                       # one arm, without the two options rsl_rl lacks
 
 Rows (per seed and arm) go to ``--out`` (default ``docs/results/agents/time_to_skill.json``) with the
 settings, the summary, the command, commit, load and machine; the page ``docs/results/time_to_skill.md`` is
@@ -49,7 +52,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _results import RESULTS, write_rows
+from _results import REPO, RESULTS, write_rows
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 from ppo_vs_rsl_rl import describe, result_rows, run_overrides, run_side, seed_list
@@ -66,6 +69,15 @@ PAGE = RESULTS / "time_to_skill.md"
 def arm_overrides(recipe: str) -> dict[str, tuple[str, list[str]]]:
     """Per arm: the trainer (``run_side``'s ``robot_rl`` or ``rsl_rl``) and the overrides beyond the shared ones."""
     return {"fast": ("robot_rl", [f"recipe={recipe}"]), "default": ("robot_rl", []), "rsl_rl": ("rsl_rl", [])}
+
+
+def arm_list(text: str) -> list[str]:
+    """The ``--arms`` argument: comma-separated arms among :data:`ARMS`."""
+    arms = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated arms among {', '.join(ARMS)}")
+    return arms
 
 
 def run_order(seed: int) -> list[str]:
@@ -124,7 +136,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                      "reached": len(reached), "all_reached": len(reached) == len(mine)}
     ref = arms.get("rsl_rl", {}).get("median_wall_s")
     ratios = {f"{arm}/rsl_rl": (s["median_wall_s"] / ref if ref and s["median_wall_s"] is not None else None)
-              for arm, s in arms.items() if arm != "rsl_rl"}
+              for arm, s in arms.items() if arm != "rsl_rl" and "rsl_rl" in arms}  # no ratios without rsl_rl
     return {"arms": arms, "median_wall_ratios": ratios}
 
 
@@ -165,12 +177,12 @@ def report(summary: dict[str, Any], target_s: float) -> list[str]:
     return lines
 
 
-def page(data: dict[str, Any]) -> str:
-    """The ``docs/results/time_to_skill.md`` page of one rows file (``write_rows``' layout)."""
+def page(data: dict[str, Any], rows_file: str = "docs/results/agents/time_to_skill.json") -> str:
+    """The ``docs/results/time_to_skill.md`` page of one rows file (``write_rows``' layout) at ``rows_file``."""
     meta, settings, summary = data["meta"], data["settings"], data["summary"]
     to = f"to {settings['threshold']:.0%}"
     lines = [f"# Time to skill: so101_reach {to} success", "",
-             "Written by `benchmarks/time_to_skill.py` (raw rows in `docs/results/agents/time_to_skill.json`). Arms: "
+             f"Written by `benchmarks/time_to_skill.py` (raw rows in `{rows_file}`). Arms: "
              "*fast* `robot-rl train recipe=" + settings["recipe"] + "`, *default* `robot-rl train task=so101_reach` "
              "(agent=ppo defaults), *rsl_rl* rsl_rl's PPO with the default's hyperparameters; one run at a time. "
              f"Definition, the same for every arm: {settings['definition']}; not reached = not within the arm's "
@@ -205,6 +217,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=seed_list, default="0,1,2,3,4", help="comma-separated seeds (default 0,1,2,3,4)")
     p.add_argument("--recipe", default="reach_fast", help="the fast arm's configs/recipe/<name>.yaml")
+    p.add_argument("--arms", type=arm_list, default=list(ARMS),
+                   help="comma-separated arms to train (default all: fast,default,rsl_rl); the ratios need rsl_rl")
     p.add_argument("--threshold", type=float, default=0.9, help="training success threshold (default 0.9)")
     p.add_argument("--window", type=int, default=128,
                    help="finished episodes of the training success (default 128, ppo_vs_rsl_rl's at 128 envs)")
@@ -230,7 +244,7 @@ def main() -> int:
             p.error(f"--recipe {args.recipe} / overrides {args.overrides}: {str(exc).splitlines()[0]}")
         settings = {"recipe": args.recipe, "definition": definition(args.threshold, args.window),
                     "threshold": args.threshold, "window": args.window, "target_s": args.target,
-                    "stop_at_threshold": not args.full_budget,
+                    "stop_at_threshold": not args.full_budget, "arms": args.arms,
                     "overrides": args.overrides,
                     "default": describe(cfgs["default"]).replace("\n", "; "),
                     "fast_changes": config_changes(cfgs["default"], cfgs["fast"]),
@@ -240,7 +254,7 @@ def main() -> int:
               f"{os.cpu_count()} CPUs, {args.threads} torch thread(s)", flush=True)
         results: dict[int, dict[str, dict[str, Any]]] = {seed: {} for seed in seeds}
         for seed in seeds:
-            for arm in run_order(seed):
+            for arm in (a for a in run_order(seed) if a in args.arms):
                 side, extra = arms[arm]
                 r = run_side(side, [*over, *extra], seed, args.eval_episodes, args.threshold, args.threads,
                              args.window, stop=not args.full_budget)
@@ -253,7 +267,9 @@ def main() -> int:
         write_rows(args.out, rows, settings=settings, summary=summary)
     if not args.out.is_file():
         p.error(f"--out {args.out}: no rows file to write the page from (run the benchmark first)")
-    args.page.write_text(page(json.loads(args.out.read_text())))
+    out = args.out.resolve()
+    rows_file = out.relative_to(REPO) if out.is_relative_to(REPO) else out
+    args.page.write_text(page(json.loads(args.out.read_text()), str(rows_file)))
     print(f"page written to {args.page}")
     return 0
 

@@ -113,6 +113,16 @@ def test_seeds_argument() -> None:
         tts.seed_list("0;1")
 
 
+def test_arms_argument_and_a_run_without_rsl_rl_has_no_ratios() -> None:
+    assert tts.arm_list("fast") == ["fast"] and tts.arm_list("rsl_rl, fast") == ["rsl_rl", "fast"]
+    with pytest.raises(argparse.ArgumentTypeError, match="among fast, default, rsl_rl"):
+        tts.arm_list("fast,sac")
+    rows = [r for r in tts.rows_of(results()) if r["arm"] == "fast"]
+    summary = tts.summarise(rows)
+    assert list(summary["arms"]) == ["fast"] and summary["median_wall_ratios"] == {}
+    assert not any("rsl_rl" in line for line in tts.report(summary, 60.0))
+
+
 def test_each_seed_rotates_the_arm_order() -> None:
     assert [tts.run_order(s) for s in range(4)] == [["fast", "default", "rsl_rl"], ["default", "rsl_rl", "fast"],
                                                     ["rsl_rl", "fast", "default"], ["fast", "default", "rsl_rl"]]
@@ -141,6 +151,8 @@ def test_rows_and_page_layout(tmp_path) -> None:
     path = tts.write_rows(tmp_path / "tts.json", rows, argv=["benchmarks/time_to_skill.py"], settings=settings,
                           summary=tts.summarise(rows))
     text = tts.page(json.loads(path.read_text()))
+    assert "(raw rows in `docs/results/agents/time_to_skill.json`)" in text
+    assert "(raw rows in `elsewhere.json`)" in tts.page(json.loads(path.read_text()), "elsewhere.json")
     assert "last 256 finished training episodes is >= 90%" in text
     assert "| seed | arm | wall to 90% | CPU to 90% | env steps to 90% | budget (env steps) |" in text
     assert "- Command: `python benchmarks/time_to_skill.py`; commit" in text
