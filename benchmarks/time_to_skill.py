@@ -190,6 +190,8 @@ def page(data: dict[str, Any], rows_file: str = "docs/results/agents/time_to_ski
              f"- Command: `{meta['command']}`; commit {meta.get('commit', '?')}"
              f"{' (dirty tree)' if meta.get('dirty') else ''}; load average {meta['load_average']['start']} -> "
              f"{meta['load_average']['end']}; {meta['date']}.",
+             f"- Arms run: {', '.join(settings.get('arms', ARMS))}; overrides for every arm: "
+             f"{' '.join(settings.get('overrides') or []) or 'none'}.",
              f"- fast vs default: {'; '.join(settings['fast_changes']) or 'no change'}.",
              f"- {report(summary, settings['target_s'])[-1]} (issue 20).",
              f"- default and rsl_rl: {settings['default']}", "",
@@ -205,7 +207,8 @@ def page(data: dict[str, Any], rows_file: str = "docs/results/agents/time_to_ski
     lines += ["", f"| arm | median wall {to} | seeds reached | median CPU {to} | median env steps {to} | "
               "median wall / rsl_rl |", "|---|---|---|---|---|---|"]
     for arm, s in summary["arms"].items():
-        ratio = "reference" if arm == "rsl_rl" else _ratio(summary["median_wall_ratios"].get(f"{arm}/rsl_rl"))
+        ratio = ("reference" if arm == "rsl_rl" else "n/a (rsl_rl not run)" if "rsl_rl" not in summary["arms"]
+                 else _ratio(summary["median_wall_ratios"].get(f"{arm}/rsl_rl")))
         steps = f"{s['median_env_steps']:,.0f}" if s["median_env_steps"] is not None else "not reached"
         lines.append(f"| {arm} | {_time(s['median_wall_s'])} | {s['reached']}/{len(s['seeds'])} | "
                      f"{_time(s['median_cpu_s'])} | {steps} | {ratio} |")

@@ -121,6 +121,13 @@ def test_arms_argument_and_a_run_without_rsl_rl_has_no_ratios() -> None:
     summary = tts.summarise(rows)
     assert list(summary["arms"]) == ["fast"] and summary["median_wall_ratios"] == {}
     assert not any("rsl_rl" in line for line in tts.report(summary, 60.0))
+    settings = {"recipe": "reach_fast", "definition": tts.definition(0.9, 128), "threshold": 0.9, "target_s": 60.0,
+                "default": "both: ...", "fast_changes": [], "budgets": {"fast": 1_500_000}, "arms": ["fast"],
+                "overrides": ["agent.normalize_rewards=false"]}
+    text = tts.page({"meta": {"command": "c", "load_average": {"start": 1, "end": 1}, "date": "d"}, "rows": rows,
+                     "settings": settings, "summary": summary})
+    assert "- Arms run: fast; overrides for every arm: agent.normalize_rewards=false." in text
+    assert "| fast | 50.0 s | 4/5 | 47.0 s | 700,000 | n/a (rsl_rl not run) |" in text
 
 
 def test_each_seed_rotates_the_arm_order() -> None:
