@@ -213,6 +213,16 @@ def test_minibatches_hold_each_sample_once_with_its_fields_together():
                     reason="agent.compile_update needs a C++ compiler (g++) for torch.compile on CPU; none on PATH")
 def test_compiled_update_matches_the_uncompiled_one():
     env = ToyReach(num_envs=8)
+    torch.manual_seed(5)  # another compiled agent first: its compiled graph is reused with the next agent's weights
+    other = make_agent(PPOConfig(actor_hidden_dims=[64, 64], num_steps_per_env=4, compile_update=True),
+                       MLPCriticConfig(hidden_dims=[64, 64]), EnvSpec.from_env(env))
+    obs = env.reset(seed=1)
+    for _ in range(4):
+        action = other.act(obs)
+        step = env.step(action)
+        other.observe(obs, action, step)
+        obs = step.obs
+    other.update()
     eager, fast = _agent(env, num_steps_per_env=4), _agent(env, num_steps_per_env=4, compile_update=True)
     fast.load_state_dict(eager.state_dict())
     obs = env.reset(seed=0)
