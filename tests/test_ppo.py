@@ -209,6 +209,16 @@ def test_minibatches_hold_each_sample_once_with_its_fields_together():
         next(_minibatches(batch, 13, torch.device("cpu")))
 
 
+def _collect(agent, env: ToyReach, steps: int, seed: int) -> None:
+    """``steps`` vector steps of ``agent`` acting in ``env`` from a reset with ``seed``, observed."""
+    obs = env.reset(seed=seed)
+    for _ in range(steps):
+        action = agent.act(obs)
+        step = env.step(action)
+        agent.observe(obs, action, step)
+        obs = step.obs
+
+
 @pytest.mark.skipif(shutil.which(os.environ.get("CXX") or "g++") is None,
                     reason="agent.compile_update needs a C++ compiler (g++) for torch.compile on CPU; none on PATH")
 def test_compiled_update_matches_the_uncompiled_one():
@@ -216,12 +226,7 @@ def test_compiled_update_matches_the_uncompiled_one():
     torch.manual_seed(5)  # another compiled agent first: its compiled graph is reused with the next agent's weights
     other = make_agent(PPOConfig(actor_hidden_dims=[64, 64], num_steps_per_env=4, compile_update=True),
                        MLPCriticConfig(hidden_dims=[64, 64]), EnvSpec.from_env(env))
-    obs = env.reset(seed=1)
-    for _ in range(4):
-        action = other.act(obs)
-        step = env.step(action)
-        other.observe(obs, action, step)
-        obs = step.obs
+    _collect(other, env, steps=4, seed=1)
     other.update()
     eager, fast = _agent(env, num_steps_per_env=4), _agent(env, num_steps_per_env=4, compile_update=True)
     fast.load_state_dict(eager.state_dict())
