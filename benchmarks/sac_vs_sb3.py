@@ -28,6 +28,12 @@ ours-fp32/sb3, ours-bf16/sb3) with the issues' targets beside them: our wall <= 
 SB3's at equal return, where "equal" means our mean return is at least the peer's minus the standard
 deviation of the peer's seed returns (the peer's mean itself with one seed).
 
+Beside them, the arithmetic floor (:mod:`_matmul_floor`): before training, the script times the matrix products
+every SAC update of these networks must do (291M multiply-adds; one ``torch.mm`` each, float32 and bfloat16, at
+``--threads``) and prints, per ours arm, that floor times the number of updates over the peer's wall: the best
+ratio the arm could reach if everything but those products (env steps, acting, autograd, optimisers) were free.
+A target below it is out of reach on this core with torch's kernels at that precision.
+
 The issue's target is 100k steps x 3 seeds (the default; hours on CPU). ``--steps`` shortens it:
 
     python benchmarks/sac_vs_sb3.py --steps 3000 --learning-starts 1000 --seeds 0
@@ -56,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _matmul_floor import floor_ms, multiply_adds, sac_update_products
 from _results import RESULTS, write_rows
 
 from robot_rl.agents.base import Agent
@@ -275,14 +282,15 @@ def run_library(name: str, seeds: list[int], args: argparse.Namespace) -> dict[i
     return done
 
 
-def summary(results: dict[str, dict[int, Run]]) -> dict[str, Any]:
+def summary(results: dict[str, dict[int, Run]], floor_s: dict[str, float] | None = None) -> dict[str, Any]:
     """Seed statistics and the ours/peer comparisons of ``{arm: {seed: (wall, CPU, return)}}``.
 
     Returns ``means`` (``{arm: (wall, CPU, return)}`` seed means), ``return_std`` (``{arm: sample standard
     deviation of the seed returns}``, 0 with one seed) and ``ratios``: for every ours arm and peer both present,
     ``{"ours-fp32/sbx": {"wall": ours/peer mean wall, "cpu": ours/peer mean CPU, "return_diff": ours - peer mean
     return, "equal_return": ours mean >= peer mean - peer std, "target": the wall target, "met": wall <= target
-    and equal_return}}``."""
+    and equal_return}}``, plus ``"floor"``: ``floor_s[ours]`` (the arm's arithmetic floor in seconds,
+    :func:`arithmetic_floor`) over the peer's mean wall, where ``floor_s`` is given."""
     means = {name: tuple(statistics.mean(r[i] for r in done.values()) for i in range(3))
              for name, done in results.items()}
     std = {name: statistics.stdev(r[2] for r in done.values()) if len(done) > 1 else 0.0
@@ -295,6 +303,8 @@ def summary(results: dict[str, dict[int, Run]]) -> dict[str, Any]:
                 equal = oret >= pret - std[peer]
                 ratios[f"{ours}/{peer}"] = {"wall": ow / pw, "cpu": oc / pc, "return_diff": oret - pret,
                                             "equal_return": equal, "target": target, "met": ow / pw <= target and equal}
+                if floor_s is not None:
+                    ratios[f"{ours}/{peer}"]["floor"] = floor_s[ours] / pw
     return {"means": means, "return_std": std, "ratios": ratios}
 
 
@@ -310,15 +320,32 @@ def seed_rows(results: dict[str, dict[int, Run]], means: dict[str, Run], steps: 
 
 def ratio_rows(out: dict[str, Any]) -> list[str]:
     """One table of every ours/peer comparison in ``summary(...)``: wall and CPU ratios, return difference,
-    the wall target and whether it is met at equal return."""
+    the wall target, whether it is met at equal return, and the arithmetic floor's ratio (``-`` without one)."""
     lines = [f"{'ours/peer':>15s} {'wall':>6s} {'CPU':>6s} {'return diff':>12s} {'peer std':>9s} {'target':>8s} "
-             f"{'met':>4s}"]
+             f"{'met':>4s} {'floor':>6s}"]
     for pair, r in out["ratios"].items():
         peer = pair.split("/")[1]
+        floor = format(r["floor"], "6.2f") if "floor" in r else f"{'-':>6s}"
         lines.append(f"{pair:>15s} {r['wall']:6.2f} {r['cpu']:6.2f} {r['return_diff']:+12.1f} "
                      f"{out['return_std'][peer]:9.1f} {'<= ' + format(r['target'], '.1f'):>8s} "
-                     f"{'yes' if r['met'] else 'no':>4s}")
+                     f"{'yes' if r['met'] else 'no':>4s} {floor}")
     return lines
+
+
+def arithmetic_floor(steps: int, learning_starts: int) -> dict[str, Any]:
+    """Time the matrix products of one SAC update on HalfCheetah-v5 (:func:`_matmul_floor.sac_update_products`:
+    SB3's [256, 256] networks, two critics, batch 256) at float32 and bfloat16; returns ``{"products",
+    "multiply_adds", "ms": {arm: ms per update}, "s": {arm: ms x (steps - learning_starts) updates / 1000}}``."""
+    import gymnasium as gym
+
+    env = gym.make("HalfCheetah-v5")
+    obs_dim, action_dim = env.observation_space.shape[0], env.action_space.shape[0]
+    products = sac_update_products(obs_dim, action_dim, [256, 256], 2, SB3_DEFAULTS["batch_size"])
+    dtypes = {"ours-fp32": torch.float32, "ours-bf16": torch.bfloat16}
+    ms = {arm: floor_ms(products, dtype) for arm, dtype in dtypes.items()}
+    updates = steps - learning_starts
+    return {"products": len(products), "multiply_adds": multiply_adds(products), "ms": ms,
+            "s": {arm: t * updates / 1000 for arm, t in ms.items()}}
 
 
 def main() -> None:
@@ -353,6 +380,12 @@ def main() -> None:
           f"{os.environ['XLA_FLAGS']!r}), load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if "sbx" in libraries:
         print(describe_sbx(args.steps, args.learning_starts))
+    floor = arithmetic_floor(args.steps, args.learning_starts)
+    print(f"arithmetic floor: one update multiplies {floor['products']} matrix pairs "
+          f"({floor['multiply_adds'] / 1e6:.0f}M multiply-adds); alone (one torch.mm each) they take "
+          f"{floor['ms']['ours-fp32']:.2f} ms in float32 and {floor['ms']['ours-bf16']:.2f} ms in bfloat16 per update, "
+          f"{floor['s']['ours-fp32']:.0f} s / {floor['s']['ours-bf16']:.0f} s over the run's "
+          f"{args.steps - args.learning_starts} updates (env steps and all else on top)")
     print("wall and CPU seconds of training (evaluation excluded); CPU time is less sensitive to other load")
     results: dict[str, dict[int, Run]] = {}
     if args.parallel:
@@ -369,12 +402,12 @@ def main() -> None:
                 results.setdefault(name, {})[seed] = run_library(name, [seed], args)[seed]
     rows = [{"seed": seed, "library": name, "train_wall_s": wall, "train_cpu_s": cpu, "return": ret}
             for name, done in results.items() for seed, (wall, cpu, ret) in done.items()]
-    out = summary(results)
-    write_rows(args.out, rows, settings={k: str(v) for k, v in vars(args).items()}, summary=out)
+    out = summary(results, floor["s"])
+    write_rows(args.out, rows, settings={k: str(v) for k, v in vars(args).items()}, summary=out | {"floor": floor})
     print("\n".join(seed_rows(results, out["means"], args.steps)))
     if out["ratios"]:
         print("ours/peer of the seed means; target: our wall <= target x the peer's at equal return (our mean "
-              "return >= the peer's minus its seed std)")
+              "return >= the peer's minus its seed std); floor: the arm's arithmetic floor over the peer's wall")
         print("\n".join(ratio_rows(out)))
 
 

@@ -166,8 +166,8 @@ def test_sac_summary_means_seeds_and_tables_every_ours_peer_ratio_against_its_ta
     assert seeds[5].split()[:2] == ["1", "ours-fp32"] and seeds[-1].split() == ["mean", "sbx", "20.0", "15.0",
                                                                                 "20.00", "1200.0"]
     ratios = sac.ratio_rows(out)
-    assert ratios[1].split() == ["ours-fp32/sbx", "0.75", "0.73", "+0.0", "141.4", "<=", "0.7", "no"]
-    assert ratios[4].split() == ["ours-bf16/sb3", "0.25", "0.23", "+0.0", "0.0", "<=", "0.5", "yes"]
+    assert ratios[1].split() == ["ours-fp32/sbx", "0.75", "0.73", "+0.0", "141.4", "<=", "0.7", "no", "-"]
+    assert ratios[4].split() == ["ours-bf16/sb3", "0.25", "0.23", "+0.0", "0.0", "<=", "0.5", "yes", "-"]
 
 
 def test_sac_summary_of_a_subset_compares_only_the_arms_present_and_one_seed_has_no_spread() -> None:
@@ -175,6 +175,29 @@ def test_sac_summary_of_a_subset_compares_only_the_arms_present_and_one_seed_has
     assert list(out["ratios"]) == ["ours-bf16/sbx"] and out["return_std"]["sbx"] == 0.0
     assert out["ratios"]["ours-bf16/sbx"]["met"]  # 0.6 <= 0.7, equal return
     assert sac.summary({"sb3": {0: (1.0, 1.0, 1.0)}})["ratios"] == {}
+
+
+def test_sac_update_products_match_a_hand_count_on_tiny_networks() -> None:
+    floor = load("_matmul_floor")
+    # obs 2, action 1, hidden [3], 2 critics, batch 4: actor 2 -> 3 -> 2 (mean, log-std), critic 3 -> 3 -> 1
+    assert floor.forward([3, 3, 1], 4) == [(4, 3, 3), (4, 3, 1)]
+    # weight gradients of both layers, the input gradient of the second only (the batch needs none)
+    assert floor.backward([3, 3, 1], 4, weights=True, input_grad=False) == [(3, 4, 3), (1, 4, 3), (4, 1, 3)]
+    assert floor.backward([3, 3, 1], 4, weights=False, input_grad=True) == [(4, 3, 3), (4, 1, 3)]
+    products = floor.sac_update_products(2, 1, [3], members=2, batch=4)
+    # target 48 + 2 x 48; critic step 2 x (48 + 60); actor step 48 + 2 x 48 + 2 x 48 + 72 (by hand)
+    assert floor.multiply_adds(products) == 144 + 216 + 312
+    assert len(products) == (2 + 2 * 2) + 2 * (2 + 3) + (2 + 2 * 2 + 2 * 2 + 3)
+    ms = floor.floor_ms(products, torch.float32, repeats=2)
+    assert math.isfinite(ms) and ms > 0
+
+
+def test_sac_ratios_carry_the_arithmetic_floor_over_the_peers_wall() -> None:
+    results = {"ours-bf16": {0: (8.0, 6.0, 900.0)}, "sbx": {0: (20.0, 15.0, 900.0)}}
+    out = sac.summary(results, floor_s={"ours-fp32": 16.0, "ours-bf16": 9.0})
+    assert out["ratios"]["ours-bf16/sbx"]["floor"] == 0.45  # 9 s of products / sbx's 20 s
+    assert sac.ratio_rows(out)[1].split()[-1] == "0.45"
+    assert sac.ratio_rows(sac.summary(results))[1].split()[-1] == "-"
 
 
 def test_jax_threads_are_pinned_through_nproc_and_xla_flags() -> None:
