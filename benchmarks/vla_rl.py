@@ -10,6 +10,13 @@ run, the training curve from the run's ``metrics.jsonl`` and the wall time) go t
 the table of every rows file to ``docs/results/vla_rl.md`` and the curves to ``docs/results/vla_rl.png``.
 
     python benchmarks/vla_rl.py --policy outputs/bench_vla_sft/so101_reach_lang-s2k3_kp30_gc_sn0_dart02 --seeds 0 1 2
+
+``--baseline RUN ...`` evaluates, the same way, what a user would do instead of post-training: other ``agent=vla``
+runs, e.g. the SFT recipe on twice the demonstrations in the same wall time (``benchmarks/vla_sft.py --demos 200``).
+Their rows (run, its dataset's episode count, training wall from its log, success) go to
+``--out/baseline-<tag>.json`` and the page gets a baselines table beside the RL one (dotted lines in the plot).
+
+    python benchmarks/vla_rl.py --baseline outputs/bench_vla_sft/so101_reach_lang-2xdemos_dart02 --tag 2xdemos
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from robot_rl.agents.vla_rl import METHODS as NOISE_METHODS
 
 METHODS = (*NOISE_METHODS, "flow_ppo")
 """``agent=vla_rl agent.method=<m>`` for the noise-space methods; ``flow_ppo`` is ``agent=vla_ppo``."""
+BASELINE = "baseline"
+"""``method`` of a :func:`baseline_row` (a ``--baseline`` run's row)."""
 
 
 def agent_args(method: str, critic: str | None) -> list[str]:
@@ -102,8 +111,36 @@ def run_seed(seed: int, task: str, cameras: list[str], args: argparse.Namespace,
             "eval_seed": args.eval_seed, "curve": points, **evaluation(run, args, env, log)}
 
 
+def baseline_row(run: Path, args: argparse.Namespace, env: dict[str, str]) -> dict:
+    """One ``--baseline`` run evaluated as the SFT policy is: its dataset's episode count (from the description the
+    run keeps), its training wall (the log's last ``perf/wall_s``), :func:`evaluation`."""
+    info = json.loads((run / "dataset_meta" / "meta" / "info.json").read_text())
+    points = curve(run)
+    return {"method": BASELINE, "run": str(run), "demos": info["total_episodes"],
+            "train_wall_s": points[-1]["wall_s"] if points else 0.0, "gradient_steps": points[-1]["step"] if points
+            else 0, "eval_seed": args.eval_seed, **evaluation(run, args, env, args.runs / f"{run.name}.log")}
+
+
+def baseline_table(rows: list[dict]) -> list[str]:
+    """The baselines' lines of the page: run, demonstrations, training wall, success, wrong instruction."""
+    if not rows:
+        return []
+    lines = ["", "Baselines a user would pick instead of post-training, evaluated the same way:", "",
+             "| baseline run | demos | gradient steps | train wall | success | wrong instruction |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        n, w = r["named"], r["wrong_instruction"]
+        lines.append(f"| `{Path(r['run']).name}` | {r['demos']} | {r['gradient_steps']:,} | "
+                     f"{r['train_wall_s'] / 60:.1f} min | {pct(n['success_rate'], n['success_ci95'])} | "
+                     f"{pct(w['success_rate'], w['success_ci95'])} |")
+    return lines
+
+
 def table(rows: list[dict], metas: list[dict]) -> str:
-    """The docs/results/vla_rl.md page of ``rows`` and their files' ``metas``."""
+    """The docs/results/vla_rl.md page of ``rows`` (post-training seeds and :func:`baseline_row` rows) and their
+    files' ``metas``."""
+    baselines = [r for r in rows if r["method"] == BASELINE]
+    rows = [r for r in rows if r["method"] != BASELINE]
     lines = ["# VLA post-training with critics (`benchmarks/vla_rl.py`)", "",
              "Success on 100 evaluation episodes (seed 1000 unless said) of the SFT policy and of each post-trained "
              "seed, both told the right instruction and another target's (wrong); Wilson 95% intervals. Training "
@@ -118,6 +155,7 @@ def table(rows: list[dict], metas: list[dict]) -> str:
                      f"{r['env_steps']:,} | {r['train_wall_s'] / 60:.1f} min | "
                      f"{pct(sft['success_rate'], sft['success_ci95'])} | {pct(rl['success_rate'], rl['success_ci95'])}"
                      f" | {ratio:.2f}x | {pct(wrong['success_rate'], wrong['success_ci95'])} |")
+    lines += baseline_table(baselines)
     lines += ["", "Commands, commits and load:", ""]
     lines += [f"- `{m['command']}` (commit {str(m.get('commit'))[:7]}{' dirty' if m.get('dirty') else ''}, "
               f"{m.get('date', '')[:10]})" for m in metas]
@@ -133,6 +171,10 @@ def plot(rows: list[dict], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in rows:
+        if r["method"] == BASELINE:
+            ax.axhline(r["named"]["success_rate"], linestyle=":", color="black", linewidth=1.0,
+                       label=f"baseline {Path(r['run']).name} ({100 * r['named']['success_rate']:.0f}%)")
+            continue
         points = [p for p in r["curve"] if p["success"] is not None]
         ax.plot([p["step"] for p in points], [p["success"] for p in points],
                 label=f"{r['method']} seed {r['seed']} (eval {100 * r['named']['success_rate']:.0f}%)")
@@ -140,7 +182,7 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.set_xlabel("env steps")
     ax.set_ylabel("success while collecting")
     ax.set_ylim(0, 1)
-    ax.set_title("VLA post-training (dashed: the SFT policy's evaluation)")
+    ax.set_title("VLA post-training (dashed: the SFT policy's evaluation)", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -169,18 +211,25 @@ def main() -> None:
     p.add_argument("--tag", default="", help="suffix of the run and rows file names, to keep variants")
     p.add_argument("--runs", type=Path, default=Path("outputs/bench_vla_rl"))
     p.add_argument("--out", type=Path, default=RESULTS / "vla_rl")
+    p.add_argument("--baseline", type=Path, nargs="+", default=[],
+                   help="agent=vla runs to evaluate as baselines instead of post-training (e.g. SFT on twice the "
+                        "demonstrations); rows to <out>/baseline-<tag>.json")
     p.add_argument("--table-only", action="store_true", help="only rewrite the table and plot from --out's rows")
     args = p.parse_args()
     if args.table_only:
         write_table(args.out)
         return
-    if args.policy is None:
-        p.error("--policy is required (the agent=vla run directory to post-train)")
-    args.policy, args.runs = args.policy.resolve(), args.runs.resolve()
+    if args.policy is None and not args.baseline:
+        p.error("--policy is required (the agent=vla run directory to post-train), or --baseline runs to evaluate")
+    args.runs = args.runs.resolve()
     args.runs.mkdir(parents=True, exist_ok=True)
-    task, cameras = sft_facts(args.policy)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
            "EGL_PLATFORM": os.environ.get("EGL_PLATFORM", "surfaceless")}
+    if args.baseline:
+        evaluate_baselines(args, env)
+        return
+    args.policy = args.policy.resolve()
+    task, cameras = sft_facts(args.policy)
     sft = sft_evaluation(args, env)
     print(f"SFT {args.policy.name}: {pct(sft['named']['success_rate'], sft['named']['success_ci95'])}", flush=True)
     rows = []
@@ -192,6 +241,19 @@ def main() -> None:
               f"{pct(sft['named']['success_rate'], sft['named']['success_ci95'])}, {row['env_steps']:,} steps in "
               f"{row['train_wall_s'] / 60:.1f} min", flush=True)
         write_results(args, rows)  # after every seed: a cut-off run keeps the seeds it finished
+
+
+def evaluate_baselines(args: argparse.Namespace, env: dict[str, str]) -> None:
+    """Evaluate every ``--baseline`` run (:func:`baseline_row`) and write their rows file, table and plot."""
+    rows = []
+    for run in args.baseline:
+        sft_facts(run)  # an agent=vla run, or a clear exit
+        rows.append(baseline_row(run.resolve(), args, env))
+        n = rows[-1]["named"]
+        print(f"baseline {run.name}: {pct(n['success_rate'], n['success_ci95'])} ({rows[-1]['demos']} demos, "
+              f"{rows[-1]['train_wall_s'] / 60:.1f} min of training)", flush=True)
+    args.method = BASELINE
+    write_results(args, rows)
 
 
 def write_results(args: argparse.Namespace, rows: list[dict]) -> None:

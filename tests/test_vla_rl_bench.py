@@ -83,3 +83,23 @@ def test_the_sft_evaluation_is_reused_only_for_the_same_checkpoint_and_settings(
     args.fresh_sft_eval = True
     bench.sft_evaluation(args, {}, evaluate)
     assert len(calls) == 4
+
+
+def test_a_baseline_run_is_evaluated_like_the_sft_policy_and_tabled_apart(tmp_path: Path, monkeypatch) -> None:
+    run = tmp_path / "so101_reach_lang-2xdemos"
+    (run / "dataset_meta" / "meta").mkdir(parents=True)
+    (run / "dataset_meta" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 200}))
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"step": 4000, "perf/wall_s": 400.0}, {"step": 8000, "perf/wall_s": 810.04}]) + "\n")
+    seen = []
+    monkeypatch.setattr(bench, "evaluation", lambda r, args, env, log: seen.append(r) or {
+        "named": summary(0.75, [0.66, 0.82]), "wrong_instruction": summary(0.01, [0.0, 0.05])})
+    args = type("Args", (), {"eval_seed": 1000, "runs": tmp_path})()
+    got = bench.baseline_row(run, args, {})
+    assert seen == [run] and got["demos"] == 200 and got["gradient_steps"] == 8000 and got["train_wall_s"] == 810.0
+    assert got["method"] == bench.BASELINE and got["named"]["success_rate"] == 0.75
+    text = bench.table([row(0, 0.84), got], [{"command": "c", "commit": "abcdef0", "date": "2026-12-05"}])
+    assert "| `so101_reach_lang-2xdemos` | 200 | 8,000 | 13.5 min | 75% [66-82] | 1% [0-5] |" in text
+    assert len([x for x in text.splitlines() if x.startswith("| dsrl")]) == 1  # the baseline is not an RL row
+    bench.plot([row(0, 0.84), got], tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 1000
