@@ -182,7 +182,7 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.set_xlabel("env steps")
     ax.set_ylabel("success while collecting")
     ax.set_ylim(0, 1)
-    ax.set_title("VLA post-training (dashed: the SFT policy's evaluation)", fontsize=9)
+    ax.set_title("VLA post-training (dashed: the SFT policy's evaluation; dotted: baselines)", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
