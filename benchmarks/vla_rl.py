@@ -33,6 +33,8 @@ from _results import RESULTS, run_facts, write_rows
 from vla_sft import pct, robot_rl
 
 from robot_rl.agents.vla_rl import METHODS as NOISE_METHODS
+from robot_rl.data.lerobot.meta import load_info
+from robot_rl.train.runner import DATASET_DESCRIPTION_DIR
 
 METHODS = (*NOISE_METHODS, "flow_ppo")
 """``agent=vla_rl agent.method=<m>`` for the noise-space methods; ``flow_ppo`` is ``agent=vla_ppo``."""
@@ -114,11 +116,11 @@ def run_seed(seed: int, task: str, cameras: list[str], args: argparse.Namespace,
 def baseline_row(run: Path, args: argparse.Namespace, env: dict[str, str]) -> dict:
     """One ``--baseline`` run evaluated as the SFT policy is: its dataset's episode count (from the description the
     run keeps), its training wall (the log's last ``perf/wall_s``), :func:`evaluation`."""
-    info = json.loads((run / "dataset_meta" / "meta" / "info.json").read_text())
-    points = curve(run)
-    return {"method": BASELINE, "run": str(run), "demos": info["total_episodes"],
-            "train_wall_s": points[-1]["wall_s"] if points else 0.0, "gradient_steps": points[-1]["step"] if points
-            else 0, "eval_seed": args.eval_seed, **evaluation(run, args, env, args.runs / f"{run.name}.log")}
+    info = load_info(run / DATASET_DESCRIPTION_DIR)
+    last = (curve(run) or [{"step": 0, "wall_s": 0.0}])[-1]
+    return {"method": BASELINE, "run": str(run), "demos": info.total_episodes, "train_wall_s": last["wall_s"],
+            "gradient_steps": last["step"], "eval_seed": args.eval_seed,
+            **evaluation(run, args, env, args.runs / f"{run.name}.log")}
 
 
 def baseline_table(rows: list[dict]) -> list[str]:

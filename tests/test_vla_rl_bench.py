@@ -10,6 +10,8 @@ import pytest
 import yaml
 from bench_scripts import load
 
+from robot_rl.data.lerobot.meta import DEFAULT_FEATURES, DatasetInfo, Feature
+
 bench = load("vla_rl")
 
 
@@ -88,7 +90,9 @@ def test_the_sft_evaluation_is_reused_only_for_the_same_checkpoint_and_settings(
 def test_a_baseline_run_is_evaluated_like_the_sft_policy_and_tabled_apart(tmp_path: Path, monkeypatch) -> None:
     run = tmp_path / "so101_reach_lang-2xdemos"
     (run / "dataset_meta" / "meta").mkdir(parents=True)
-    (run / "dataset_meta" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 200}))
+    features = {k: Feature.from_json(k, v) for k, v in DEFAULT_FEATURES.items()}
+    info = DatasetInfo(fps=10, features=features, total_episodes=200)
+    (run / "dataset_meta" / "meta" / "info.json").write_text(json.dumps(info.to_json()))
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in [
         {"step": 4000, "perf/wall_s": 400.0}, {"step": 8000, "perf/wall_s": 810.04}]) + "\n")
     seen = []
