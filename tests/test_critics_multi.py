@@ -85,7 +85,7 @@ def test_ppo_with_per_group_critics_learns_toy_reach():
     assert agent.critic.estimates(torch.zeros(1, 5)).shape == (1, 1, 2)
     before = _success(agent, ToyReach(num_envs=256, seed=5))
     obs = env.reset(seed=0)
-    for _ in range(40 * 16):
+    for _ in range(60 * 16):  # 60 updates: success passes through a dip near 20-40 updates (1.0 from 50 to 80)
         action = agent.act(obs)
         step = env.step(action.clamp(-1, 1))
         agent.observe(obs, action, step)

@@ -9,7 +9,6 @@ import torch
 from toy_vecenv import ToyReach
 
 from robot_rl.agents import EnvSpec, make_agent
-from robot_rl.agents.base import clip_grad_norm_
 from robot_rl.agents.ppo import PPOConfig, _minibatches, adapt_learning_rate, gaussian_kl
 from robot_rl.critics.mlp import MLPCriticConfig
 from robot_rl.models.actor import GaussianActor, gaussian_entropy, gaussian_log_prob
@@ -172,24 +171,41 @@ def test_state_dict_round_trip_reproduces_actions_and_optimizer():
     torch.testing.assert_close(exp_avg, agent.optimizer.state_dict()["state"][0]["exp_avg"])
 
 
-def test_clip_grad_norm_matches_hand_values_and_torch():
-    a, b, frozen = (torch.nn.Parameter(torch.zeros(n)) for n in (2, 1, 3))
-    a.grad, b.grad = torch.tensor([3.0, 4.0]), torch.tensor([12.0])  # joint norm 13
-    norm = clip_grad_norm_([a, b, frozen], 6.5)  # frozen: no gradient, skipped
-    assert float(norm) == pytest.approx(13.0)
-    assert torch.allclose(a.grad, torch.tensor([1.5, 2.0]), atol=1e-5) and float(b.grad) == pytest.approx(6.0, abs=1e-5)
-    clip_grad_norm_([a, b], 100.0)  # under the limit: unchanged
-    assert torch.allclose(a.grad, torch.tensor([1.5, 2.0]), atol=1e-5)
-    torch.manual_seed(0)
-    ours, theirs = torch.nn.Linear(5, 4), torch.nn.Linear(5, 4)
-    theirs.load_state_dict(ours.state_dict())
-    ours(torch.randn(8, 5)).pow(2).sum().backward()
-    for p, q in zip(ours.parameters(), theirs.parameters(), strict=True):
-        q.grad = p.grad.clone()
-    assert torch.equal(clip_grad_norm_(list(ours.parameters()), 0.1),
-                       torch.nn.utils.clip_grad_norm_(theirs.parameters(), 0.1))
-    for p, q in zip(ours.parameters(), theirs.parameters(), strict=True):
-        assert torch.equal(p.grad, q.grad)  # the same arithmetic: bit for bit
+def _per_parameter(agent, optimizer: dict) -> dict:
+    """``optimizer`` (a packed PPO's state) as PPO saved it before its parameters were packed: one entry each."""
+    state, groups = {}, []
+    for group, pack in zip(optimizer["param_groups"], agent._packs, strict=True):
+        flat = optimizer["state"][group["params"][0]]
+        ids = []
+        for p, offset, size in zip(pack.params, pack.offsets, pack.sizes, strict=True):
+            state[len(state)] = {k: v.clone() if v.dim() == 0 else v[offset:offset + size].view_as(p).clone()
+                                 for k, v in flat.items()}
+            ids.append(len(state) - 1)
+        groups.append({**group, "params": ids})
+    return {"state": state, "param_groups": groups}
+
+
+def test_a_checkpoint_from_before_the_packing_resumes_alike():
+    env = ToyReach(num_envs=8)
+    agent = _agent(env)
+    for seed in range(2):
+        _collect(agent, env, 16, seed)
+        agent.update()
+    saved = agent.state_dict()
+    old = {**saved, "optimizer": _per_parameter(agent, saved["optimizer"])}
+    assert len(old["optimizer"]["param_groups"][0]["params"]) == len(list(agent.actor.parameters())) > 1
+    resumed, packed = _agent(env), _agent(env)
+    resumed.load_state_dict(old)
+    packed.load_state_dict(saved)
+    ours, theirs = resumed.optimizer.state_dict()["state"], saved["optimizer"]["state"]
+    assert ours.keys() == theirs.keys() == {0, 1}
+    assert all(torch.equal(ours[i][k], theirs[i][k]) for i in theirs for k in theirs[i])
+    for clone in (resumed, packed):  # the same next update from the same rollout
+        torch.manual_seed(1)
+        _collect(clone, env, 16, seed=3)
+        clone.update()
+    for p, q in zip(resumed.actor.parameters(), packed.actor.parameters(), strict=True):
+        assert torch.equal(p, q)
 
 
 def test_minibatches_hold_each_sample_once_with_its_fields_together():
@@ -255,3 +271,4 @@ def test_compile_update_without_a_cxx_compiler_warns_and_runs_uncompiled(monkeyp
     with pytest.warns(UserWarning, match=r"agent.compile_update=true: .*'no-such-compiler-xyz' is not on PATH.*Fix"):
         agent = _agent(ToyReach(num_envs=4), compile_update=True)
     assert agent._loss_fn == agent._losses
+

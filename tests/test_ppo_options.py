@@ -40,7 +40,8 @@ def test_adaptive_schedule_moves_the_critic_rate_only_when_shared(critic_lr):
     assert agent.learning_rate == pytest.approx(1e-3 / 1.5 ** (5 * 2 - 1))
     assert actor_group["lr"] == agent.learning_rate
     assert critic_group["lr"] == (agent.learning_rate if critic_lr is None else critic_lr)
-    assert {id(p) for p in critic_group["params"]} == {id(p) for p in agent.critic.parameters()}
+    assert critic_group["params"] == [agent._packs[1].flat]  # the critic's parameters, packed
+    assert all(p.data_ptr() >= agent._packs[1].flat.data_ptr() for p in agent.critic.parameters())
 
 
 def test_critic_learning_rate_must_be_positive():

@@ -151,19 +151,6 @@ def compiled(fn: Callable[..., Any], option: str) -> Callable[..., Any]:
     return torch.compile(fn, dynamic=False)
 
 
-def clip_grad_norm_(params: list[nn.Parameter], max_norm: float) -> torch.Tensor:
-    """Scale the gradients of ``params`` in place so that their joint 2-norm is at most ``max_norm``; returns the
-    norm before clipping (a 0-d tensor). The arithmetic of ``torch.nn.utils.clip_grad_norm_`` (per-tensor norms,
-    their norm, ``min(1, max_norm / (norm + 1e-6))``) in three foreach calls: torch takes its per-tensor loop on
-    CPU, ~25 small ops per call for a [64, 64] MLP. Parameters without a gradient are skipped."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, (max_norm / (total + 1e-6)).clamp(max=1.0))
-    return total
-
-
 @dataclass(frozen=True)
 class BasePolicy:
     """A trained run's policy that another agent builds on (:attr:`Agent.base_policy_key`).

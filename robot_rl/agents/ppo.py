@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from robot_rl import distributed
-from robot_rl.agents.base import Agent, EnvSpec, Obs, clip_grad_norm_, compiled, intra_op_threads, register_agent
+from robot_rl.agents.base import Agent, EnvSpec, Obs, compiled, intra_op_threads, register_agent
+from robot_rl.agents.flat_params import FlatParameters
 from robot_rl.config.checks import check, fail
 from robot_rl.config.schema import AgentConfig
 from robot_rl.critics import CriticSpec, make_critic
@@ -150,11 +151,12 @@ class PPO(Agent):
         self.critic = make_critic(critic_cfg, spec).to(self.device)
         self.learning_rate = cfg.learning_rate
         critic_lr = cfg.learning_rate if cfg.critic_learning_rate is None else cfg.critic_learning_rate
-        self.optimizer = torch.optim.Adam(  # param group 0: actor, 1: critic
-            [{"params": list(self.actor.parameters())}, {"params": list(self.critic.parameters()), "lr": critic_lr}],
+        # each network's parameters packed into one buffer: zeroing, clipping and Adam are one call each
+        self._packs = (FlatParameters(list(self.actor.parameters())), FlatParameters(list(self.critic.parameters())))
+        self.optimizer = torch.optim.Adam(  # param group 0: the actor's packed parameters, 1: the critic's
+            [{"params": [self._packs[0].flat]}, {"params": [self._packs[1].flat], "lr": critic_lr}],
             lr=self.learning_rate, fused=True,
         )
-        self._actor_params, self._critic_params = list(self.actor.parameters()), list(self.critic.parameters())
         self._loss_fn = compiled(self._losses, "agent.compile_update") if cfg.compile_update else self._losses
         self.updates = 0
         self.storage = RolloutStorage(cfg.num_steps_per_env, env.num_envs, D, spec.obs_dim, A, G, self.device)
@@ -227,6 +229,8 @@ class PPO(Agent):
             batch = s.flat(returns, flat_adv)
             if self.critic.needs_successors:  # critics with an auxiliary loss see each step's successor
                 batch.update(s.successors())
+        for pack in self._packs:
+            pack.check()
         sums: dict[str, torch.Tensor] = {}
         n = 0
         for _ in range(cfg.num_learning_epochs):
@@ -255,10 +259,11 @@ class PPO(Agent):
             shared = cfg.critic_learning_rate is None
             for group in self.optimizer.param_groups if shared else self.optimizer.param_groups[:1]:
                 group["lr"] = self.learning_rate
-        self.optimizer.zero_grad(set_to_none=True)
+        for pack in self._packs:
+            pack.zero_grad()
         loss.backward()
-        clip_grad_norm_(self._actor_params, cfg.max_grad_norm)
-        clip_grad_norm_(self._critic_params, cfg.max_grad_norm)
+        for pack in self._packs:
+            pack.clip_grad_norm_(cfg.max_grad_norm)
         self.optimizer.step()
         return metrics
 
@@ -321,7 +326,11 @@ class PPO(Agent):
         """Restore :meth:`state_dict`; the current rollout is discarded."""
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        saved = state["optimizer"]  # a checkpoint from before the packing holds one entry per parameter
+        optimizer = {"state": dict(saved["state"]), "param_groups": [dict(g) for g in saved["param_groups"]]}
+        for group, pack in enumerate(self._packs):
+            pack.pack_optimizer_state(optimizer, group)
+        self.optimizer.load_state_dict(optimizer)
         self.learning_rate = float(state["learning_rate"])
         self.updates = int(state["updates"])
         if self.return_scale is not None:
