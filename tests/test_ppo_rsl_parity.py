@@ -85,13 +85,14 @@ def test_two_updates_match_rsl_rl(epochs, mini_batches):
         s = ours.storage
         terminated += int(s.terminated.sum())
         close = {"atol": 1e-4, "rtol": 1e-4}  # float32 rounding; see the normaliser note below
-        torch.testing.assert_close(rsl.storage.values.squeeze(-1), s.values.squeeze(-1), **close)
         torch.testing.assert_close(rsl.storage.actions_log_prob.squeeze(-1), s.log_prob, **close)
         torch.testing.assert_close(rsl.storage.distribution_params[0], s.mean, **close)
         with torch.inference_mode():
             rsl.compute_returns(TensorDict(obs, batch_size=[env.num_envs]))
+        rsl_values = rsl.storage.values.squeeze(-1).clone()  # rsl_rl's, one step at a time while acting
         torch.manual_seed(100 + update)
         ours.update()
+        torch.testing.assert_close(rsl_values, s.values.squeeze(-1), **close)  # ours, in one batch at the update
         torch.manual_seed(100 + update)
         rsl.update()
         assert ours.learning_rate == pytest.approx(rsl.learning_rate, rel=1e-9), f"update {update}"

@@ -167,18 +167,12 @@ class PPO(Agent):
 
     @torch.no_grad()
     def act(self, obs: Obs, deterministic: bool = False) -> torch.Tensor:
-        """``[N, A]`` sampled actions (or the mean when ``deterministic``); sampling caches the
-        critic's value and the action's distribution for :meth:`observe`."""
+        """``[N, A]`` sampled actions (or the mean when ``deterministic``); sampling caches the action's
+        distribution for :meth:`observe` (the critic values the rollout in one batch at :meth:`update`)."""
         if deterministic:
             return self.actor(obs["policy"])
         action, mean, std = self.actor.sample(obs["policy"])
-        self._pending = {
-            "value": self.critic(obs[self.critic_group]),
-            "action": action,
-            "mean": mean,
-            "std": std,
-            "log_prob": gaussian_log_prob(action, mean, std),
-        }
+        self._pending = {"action": action, "mean": mean, "std": std, "log_prob": gaussian_log_prob(action, mean, std)}
         return action
 
     @torch.no_grad()
@@ -192,7 +186,7 @@ class PPO(Agent):
         if self.return_scale is not None:
             self.return_scale.track(rewards, step.terminated | step.truncated)
         boot = step.truncated & ~step.terminated
-        final_values = torch.zeros_like(pending["value"])
+        final_values = torch.zeros_like(self.storage.final_values[0])
         if bool(boot.any()):
             final_values[boot] = self.critic(step.info["final_obs"][self.critic_group][boot])
         self.storage.add(
@@ -219,8 +213,11 @@ class PPO(Agent):
     def _update(self) -> dict[str, float]:
         """:meth:`update`'s body, run under ``update_threads``."""
         cfg, s = self.cfg, self.storage
-        with torch.no_grad():
-            last_value = self.critic(s.last_critic_obs)
+        with torch.no_grad():  # the critic has not changed since the rollout began: one batch values all of it
+            T, N = s.critic_obs.shape[:2]
+            values = self.critic(torch.cat([s.critic_obs.flatten(0, 1), s.last_critic_obs]))  # [T * N + N, G]
+            s.values.copy_(values[:T * N].view_as(s.values))
+            last_value = values[T * N:]
             next_values = torch.cat([s.values[1:], last_value.unsqueeze(0)])
             next_values = torch.where(s.done.unsqueeze(-1), s.final_values, next_values)
             rewards = s.rewards if self.return_scale is None else self.return_scale.scale(s.rewards)
@@ -443,14 +440,14 @@ class RolloutStorage:
 
     def add(self, obs, critic_obs, rewards, terminated, done, pending, final_values) -> None:
         """Write step ``t``: obs ``[N, D]``, critic obs ``[N, Dc]``, rewards ``[N, G]``, flags ``[N]``,
-        what act() cached (``action`` ``[N, A]``, ``value`` ``[N, G]``, ``mean`` ``[N, A]``, ``std`` ``[A]``,
-        ``log_prob`` ``[N]``) and ``V(final_obs)`` ``[N, G]`` (0 where not truncated)."""
+        what act() cached (``action`` ``[N, A]``, ``mean`` ``[N, A]``, ``std`` ``[A]``, ``log_prob`` ``[N]``) and
+        ``V(final_obs)`` ``[N, G]`` (0 where not truncated). ``values`` ``[T, N, G]`` are filled at the update."""
         if self.full:
             raise RuntimeError(f"rollout storage is full ({self.T} steps); call PPO.update() first")
         t = self.step
         self.obs[t], self.critic_obs[t], self.actions[t] = obs, critic_obs, pending["action"]
         self.rewards[t], self.terminated[t], self.done[t] = rewards, terminated, done
-        self.values[t], self.final_values[t] = pending["value"], final_values
+        self.final_values[t] = final_values
         self.mean[t], self.log_prob[t] = pending["mean"], pending["log_prob"]
         self.std.copy_(pending["std"])  # the std is a parameter: constant over a rollout
         self.step += 1
