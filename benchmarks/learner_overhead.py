@@ -4,7 +4,7 @@ For a training config (default ``recipe=reach_fast``: PPO on ``so101_reach``, 12
 
 - ``vecenv``: ``sim.make_env(task, N)`` stepping actions drawn uniformly in its bounds (a moving arm, as in
   training) for ``--vecenv-s`` seconds: env-steps per wall second and process CPU seconds per env step (every
-  thread of MuJoCo's pool counted);
+  thread of MuJoCo's pool counted); one pass before the training pass and one after, averaged (:func:`bracketed`);
 - ``training``: ``--steps`` env steps of the config's training (the Runner, no evaluation or export), split into
   the time inside ``env.step`` (the simulator), inside ``agent.update`` (the learner) and the rest (acting,
   storing, bookkeeping), each as wall and process CPU seconds;
@@ -132,6 +132,15 @@ def training_pass(overrides: list[str], steps: int, run_dir: Path) -> dict[str, 
             **{f"{k}_cpu_per_step_us": 1e6 * v.cpu / n for k, v in parts.items()}}
 
 
+def bracketed(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The VecEnv-alone figures as the mean of a pass before and one after the training pass (steps summed): this
+    machine's throughput drifts between passes minutes apart (17.4k-21.3k env-steps/s for the same pass on
+    2026-12-04/05), and a training pass between two VecEnv passes is compared with what the machine did around it."""
+    return {"steps": before["steps"] + after["steps"],
+            "steps_per_s": (before["steps_per_s"] + after["steps_per_s"]) / 2,
+            "cpu_per_step_us": (before["cpu_per_step_us"] + after["cpu_per_step_us"]) / 2}
+
+
 def one_time_update_s(walls: list[float]) -> float:
     """The first update's wall seconds beyond the median update's (``walls``: every update's, in order): a one-time
     cost, ``torch.compile``'s compilation where ``agent.compile_update`` is on; 0 when it was no slower."""
@@ -202,7 +211,8 @@ def report(vec: dict[str, float], train: dict[str, Any], summary: dict[str, Any]
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=400_000, help="training env steps per pass (default 400k)")
-    p.add_argument("--vecenv-s", type=float, default=10.0, help="seconds of the VecEnv-alone pass (default 10)")
+    p.add_argument("--vecenv-s", type=float, default=10.0,
+                   help="seconds of each VecEnv-alone pass, before and after training (default 10)")
     p.add_argument("--out", type=Path, default=RESULTS / "agents" / "learner_overhead.json", help="rows file")
     p.add_argument("overrides", nargs="*", help="the training config's Hydra overrides (default: recipe=reach_fast)")
     args = p.parse_args()
@@ -217,15 +227,20 @@ def main() -> int:
     cores = os.cpu_count() or 1
     print(f"config: {' '.join(overrides)}; {cores} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
     run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"learner_overhead_{os.getpid()}"
+    vec_before = in_fresh_process(vecenv_pass, cfg.task.name, cfg.task.num_envs, args.vecenv_s)
     train = in_fresh_process(training_pass, overrides, args.steps, run_dir / "as_configured")
     work = train
     if cfg.agent.update_threads > 1:  # the bound needs the learner's work, not OpenMP's spinning
         work = in_fresh_process(training_pass, [*overrides, "agent.update_threads=0"], args.steps,
                                 run_dir / "update_1_thread")
-    vec = in_fresh_process(vecenv_pass, train["task"], train["num_envs"], args.vecenv_s)
+    vec_after = in_fresh_process(vecenv_pass, train["task"], train["num_envs"], args.vecenv_s)
+    vec = bracketed(vec_before, vec_after)
+    print(f"VecEnv alone before / after training: {vec_before['steps_per_s']:,.0f} / {vec_after['steps_per_s']:,.0f} "
+          f"env-steps/s (their mean is the ratios' denominator)")
     summary = summarise(vec, train, cores, work)
     print("\n".join(report(vec, train, summary, cores, work)))
-    write_rows(args.out, {"vecenv": vec, "training": train, "training_update_1_thread": work},
+    write_rows(args.out, {"vecenv": vec, "vecenv_before": vec_before, "vecenv_after": vec_after, "training": train,
+                          "training_update_1_thread": work},
                overrides=overrides, summary=summary, cores=cores)
     return 0
 

@@ -77,6 +77,13 @@ def test_a_compiled_run_reports_its_steady_state_beside_the_all_in_ratio() -> No
     assert "one-time" not in "\n".join(lo.report(vec, row, s, cores=2))  # under 0.5 s: not worth a line
 
 
+def test_the_vecenv_figure_is_the_mean_of_the_passes_around_training() -> None:
+    before = {"steps": 200_000, "steps_per_s": 20_000.0, "cpu_per_step_us": 100.0}
+    after = {"steps": 180_000, "steps_per_s": 18_000.0, "cpu_per_step_us": 110.0}
+    assert lo.bracketed(before, after) == pytest.approx({"steps": 380_000, "steps_per_s": 19_000.0,
+                                                         "cpu_per_step_us": 105.0})
+
+
 def test_a_tiny_training_pass_times_its_parts(tmp_path) -> None:
     row = lo.training_pass(["task=so101_reach", "task.num_envs=4", "agent.num_steps_per_env=4",
                             "agent.num_mini_batches=2", "agent.num_learning_epochs=1"], 64, tmp_path / "run")
