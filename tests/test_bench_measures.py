@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from bench_scripts import load, scripted_clock
 
 throughput = load("sim_throughput")
@@ -115,3 +117,26 @@ def test_transfer_rates_success_for_tasks_with_a_success_rule_and_survival_for_l
     assert transfer.task_metric("so101_reach_deploy") == "success"
     assert transfer.task_metric("so101_lift") == "success"
     assert transfer.task_metric("g1_stand") == "survival"
+
+
+def test_g1_walk_tracking_sums_only_live_steps_against_hand_values() -> None:
+    walk = load("g1_walk_tracking")
+    sums = walk.Tracking.zeros(2)
+    command = torch.tensor([[0.3, 0.4, 0.5], [1.0, 0.0, -0.2]])
+    # env 0 moves at (0, 0.4): error 0.3; yaw 0.1 -> 0.4. env 1 is no longer live: not counted
+    sums.add(torch.tensor([True, False]), command, torch.tensor([[0.0, 0.4], [9.0, 9.0]]), torch.tensor([0.1, 5.0]))
+    sums.add(torch.tensor([True, True]), command, command[:, :2], command[:, 2])  # exact tracking: error 0
+    s = sums.summary()
+    assert s["steps"] == 3
+    assert s["lin_vel_error"] == pytest.approx(0.3 / 3) and s["yaw_rate_error"] == pytest.approx(0.4 / 3)
+    assert s["lin_vel_error_standing_still"] == pytest.approx((0.5 + 0.5 + 1.0) / 3)
+    assert s["yaw_rate_error_standing_still"] == pytest.approx((0.5 + 0.5 + 0.2) / 3)
+
+
+@pytest.mark.robot_assets("unitree_g1")
+def test_g1_walk_tracking_runs_an_artifact_to_the_end_of_every_episode() -> None:
+    walk = load("g1_walk_tracking")
+    artifact = Path(__file__).parent / "fixtures" / "policies" / "g1_stand"  # a policy that stands: it falls here
+    row = walk.evaluate_tracking(artifact, episodes=2, seed=0, pushes=((5.0, 8.0), 0.5))
+    assert row["episodes"] == 2 and 0.0 <= row["survival_rate"] <= 1.0
+    assert 0 < row["steps"] <= 2 * 1000 and row["lin_vel_error"] > 0 and row["lin_vel_error_standing_still"] >= 0

@@ -1,0 +1,126 @@
+"""g1_walk velocity tracking and survival of a trained policy artifact, with and without pushes.
+
+    python benchmarks/g1_walk_tracking.py <run dir> [--episodes 100] [--out docs/results/g1_walk/tracking.json]
+
+Evaluates ``<run>/policy`` (the exported artifact, through onnxruntime as ``robot-rl eval`` does) on ``g1_walk``: one
+deterministic 20 s episode per env, ``--episodes`` envs, commands drawn by the task (vx in [-0.5, 1.0] m/s, vy in
+[-0.3, 0.3] m/s, yaw rate in [-0.8, 0.8] rad/s, redrawn every 5 s, 10% of draws zero), under two conditions: no
+pushes (the task as registered) and the pushes a push-trained run saw (every 5-8 s, up to 0.5 m/s per axis). Per
+condition: survival (episodes that end by the time limit, not a fall, Wilson 95% interval) and the tracking errors
+while upright, averaged over every control step of every episode until it ends: ``|cmd_xy - v_xy|`` (m/s, base
+frame) and ``|cmd_yaw - w_z|`` (rad/s), beside the errors a robot standing still would make (``|cmd_xy|``,
+``|cmd_yaw|``) so the figure has its scale. Rows go to ``--out`` with the command, commit and load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from _results import RESULTS, write_rows
+
+PUSHES = {"no pushes": None, "pushes 0.5 m/s (5-8 s)": ((5.0, 8.0), 0.5)}
+"""Condition -> ``(push_interval_s, push_velocity)`` (None: g1_walk as registered, no pushes)."""
+
+
+@dataclasses.dataclass
+class Tracking:
+    """Sums over the control steps of each env's first episode (envs ``[N]``)."""
+
+    lin_error: torch.Tensor
+    yaw_error: torch.Tensor
+    lin_still: torch.Tensor
+    yaw_still: torch.Tensor
+    steps: torch.Tensor
+
+    @classmethod
+    def zeros(cls, n: int) -> Tracking:
+        """Empty sums for ``n`` envs."""
+        return cls(*(torch.zeros(n, dtype=torch.float64) for _ in range(5)))
+
+    def add(self, live: torch.Tensor, command: torch.Tensor, lin_vel_xy: torch.Tensor, yaw_rate: torch.Tensor) -> None:
+        """One control step: ``live [N]`` bool (the env is still in its first episode), ``command [N, 3]`` (vx, vy,
+        yaw rate), ``lin_vel_xy [N, 2]`` and ``yaw_rate [N]`` measured in the base frame."""
+        w = live.double()
+        self.lin_error += w * torch.linalg.norm(command[:, :2] - lin_vel_xy, dim=1).double()
+        self.yaw_error += w * (command[:, 2] - yaw_rate).abs().double()
+        self.lin_still += w * torch.linalg.norm(command[:, :2], dim=1).double()
+        self.yaw_still += w * command[:, 2].abs().double()
+        self.steps += w
+
+    def summary(self) -> dict[str, float]:
+        """Step-weighted means over every env's steps (m/s, rad/s)."""
+        n = float(self.steps.sum())
+        return {"lin_vel_error": float(self.lin_error.sum()) / n, "yaw_rate_error": float(self.yaw_error.sum()) / n,
+                "lin_vel_error_standing_still": float(self.lin_still.sum()) / n,
+                "yaw_rate_error_standing_still": float(self.yaw_still.sum()) / n, "steps": int(n)}
+
+
+def evaluate_tracking(artifact: Path, episodes: int, seed: int, pushes: tuple | None) -> dict[str, Any]:
+    """Survival and tracking of the artifact over one ``g1_walk`` episode in each of ``episodes`` envs."""
+    import sim
+    from robot_rl.deploy.runtime import PolicyRuntime
+    from robot_rl.deploy.validate import RobotSpec
+    from robot_rl.train.artifact_eval import ArtifactPolicy
+    from robot_rl.train.evaluation import survival_summary
+    from sim.tasks import terms
+    from sim.tasks.g1_locomotion import g1_walk_cfg
+
+    overrides = {}
+    if pushes is not None:
+        interval, velocity = pushes
+        overrides["randomization"] = dataclasses.replace(g1_walk_cfg().randomization, push_interval_s=interval,
+                                                         push_velocity=velocity)
+    env = sim.make_env("g1_walk", num_envs=episodes, seed=seed, **overrides)
+    policy = ArtifactPolicy(PolicyRuntime(artifact, robot=RobotSpec.from_robot(env.robot.as_dict())))
+    obs = env.reset(seed=seed)
+    live = torch.ones(episodes, dtype=torch.bool)
+    survived = torch.zeros(episodes, dtype=torch.bool)
+    sums = Tracking.zeros(episodes)
+    start = time.perf_counter()
+    while bool(live.any()):
+        action = policy(obs["policy"])
+        step = env.step(action)
+        sums.add(live, env.command, terms.base_lin_vel(env)[:, :2], env.state.qvel[:, 5])  # before any reset
+        done = step.terminated | step.truncated
+        survived |= live & step.truncated & ~step.terminated
+        live &= ~done
+        policy.reset(done)
+        obs = step.obs
+    env.close()
+    return {**survival_summary(survived.tolist()), **sums.summary(), "episodes": episodes,
+            "wall_s": round(time.perf_counter() - start, 1)}
+
+
+def main(argv: list[str]) -> int:
+    """Evaluate the run's artifact under each condition; print and write the rows."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("run", type=Path, help="run directory (its policy/ artifact)")
+    p.add_argument("--episodes", type=int, default=100)
+    p.add_argument("--seed", type=int, default=20_000, help="evaluation seed (not the training seed)")
+    p.add_argument("--out", type=Path, default=RESULTS / "g1_walk" / "tracking.json")
+    args = p.parse_args(argv)
+    if args.episodes < 1:
+        p.error(f"--episodes {args.episodes}: must be >= 1")
+    if not (args.run / "policy").is_dir():
+        p.error(f"{args.run / 'policy'}: no exported artifact there; give a run directory of robot-rl train")
+    rows = []
+    for name, pushes in PUSHES.items():
+        row = evaluate_tracking(args.run / "policy", args.episodes, args.seed, pushes)
+        lo, hi = row["survival_ci95"]
+        print(f"{name}: survival {100 * row['survival_rate']:.1f}% [95% CI {100 * lo:.1f}-{100 * hi:.1f}] of "
+              f"{row['episodes']} episodes; |v_xy error| {row['lin_vel_error']:.3f} m/s (standing still: "
+              f"{row['lin_vel_error_standing_still']:.3f}), |yaw rate error| {row['yaw_rate_error']:.3f} rad/s "
+              f"(standing still: {row['yaw_rate_error_standing_still']:.3f})", flush=True)
+        rows.append({"condition": name, **row})
+    write_rows(args.out, rows, run=str(args.run))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
