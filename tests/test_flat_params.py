@@ -138,3 +138,10 @@ def test_a_mismatched_optimiser_state_is_refused():
     pack = FlatParameters([net[0].weight, net[0].bias])  # two of the four parameters
     with pytest.raises(ValueError, match="holds 4 parameters, the packed one 2"):
         pack.pack_optimizer_state(opt.state_dict(), 0)
+
+
+def test_parameters_of_mixed_dtypes_are_refused():
+    with pytest.raises(ValueError, match="one dtype and device"):
+        FlatParameters([nn.Parameter(torch.zeros(2)), nn.Parameter(torch.zeros(2, dtype=torch.float64))])
+    with pytest.raises(ValueError, match="at least one parameter"):
+        FlatParameters([])

@@ -1,10 +1,10 @@
 """Parameters packed into one flat buffer, so that zeroing, clipping and the optimiser step are one call each.
 
-PPO's [64, 64] networks have ~10 parameter tensors each; on CPU, zeroing their gradients, clipping them and
-torch's fused Adam step cost ~330 us of per-tensor dispatch per mini-batch step, ~20% of a compiled update.
-:class:`FlatParameters` makes every parameter a view of one buffer and every gradient a view of another:
-backward accumulates into those views in place, an optimiser over ``[pack.flat]`` steps them all at once, and
-the three calls cost ~80 us (benchmarks/learner_overhead.py, docs/training.md "Where the time goes").
+PPO's [64, 64] networks have 6-7 parameter tensors each; on CPU, zeroing their gradients, clipping them and
+torch's fused Adam step cost ~330 us of per-tensor dispatch per mini-batch step of ~1.3 ms. :class:`FlatParameters`
+makes every parameter a view of one buffer and every gradient a view of another: backward accumulates into those
+views in place, an optimiser over ``[pack.flat]`` steps them all at once, and the three calls cost ~180 us
+(docs/training.md "Where the time goes").
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ class FlatParameters:
     def __init__(self, params: list[nn.Parameter]) -> None:
         if not params:
             raise ValueError("FlatParameters needs at least one parameter")
-        dtypes = {p.dtype for p in params} | {p.device for p in params}
-        if len(dtypes) != 2:
-            raise ValueError(f"FlatParameters packs parameters of one dtype and device, got {sorted(map(str, dtypes))}")
+        kinds = {(p.dtype, p.device) for p in params}
+        if len(kinds) != 1:
+            raise ValueError(f"FlatParameters packs parameters of one dtype and device, got {sorted(map(str, kinds))}")
         self.params = list(params)
         self.sizes = [p.numel() for p in params]
         align = ALIGN_BYTES // params[0].element_size()
