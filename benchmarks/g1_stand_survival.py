@@ -64,8 +64,10 @@ def curve_rows(metrics: Path) -> list[dict[str, float]]:
     return rows
 
 
-def curve_svg(rows: list[dict[str, float]], title: str, width: int = 640, height: int = 320) -> str:
-    """An SVG line chart of survival (0-1, blue) and mean episode length / 10 s (orange) against env steps."""
+def curve_svg(rows: list[dict[str, float]], title: str, width: int = 640, height: int = 320,
+              episode_s: float = 10.0) -> str:
+    """An SVG line chart of survival (0-1, blue) and mean episode length / ``episode_s`` (orange) against env
+    steps."""
     left, right, top, bottom = 50, 20, 30, 40
     steps = max(r["step"] for r in rows)
 
@@ -75,7 +77,7 @@ def curve_svg(rows: list[dict[str, float]], title: str, width: int = 640, height
         return f"{x:.1f},{y:.1f}"
 
     survival = " ".join(xy(r["step"], r["survival"]) for r in rows)
-    length = " ".join(xy(r["step"], r["length_s"] / 10.0) for r in rows)
+    length = " ".join(xy(r["step"], r["length_s"] / episode_s) for r in rows)
     grid = "".join(f'<line x1="{left}" x2="{width - right}" y1="{y}" y2="{y}" stroke="#ddd"/>'
                    f'<text x="{left - 6}" y="{y + 4}" font-size="11" text-anchor="end">{v:.2f}</text>'
                    for v in (0.0, 0.25, 0.5, 0.75, 0.95, 1.0)
@@ -88,7 +90,8 @@ def curve_svg(rows: list[dict[str, float]], title: str, width: int = 640, height
             f'<polyline points="{survival}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>'
             f'<polyline points="{length}" fill="none" stroke="#ff7f0e" stroke-width="1.5"/>'
             f'<text x="{left + 8}" y="{height - 8}" font-size="11" fill="#1f77b4">survival (last 200 episodes)</text>'
-            f'<text x="{left + 200}" y="{height - 8}" font-size="11" fill="#ff7f0e">mean episode length / 10 s</text>'
+            f'<text x="{left + 200}" y="{height - 8}" font-size="11" fill="#ff7f0e">'
+            f"mean episode length / {episode_s:g} s</text>"
             "</svg>\n")
 
 

@@ -9,7 +9,9 @@ pushes (the task as registered) and the pushes a push-trained run saw (every 5-8
 condition: survival (episodes that end by the time limit, not a fall, Wilson 95% interval) and the tracking errors
 while upright, averaged over every control step of every episode until it ends: ``|cmd_xy - v_xy|`` (m/s, base
 frame) and ``|cmd_yaw - w_z|`` (rad/s), beside the errors a robot standing still would make (``|cmd_xy|``,
-``|cmd_yaw|``) so the figure has its scale. Rows go to ``--out`` with the command, commit and load.
+``|cmd_yaw|``) so the figure has its scale. Rows go to ``--out`` with the command, commit and load, with the run's
+training curve (``metrics.jsonl``: survival and mean episode length of the last 200 training episodes) and its
+SVG beside them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import torch
 from _results import RESULTS, write_rows
+from g1_stand_survival import curve_rows, curve_svg
 
 PUSHES = {"no pushes": None, "pushes 0.5 m/s (5-8 s)": ((5.0, 8.0), 0.5)}
 """Condition -> ``(push_interval_s, push_velocity)`` (None: g1_walk as registered, no pushes)."""
@@ -118,7 +121,11 @@ def main(argv: list[str]) -> int:
               f"{row['lin_vel_error_standing_still']:.3f}), |yaw rate error| {row['yaw_rate_error']:.3f} rad/s "
               f"(standing still: {row['yaw_rate_error_standing_still']:.3f})", flush=True)
         rows.append({"condition": name, **row})
-    write_rows(args.out, rows, run=str(args.run))
+    metrics = args.run / "metrics.jsonl"
+    curve = curve_rows(metrics) if metrics.is_file() else []
+    write_rows(args.out, rows, run=str(args.run), curve=curve)
+    if curve:
+        args.out.with_suffix(".svg").write_text(curve_svg(curve, "g1_walk PPO: training survival", episode_s=20.0))
     return 0
 
 
