@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from _results import RESULTS, write_rows
 
 CONDITIONS = {"task pushes (5-8 s, 0.5 m/s)": None, "no pushes": 0.0, "pushes 0.25 m/s (5-8 s)": 0.25,
@@ -112,11 +113,14 @@ def main(argv: list[str]) -> int:
         rows.append({"condition": name, "push_velocity": push, **summary})
     curve = curve_rows(args.run / "metrics.jsonl")
     last = json.loads((args.run / "metrics.jsonl").read_text().splitlines()[-1])
+    final_eval = args.run / "eval.json"  # absent where the run was stopped before its final evaluation
     training = {"env_steps": last["step"], "wall_s": round(last["perf/wall_s"], 1),
-                "final_eval": json.loads((args.run / "eval.json").read_text())}
+                "final_eval": json.loads(final_eval.read_text()) if final_eval.is_file() else None}
     write_rows(args.out, rows, curve=curve, run=str(args.run), training=training)
     if curve:
-        args.out.with_suffix(".svg").write_text(curve_svg(curve, "g1_stand PPO: training survival with pushes"))
+        task = yaml.safe_load((args.run / "config.yaml").read_text())["task"]["name"]  # a g1_walk run's too
+        episode_s = 10.0 if task == "g1_stand" else 20.0
+        args.out.with_suffix(".svg").write_text(curve_svg(curve, f"{task} PPO: training survival", episode_s=episode_s))
     else:
         print(f"no curve: {args.run / 'metrics.jsonl'} logs no episode/survival (a run from before it was logged)")
     return 0
