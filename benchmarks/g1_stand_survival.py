@@ -96,14 +96,26 @@ def curve_svg(rows: list[dict[str, float]], title: str, width: int = 640, height
             "</svg>\n")
 
 
-def main(argv: list[str]) -> int:
-    """Evaluate the run's artifact under every push condition; write rows, curve and SVG."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("run", type=Path, help="run directory (metrics.jsonl, policy/)")
+def run_args(argv: list[str], doc: str, out: Path) -> argparse.Namespace:
+    """The G1 evaluation benchmarks' command line: a run directory with its exported ``policy/``, ``--episodes``,
+    ``--seed`` and ``--out`` (default ``out``); a bad count or a run without an artifact exits 2 naming it."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("run", type=Path, help="run directory of robot-rl train (metrics.jsonl, policy/)")
     p.add_argument("--episodes", type=int, default=100)
     p.add_argument("--seed", type=int, default=20_000, help="evaluation seed (not the training seed)")
-    p.add_argument("--out", type=Path, default=RESULTS / "g1_stand" / "survival.json")
+    p.add_argument("--out", type=Path, default=out)
     args = p.parse_args(argv)
+    if args.episodes < 1:
+        p.error(f"--episodes {args.episodes}: must be >= 1")
+    if not (args.run / "policy").is_dir():
+        p.error(f"{args.run / 'policy'}: no exported artifact there; give a run directory of robot-rl train "
+                "(or export one: robot-rl export <run>)")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    """Evaluate the run's artifact under every push condition; write rows, curve and SVG."""
+    args = run_args(argv, __doc__, RESULTS / "g1_stand" / "survival.json")
     rows = []
     for name, push in CONDITIONS.items():
         summary = survival_condition(args.run / "policy", args.episodes, args.seed, push)

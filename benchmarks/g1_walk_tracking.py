@@ -16,7 +16,6 @@ SVG beside them.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import time
@@ -25,7 +24,7 @@ from typing import Any
 
 import torch
 from _results import RESULTS, write_rows
-from g1_stand_survival import curve_rows, curve_svg
+from g1_stand_survival import curve_rows, curve_svg, run_args
 
 PUSHES = {"no pushes": None, "pushes 0.5 m/s (5-8 s)": ((5.0, 8.0), 0.5)}
 """Condition -> ``(push_interval_s, push_velocity)`` (None: g1_walk as registered, no pushes)."""
@@ -102,16 +101,7 @@ def evaluate_tracking(artifact: Path, episodes: int, seed: int, pushes: tuple | 
 
 def main(argv: list[str]) -> int:
     """Evaluate the run's artifact under each condition; print and write the rows."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("run", type=Path, help="run directory (its policy/ artifact)")
-    p.add_argument("--episodes", type=int, default=100)
-    p.add_argument("--seed", type=int, default=20_000, help="evaluation seed (not the training seed)")
-    p.add_argument("--out", type=Path, default=RESULTS / "g1_walk" / "tracking.json")
-    args = p.parse_args(argv)
-    if args.episodes < 1:
-        p.error(f"--episodes {args.episodes}: must be >= 1")
-    if not (args.run / "policy").is_dir():
-        p.error(f"{args.run / 'policy'}: no exported artifact there; give a run directory of robot-rl train")
+    args = run_args(argv, __doc__, RESULTS / "g1_walk" / "tracking.json")
     rows = []
     for name, pushes in PUSHES.items():
         row = evaluate_tracking(args.run / "policy", args.episodes, args.seed, pushes)

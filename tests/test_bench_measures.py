@@ -140,3 +140,15 @@ def test_g1_walk_tracking_runs_an_artifact_to_the_end_of_every_episode() -> None
     row = walk.evaluate_tracking(artifact, episodes=2, seed=0, pushes=((5.0, 8.0), 0.5))
     assert row["episodes"] == 2 and 0.0 <= row["survival_rate"] <= 1.0
     assert 0 < row["steps"] <= 2 * 1000 and row["lin_vel_error"] > 0 and row["lin_vel_error_standing_still"] >= 0
+
+
+def test_g1_benchmarks_refuse_a_run_without_an_artifact_and_a_bad_count(tmp_path, capsys) -> None:
+    g1 = load("g1_stand_survival")
+    with pytest.raises(SystemExit) as exit_info:
+        g1.run_args([str(tmp_path)], "doc", tmp_path / "out.json")
+    assert exit_info.value.code == 2 and "no exported artifact there" in capsys.readouterr().err
+    (tmp_path / "policy").mkdir()
+    with pytest.raises(SystemExit):
+        g1.run_args([str(tmp_path), "--episodes", "0"], "doc", tmp_path / "out.json")
+    assert "--episodes 0: must be >= 1" in capsys.readouterr().err
+    assert g1.run_args([str(tmp_path)], "doc", tmp_path / "out.json").out == tmp_path / "out.json"
