@@ -110,10 +110,12 @@ def test_an_optimiser_state_saved_per_parameter_is_packed_and_steps_alike():
     new.load_state_dict(old.state_dict())
     packs = (FlatParameters([new[0].weight, new[0].bias]), FlatParameters([new[2].weight, new[2].bias]))
     opt_new = torch.optim.Adam([{"params": [packs[0].flat]}, {"params": [packs[1].flat]}], lr=1e-2, fused=True)
-    state = opt_old.state_dict()
+    saved = opt_old.state_dict()
+    state = saved
     for group, pack in enumerate(packs):
-        pack.pack_optimizer_state(state, group)
+        state = pack.pack_optimizer_state(state, group)
     assert [g["params"] for g in state["param_groups"]] == [[0], [1]]
+    assert [g["params"] for g in saved["param_groups"]] == [[0, 1], [2, 3]]  # the saved state is left as it was
     opt_new.load_state_dict(state)
     exp_avg = opt_new.state_dict()["state"][1]["exp_avg"]  # [21 weights, 11 zeros of padding, 3 biases]
     assert exp_avg.shape == packs[1].flat.shape == (35,) and not exp_avg[21:32].any()
@@ -125,8 +127,7 @@ def test_an_optimiser_state_saved_per_parameter_is_packed_and_steps_alike():
         opt.step()
     for p, q in zip(new.parameters(), old.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
-    packed = opt_new.state_dict()
-    packs[0].pack_optimizer_state(packed, 0)  # already packed: left alone
+    packed = packs[0].pack_optimizer_state(opt_new.state_dict(), 0)  # already packed: as it was
     assert [g["params"] for g in packed["param_groups"]] == [[0], [1]]
 
 

@@ -78,17 +78,18 @@ class FlatParameters:
                                    ".grad set to None or replaced, or its .data reassigned); zero its gradient with "
                                    "FlatParameters.zero_grad(), never optimizer.zero_grad(set_to_none=True)")
 
-    def pack_optimizer_state(self, state: dict[str, Any], group: int) -> None:
-        """Convert param group ``group`` of an optimiser ``state`` (``optimizer.state_dict()``, in place) saved with
-        one entry per parameter, before packing, into one entry for :attr:`flat`; a packed group is left alone.
-        Per-element buffers (Adam's ``exp_avg``, ``exp_avg_sq``) are laid out as the parameters are (zeros in the
-        padding), 0-d ones (``step``) must agree. The state's parameter indices are then renumbered ``0, 1, ...`` in
-        group order."""
-        groups, per_param = state["param_groups"], state["state"]
+    def pack_optimizer_state(self, state: dict[str, Any], group: int) -> dict[str, Any]:
+        """An optimiser ``state`` (``optimizer.state_dict()``, not modified) with param group ``group`` converted from
+        one entry per parameter, as saved before packing, into one entry for :attr:`flat`; a packed group comes back
+        as it was. Per-element buffers (Adam's ``exp_avg``, ``exp_avg_sq``) are laid out as the parameters are (zeros
+        in the padding), 0-d ones (``step``) must agree. The parameter indices are renumbered ``0, 1, ...`` in group
+        order."""
+        groups = [dict(g) for g in state["param_groups"]]
+        per_param = dict(state["state"])
         ids = groups[group]["params"]
         saved = per_param.get(ids[0], {}).values()
         if len(ids) == 1 and all(v.dim() == 0 or v.shape == self.flat.shape for v in saved):
-            return
+            return {"state": per_param, "param_groups": groups}
         if len(ids) != len(self.params):
             raise ValueError(f"optimiser param group {group} holds {len(ids)} parameters, the packed one "
                              f"{len(self.params)}: a checkpoint of another network")
@@ -110,6 +111,6 @@ class FlatParameters:
             per_param[ids[0]] = packed
         groups[group]["params"] = [ids[0]]
         renumber = {old: new for new, old in enumerate(i for g in groups for i in g["params"])}
-        state["state"] = {renumber[i]: v for i, v in per_param.items()}
         for g in groups:
             g["params"] = [renumber[i] for i in g["params"]]
+        return {"state": {renumber[i]: v for i, v in per_param.items()}, "param_groups": groups}

@@ -323,10 +323,9 @@ class PPO(Agent):
         """Restore :meth:`state_dict`; the current rollout is discarded."""
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
-        saved = state["optimizer"]  # a checkpoint from before the packing holds one entry per parameter
-        optimizer = {"state": dict(saved["state"]), "param_groups": [dict(g) for g in saved["param_groups"]]}
+        optimizer = state["optimizer"]  # a checkpoint from before the packing holds one entry per parameter
         for group, pack in enumerate(self._packs):
-            pack.pack_optimizer_state(optimizer, group)
+            optimizer = pack.pack_optimizer_state(optimizer, group)
         self.optimizer.load_state_dict(optimizer)
         self.learning_rate = float(state["learning_rate"])
         self.updates = int(state["updates"])
