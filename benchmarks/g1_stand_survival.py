@@ -96,6 +96,19 @@ def curve_svg(rows: list[dict[str, float]], title: str, width: int = 640, height
             "</svg>\n")
 
 
+def run_task(run: Path) -> tuple[str, float]:
+    """The run's G1 task (its ``config.yaml``) and episode length in seconds: the run's ``task.env.episode_s`` where
+    it set one, else the task's own (g1_stand 10 s, g1_walk 20 s)."""
+    from sim.tasks.g1_locomotion import g1_stand_cfg, g1_walk_cfg
+
+    task = yaml.safe_load((run / "config.yaml").read_text())["task"]
+    configs = {"g1_stand": g1_stand_cfg, "g1_walk": g1_walk_cfg}
+    if task["name"] not in configs:
+        raise SystemExit(f"{run / 'config.yaml'}: task.name = {task['name']!r}; these benchmarks evaluate "
+                         f"{sorted(configs)} runs")
+    return task["name"], float((task.get("env") or {}).get("episode_s", configs[task["name"]]().episode_s))
+
+
 def run_args(argv: list[str], doc: str, out: Path) -> argparse.Namespace:
     """The G1 evaluation benchmarks' command line: a run directory with its exported ``policy/``, ``--episodes``,
     ``--seed`` and ``--out`` (default ``out``); a bad count or a run without an artifact exits 2 naming it."""
@@ -130,8 +143,7 @@ def main(argv: list[str]) -> int:
                 "final_eval": json.loads(final_eval.read_text()) if final_eval.is_file() else None}
     write_rows(args.out, rows, curve=curve, run=str(args.run), training=training)
     if curve:
-        task = yaml.safe_load((args.run / "config.yaml").read_text())["task"]["name"]  # a g1_walk run's too
-        episode_s = 10.0 if task == "g1_stand" else 20.0
+        task, episode_s = run_task(args.run)  # a g1_walk run's too
         args.out.with_suffix(".svg").write_text(curve_svg(curve, f"{task} PPO: training survival", episode_s=episode_s))
     else:
         print(f"no curve: {args.run / 'metrics.jsonl'} logs no episode/survival (a run from before it was logged)")

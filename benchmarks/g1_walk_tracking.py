@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 from _results import RESULTS, write_rows
-from g1_stand_survival import curve_rows, curve_svg, run_args
+from g1_stand_survival import curve_rows, curve_svg, run_args, run_task
 
 PUSHES = {"no pushes": None, "pushes 0.5 m/s (5-8 s)": ((5.0, 8.0), 0.5)}
 """Condition -> ``(push_interval_s, push_velocity)`` (None: g1_walk as registered, no pushes)."""
@@ -115,7 +115,8 @@ def main(argv: list[str]) -> int:
     curve = curve_rows(metrics) if metrics.is_file() else []
     write_rows(args.out, rows, run=str(args.run), curve=curve)
     if curve:
-        args.out.with_suffix(".svg").write_text(curve_svg(curve, "g1_walk PPO: training survival", episode_s=20.0))
+        task, episode_s = run_task(args.run)
+        args.out.with_suffix(".svg").write_text(curve_svg(curve, f"{task} PPO: training survival", episode_s=episode_s))
     return 0
 
 

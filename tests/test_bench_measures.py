@@ -152,3 +152,14 @@ def test_g1_benchmarks_refuse_a_run_without_an_artifact_and_a_bad_count(tmp_path
         g1.run_args([str(tmp_path), "--episodes", "0"], "doc", tmp_path / "out.json")
     assert "--episodes 0: must be >= 1" in capsys.readouterr().err
     assert g1.run_args([str(tmp_path)], "doc", tmp_path / "out.json").out == tmp_path / "out.json"
+
+
+def test_g1_run_task_reads_the_runs_task_and_its_episode_length(tmp_path) -> None:
+    g1 = load("g1_stand_survival")
+    (tmp_path / "config.yaml").write_text("task:\n  name: g1_walk\n  env: {}\n")
+    assert g1.run_task(tmp_path) == ("g1_walk", 20.0)
+    (tmp_path / "config.yaml").write_text("task:\n  name: g1_stand\n  env:\n    episode_s: 12.0\n")
+    assert g1.run_task(tmp_path) == ("g1_stand", 12.0)
+    (tmp_path / "config.yaml").write_text("task:\n  name: so101_reach\n  env: {}\n")
+    with pytest.raises(SystemExit, match=r"task\.name = 'so101_reach'"):
+        g1.run_task(tmp_path)
