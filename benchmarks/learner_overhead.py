@@ -233,7 +233,7 @@ def main() -> int:
     if cfg.agent.update_threads > 1:  # the bound needs the learner's work, not OpenMP's spinning
         work = in_fresh_process(training_pass, [*overrides, "agent.update_threads=0"], args.steps,
                                 run_dir / "update_1_thread")
-    vec_after = in_fresh_process(vecenv_pass, train["task"], train["num_envs"], args.vecenv_s)
+    vec_after = in_fresh_process(vecenv_pass, cfg.task.name, cfg.task.num_envs, args.vecenv_s)
     vec = bracketed(vec_before, vec_after)
     print(f"VecEnv alone before / after training: {vec_before['steps_per_s']:,.0f} / {vec_after['steps_per_s']:,.0f} "
           f"env-steps/s (their mean is the ratios' denominator)")
