@@ -214,13 +214,16 @@ def test_deploy_check_reports_a_vla_artifact(exported):
     assert any("inference p50" in line for line in report.lines)
 
 
-@pytest.mark.parametrize("global_condition", [False, True])
-def test_the_instructed_efficientnet_encoder_exports_with_its_frozen_layers(tmp_path, global_condition):
+@pytest.mark.parametrize(("global_condition", "action_expert"),
+                         [(False, "transformer"), (True, "transformer"), (True, "mlp")])
+def test_the_instructed_efficientnet_encoder_exports_with_its_frozen_layers(tmp_path, global_condition,
+                                                                          action_expert):
     """``efficientnet_lite0_film``: the frozen EfficientNet-Lite0 blocks and the FiLM head are in the graph (and the
-    global-conditioning MLP where the config has it); ONNX Runtime equals torch with the same noise, and another
-    instruction gives another chunk."""
+    global-conditioning MLP where the config has it, and either action expert); ONNX Runtime equals torch with the
+    same noise, and another instruction gives another chunk."""
     pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
-    policy = small_policy(image_encoder="efficientnet_lite0_film", global_condition=global_condition)
+    policy = small_policy(image_encoder="efficientnet_lite0_film", global_condition=global_condition,
+                          action_expert=action_expert)
     out, meta = export(policy, tmp_path / "film")
     runtime = VLARuntime(out)
     gen = torch.Generator().manual_seed(3)

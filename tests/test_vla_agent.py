@@ -145,6 +145,8 @@ def test_bad_input_is_a_clear_input_error(dataset: Path, tmp_path: Path) -> None
         Runner(config(dataset, "agent.state_noise=-0.1"), tmp_path / "d")
     with pytest.raises(InputError, match="film_stride"):
         Runner(config(dataset, "agent.film_stride=3"), tmp_path / "e")
+    with pytest.raises(InputError, match="global_condition=true"):
+        Runner(config(dataset, "agent.action_expert=mlp"), tmp_path / "f")
     runner = Runner(config(dataset, "agent.updates=1"), tmp_path / "c")
     policy = runner.agent.policy()
     image = {"front": torch.zeros(1, 3, 32, 32, dtype=torch.uint8)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -362,6 +363,37 @@ def test_global_condition_feeds_state_keypoints_and_instruction_to_every_chunk_t
         moved = model.encode(dict(obs, state=obs["state"] + 1.0))
         assert (moved.condition - context.condition).abs().max() > 1e-3
     assert VLA(VLAConfig.cpu(5, 3, 50)).encode(observation(2, VLAConfig.cpu(5, 3, 50))).condition is None
+
+
+def test_the_mlp_action_expert_reads_the_chunk_the_time_and_the_global_condition_only() -> None:
+    """``action_expert=mlp``: the velocity of the whole chunk from the flattened chunk, the time and
+    ``Context.condition``; the prefix tokens do not reach it (no gradient to the prefix transformer), the condition
+    does; the RL agents' expert parameters are the MLP's; it needs the global condition."""
+    torch.manual_seed(0)
+    config = VLAConfig.cpu(5, 3, 50, width=32, max_text_len=8, chunk_len=4, global_condition=True,
+                           action_expert="mlp", expert_hidden=24)
+    model = VLA(config)
+    assert model.expert[0].in_features == 4 * 3 + 2 * 32 and model.expert[-1].out_features == 4 * 3
+    assert model.expert_parameters() == list(model.expert.parameters())
+    assert not hasattr(model, "chunk_pos") and not hasattr(model, "action_in")
+    obs = observation(2, config)
+    context = model.encode(obs)
+    x, t = torch.randn(2, 4, 3), torch.tensor([0.3, 0.9])
+    with torch.no_grad():
+        v = model.velocity(x, t, context)
+        assert v.shape == (2, 4, 3)
+        other_tokens = dataclasses.replace(context, tokens=torch.randn_like(context.tokens))
+        assert torch.equal(model.velocity(x, t, other_tokens), v)
+        other_condition = dataclasses.replace(context, condition=context.condition + 1.0)
+        assert (model.velocity(x, t, other_condition) - v).abs().max() > 1e-3
+        assert (model.velocity(x, t.flip(0), context) - v).abs().max() > 1e-3  # the time is read
+    model.loss(obs, torch.randn(2, 4, 3), torch.randn(2, 4, 3), t).backward()
+    assert model.condition[0].weight.grad.abs().sum() > 0 and model.expert[0].weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in model.prefix.parameters())
+    with pytest.raises(ValueError, match="global_condition"):
+        VLAConfig.cpu(5, 3, 50, action_expert="mlp")
+    with pytest.raises(ValueError, match="action_expert"):
+        VLAConfig.cpu(5, 3, 50, action_expert="unet")
 
 
 def test_the_film_head_reads_a_stride_2_or_4_map_with_a_1x1_or_wider_kernel() -> None:

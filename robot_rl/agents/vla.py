@@ -103,6 +103,9 @@ class VLAAgentConfig(AgentConfig):
         global_condition: also feed the action expert an MLP of the state, the keypoint coordinates and the
             instruction, added to every chunk token (:attr:`VLAConfig.global_condition
             <robot_rl.models.vla.model.VLAConfig.global_condition>`), not only through cross-attention.
+        action_expert: ``transformer`` (chunk self-attention and cross-attention to the prefix) or ``mlp`` (one MLP
+            of the flattened chunk, the time and the global condition; needs ``global_condition``;
+            :attr:`VLAConfig.action_expert <robot_rl.models.vla.model.VLAConfig.action_expert>`).
     """
 
     dataset: str | None = None
@@ -137,6 +140,7 @@ class VLAAgentConfig(AgentConfig):
     global_condition: bool = False
     film_stride: int = 4
     film_kernel: int = 1
+    action_expert: str = "transformer"
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",),
@@ -146,7 +150,7 @@ class VLAAgentConfig(AgentConfig):
                           "flow_steps"),
               at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift", "width"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES, "film_stride": (2, 4),
-                       "film_kernel": (1, 3, 5),
+                       "film_kernel": (1, 3, 5), "action_expert": ("transformer", "mlp"),
                        "image_encoder": ("conv", "efficientnet_lite0", "efficientnet_lite0_film")})
         if self.width % 8:
             raise fail(self, "agent", "width", "must be a multiple of 8 (the presets' attention heads divide it)",
@@ -167,6 +171,9 @@ class VLAAgentConfig(AgentConfig):
         if self.image_keypoints and self.image_keypoints < pulled:
             raise fail(self, "agent", "image_keypoints", f"fewer than the {pulled} supervised keypoints "
                        "(target_keypoint, gripper_keypoint)", f"{pulled} or more")
+        if self.action_expert == "mlp" and not self.global_condition:
+            raise fail(self, "agent", "action_expert", "mlp reads the global condition",
+                       "agent.global_condition=true, or action_expert=transformer")
         if not self.cameras or len(set(self.cameras)) != len(self.cameras):
             raise fail(self, "agent", "cameras", "must name one or more distinct cameras", "e.g. [front, wrist]")
 
@@ -246,7 +253,7 @@ class VLAAgent(Agent):
         sizes = {"chunk_len": cfg.chunk_len, "max_text_len": cfg.max_text_len, "cameras": tuple(cfg.cameras),
                  "image_encoder": cfg.image_encoder, "image_size": int(height), "num_steps": cfg.flow_steps,
                  "global_condition": cfg.global_condition, "film_stride": cfg.film_stride,
-                 "film_kernel": cfg.film_kernel}
+                 "film_kernel": cfg.film_kernel, "action_expert": cfg.action_expert}
         if cfg.image_grid:
             sizes["image_grid"] = cfg.image_grid
         if cfg.width:

@@ -10,7 +10,8 @@ Observation (a dict; B is the batch):
 ``encode(obs)`` runs the prefix transformer over ``[image tokens of every camera, text tokens, state
 token]`` and returns the :class:`Context` ``[B, P, D]``. The action expert reads a noisy chunk
 ``x_t [B, H, A]`` and time ``t [B]``, self-attends over the chunk and cross-attends to the context:
-``velocity(x_t, t, context) -> [B, H, A]``. ``sample(obs, noise)`` integrates it from ``noise`` (t = 1)
+``velocity(x_t, t, context) -> [B, H, A]`` (or, ``action_expert=mlp``, reads the flattened chunk, the time and the
+context's global condition in one MLP). ``sample(obs, noise)`` integrates it from ``noise`` (t = 1)
 to t = 0 (:mod:`robot_rl.models.vla.flow`) and is deterministic given the noise.
 
 Actions and state are standardised inside the model with the dataset's mean/std (:meth:`set_stats`):
@@ -37,6 +38,7 @@ from robot_rl.models.vla.encoders import (
 )
 
 IMAGE_ENCODERS = ("conv", "efficientnet_lite0", "efficientnet_lite0_film")
+ACTION_EXPERTS = ("transformer", "mlp")
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,13 @@ class VLAConfig:
     (16 channels: finer keypoints for four times the head's work)."""
     film_kernel: int = 1
     """``efficientnet_lite0_film``: the head's first convolution, ``film_kernel`` x ``film_kernel`` (odd)."""
+    action_expert: str = "transformer"
+    """``transformer``: chunk self-attention and cross-attention to the prefix (SmolVLA / pi0's expert); ``mlp``: one
+    MLP from the flattened noisy chunk, the time and the global condition to the chunk's velocity (Diffusion Policy's
+    and IDQL's low-dimensional expert; needs ``global_condition``): it reads only the state, the keypoints and the
+    instruction, with no path to the prefix tokens to memorise scenes through."""
+    expert_hidden: int = 256
+    """``action_expert=mlp``: width of its three hidden layers."""
     num_steps: int = 10
     """Euler steps of :meth:`VLA.sample` (LeRobot's default for SmolVLA)."""
     dropout: float = 0.0
@@ -97,6 +106,10 @@ class VLAConfig:
         check_film_head(self.film_stride, self.film_kernel)
         if self.image_encoder == "efficientnet_lite0_film" and self.image_keypoints < 1:
             raise ValueError("image_encoder 'efficientnet_lite0_film' needs image_keypoints >= 1")
+        if self.action_expert not in ACTION_EXPERTS:
+            raise ValueError(f"action_expert {self.action_expert!r}: use one of {ACTION_EXPERTS}")
+        if self.action_expert == "mlp" and not self.global_condition:
+            raise ValueError("action_expert 'mlp' reads the global condition: set global_condition")
 
     @classmethod
     def cpu(cls, state_dim: int, action_dim: int, vocab_size: int, **overrides) -> VLAConfig:
@@ -161,19 +174,26 @@ class VLA(nn.Module):
                                        batch_first=True, norm_first=True),
             c.prefix_layers, enable_nested_tensor=False)
         self.prefix_norm = nn.LayerNorm(c.width)
-        self.action_in = nn.Linear(c.action_dim, c.width)
-        self.action_time = nn.Sequential(nn.Linear(2 * c.width, c.width), nn.SiLU(), nn.Linear(c.width, c.width))
-        self.chunk_pos = nn.Parameter(torch.zeros(c.chunk_len, c.width))
-        self.expert = nn.TransformerDecoder(
-            nn.TransformerDecoderLayer(c.width, c.heads, c.ffn_mult * c.width, c.dropout, "gelu",
-                                       batch_first=True, norm_first=True),
-            c.expert_layers)
-        self.action_out = nn.Sequential(nn.LayerNorm(c.width), nn.Linear(c.width, c.action_dim))
+        if c.action_expert == "mlp":
+            flat, hidden = c.chunk_len * c.action_dim, c.expert_hidden
+            self.expert: nn.Module = nn.Sequential(
+                nn.Linear(flat + 2 * c.width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, flat))
+        else:
+            self.action_in = nn.Linear(c.action_dim, c.width)
+            self.action_time = nn.Sequential(nn.Linear(2 * c.width, c.width), nn.SiLU(),
+                                             nn.Linear(c.width, c.width))
+            self.chunk_pos = nn.Parameter(torch.zeros(c.chunk_len, c.width))
+            self.expert = nn.TransformerDecoder(
+                nn.TransformerDecoderLayer(c.width, c.heads, c.ffn_mult * c.width, c.dropout, "gelu",
+                                           batch_first=True, norm_first=True),
+                c.expert_layers)
+            self.action_out = nn.Sequential(nn.LayerNorm(c.width), nn.Linear(c.width, c.action_dim))
         if c.global_condition:
             points = 2 * len(c.cameras) * c.image_keypoints if c.image_encoder == "efficientnet_lite0_film" else 0
             self.condition = nn.Sequential(nn.Linear(c.state_dim + points + c.width, 4 * c.width), nn.GELU(),
                                            nn.Linear(4 * c.width, c.width))
-        for p in (self.camera_embed, self.text_pos, self.chunk_pos):
+        for p in (self.camera_embed, self.text_pos, *([self.chunk_pos] if c.action_expert == "transformer" else [])):
             nn.init.normal_(p, std=0.02)
         self.register_buffer("state_mean", torch.zeros(c.state_dim))
         self.register_buffer("state_std", torch.ones(c.state_dim))
@@ -259,7 +279,11 @@ class VLA(nn.Module):
         return self._encode(obs)[1]
 
     def velocity(self, x_t: torch.Tensor, t: torch.Tensor, context: Context) -> torch.Tensor:
-        """Predicted ``dx_t/dt`` ``[B, H, A]`` of noisy standardised chunks ``x_t [B, H, A]`` at times ``t [B]``."""
+        """Predicted ``dx_t/dt`` ``[B, H, A]`` of noisy standardised chunks ``x_t [B, H, A]`` at times ``t [B]``
+        (``H`` = ``chunk_len`` for ``action_expert=mlp``, at most that for ``transformer``)."""
+        if self.config.action_expert == "mlp":
+            emb = time_embedding(t.to(x_t.dtype), self.config.width)
+            return self.expert(torch.cat([x_t.flatten(1), emb, context.condition], dim=1)).view_as(x_t)
         h = self.action_in(x_t)  # [B, H, D]
         emb = time_embedding(t.to(h.dtype), h.shape[-1]).unsqueeze(1).expand_as(h)
         h = self.action_time(torch.cat([h, emb], dim=-1)) + self.chunk_pos[: h.shape[1]]
@@ -314,11 +338,14 @@ class VLA(nn.Module):
     def expert_modules(self) -> list[nn.Module]:
         """The action expert: what :meth:`velocity` computes from a given :class:`Context` (the prefix that makes
         the context stays out; RL fine-tuning of the expert alone trains these)."""
+        if self.config.action_expert == "mlp":
+            return [self.expert]
         return [self.action_in, self.action_time, self.expert, self.action_out]
 
     def expert_parameters(self) -> list[nn.Parameter]:
-        """Parameters of :meth:`expert_modules` and the chunk position embedding."""
-        return [p for m in self.expert_modules() for p in m.parameters()] + [self.chunk_pos]
+        """Parameters of :meth:`expert_modules` and (``transformer``) the chunk position embedding."""
+        extra = [self.chunk_pos] if self.config.action_expert == "transformer" else []
+        return [p for m in self.expert_modules() for p in m.parameters()] + extra
 
     def num_parameters(self, trainable: bool = True) -> int:
         """Parameter count (only those with gradients when ``trainable``)."""
