@@ -145,6 +145,8 @@ def test_bad_input_is_a_clear_input_error(dataset: Path, tmp_path: Path) -> None
         Runner(config(dataset, "agent.state_noise=-0.1"), tmp_path / "d")
     with pytest.raises(InputError, match="film_stride"):
         Runner(config(dataset, "agent.film_stride=3"), tmp_path / "e")
+    with pytest.raises(InputError, match="execution"):
+        Runner(config(dataset, "agent.execution=ensemble"), tmp_path / "g")
     with pytest.raises(InputError, match="global_condition=true"):
         Runner(config(dataset, "agent.action_expert=mlp"), tmp_path / "f")
     runner = Runner(config(dataset, "agent.updates=1"), tmp_path / "c")

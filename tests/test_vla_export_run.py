@@ -111,3 +111,33 @@ def test_the_run_still_exports_after_its_dataset_moves(run: Path, tmp_path: Path
         assert load_meta(out).vla == load_meta(run / "policy").vla
     finally:
         moved.rename(dataset)
+
+
+def test_temporal_ensembling_reaches_the_artifact_and_plays_as_in_the_run(run: Path, tmp_path: Path) -> None:
+    """``agent.execution=temporal_ensemble``: the run's policy queries every step and averages the chunks predicting
+    it (ACT); the exported policy.yaml says so, and the ONNX artifact in sim takes the run's torch actions."""
+    import shutil
+
+    import sim
+    from robot_rl.train.artifact_eval import VLAArtifactPlayer
+    from robot_rl.train.vla_eval import VLAPlayer
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("policy"))
+    config = copy / "config.yaml"
+    config.write_text(config.read_text().replace("  execution: open_loop\n", "  execution: temporal_ensemble\n"))
+    agent = open_run(copy).agent
+    assert agent.policy_chunking()[1].mode == "temporal_ensemble"
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "export", str(copy), "--out", str(copy / "policy")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    execution = load_meta(copy / "policy").chunk_execution
+    assert (execution.mode, execution.ensemble_decay) == ("temporal_ensemble", 0.01)
+    env = sim.make_env("so101_reach_lang", num_envs=2, seed=0, cameras=["front"], image_size=32, camera_obs=False)
+    obs = env.reset(seed=0)
+    ours = VLAArtifactPlayer(VLARuntime(copy / "policy"))
+    torch_player = VLAPlayer(agent.policy(), agent.policy_chunking()[1])
+    for _ in range(3):  # a query every step: from the second step on, each action averages two or more chunks
+        a, b = ours.act(env, obs), torch_player.act(env, obs)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-4)
+        obs = env.step(a).obs

@@ -373,7 +373,8 @@ def test_the_mlp_action_expert_reads_the_chunk_the_time_and_the_global_condition
     config = VLAConfig.cpu(5, 3, 50, width=32, max_text_len=8, chunk_len=4, global_condition=True,
                            action_expert="mlp", expert_hidden=24)
     model = VLA(config)
-    assert model.expert[0].in_features == 4 * 3 + 2 * 32 and model.expert[-1].out_features == 4 * 3
+    assert model.expert.inp.in_features == 4 * 3 and model.expert.films[0].in_features == 2 * 32  # time, condition
+    assert model.expert.out[-1].out_features == 4 * 3
     assert model.expert_parameters() == list(model.expert.parameters())
     assert not hasattr(model, "chunk_pos") and not hasattr(model, "action_in")
     obs = observation(2, config)
@@ -388,7 +389,7 @@ def test_the_mlp_action_expert_reads_the_chunk_the_time_and_the_global_condition
         assert (model.velocity(x, t, other_condition) - v).abs().max() > 1e-3
         assert (model.velocity(x, t.flip(0), context) - v).abs().max() > 1e-3  # the time is read
     model.loss(obs, torch.randn(2, 4, 3), torch.randn(2, 4, 3), t).backward()
-    assert model.condition[0].weight.grad.abs().sum() > 0 and model.expert[0].weight.grad.abs().sum() > 0
+    assert model.condition[0].weight.grad.abs().sum() > 0 and model.expert.inp.weight.grad.abs().sum() > 0
     assert all(p.grad is None for p in model.prefix.parameters())
     with pytest.raises(ValueError, match="global_condition"):
         VLAConfig.cpu(5, 3, 50, action_expert="mlp")

@@ -32,6 +32,7 @@ from robot_rl.agents.base import Agent, EnvSpec, Obs, register_agent
 from robot_rl.config.checks import check, fail
 from robot_rl.config.schema import AgentConfig
 from robot_rl.deploy.artifact import ChunkExecution
+from robot_rl.deploy.chunking import CHUNK_MODES
 from robot_rl.errors import InputError
 
 MODEL_SIZES = ("cpu", "gpu")
@@ -58,6 +59,11 @@ class VLAAgentConfig(AgentConfig):
         cameras: the dataset's cameras the policy sees, in this order.
         chunk_len: H, actions per chunk.
         execute_len: actions of each chunk played open loop before the next query (evaluation and export).
+        execution: ``open_loop`` (a query every ``execute_len`` steps) or ``temporal_ensemble`` (a query every step,
+            each step's action the weighted mean of every chunk predicting it: ACT's temporal ensembling;
+            :mod:`robot_rl.deploy.chunking`), in evaluation and in the exported artifact.
+        ensemble_decay: temporal ensembling's ``m >= 0`` in ACT's weights ``w_i = exp(-m i)``, ``i = 0`` the oldest
+            prediction of the step.
         max_text_len: L, instruction tokens kept.
         vocab_size: most tokens of the instruction BPE.
         updates: gradient steps of the run (the runner's progress counter).
@@ -115,6 +121,8 @@ class VLAAgentConfig(AgentConfig):
     cameras: list[str] = field(default_factory=lambda: ["front", "wrist"])
     chunk_len: int = 16
     execute_len: int = 8
+    execution: str = "open_loop"
+    ensemble_decay: float = 0.01
     max_text_len: int = 16
     vocab_size: int = 256
     updates: int = 4000
@@ -145,12 +153,12 @@ class VLAAgentConfig(AgentConfig):
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",),
               non_negative=("weight_decay", "grad_clip", "motion_boost", "state_noise",
-                            "target_keypoint", "gripper_keypoint"),
+                            "target_keypoint", "gripper_keypoint", "ensemble_decay"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
               at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift", "width"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES, "film_stride": (2, 4),
-                       "film_kernel": (1, 3, 5), "action_expert": ("transformer", "mlp"),
+                       "film_kernel": (1, 3, 5), "action_expert": ("transformer", "mlp"), "execution": CHUNK_MODES,
                        "image_encoder": ("conv", "efficientnet_lite0", "efficientnet_lite0_film")})
         if self.width % 8:
             raise fail(self, "agent", "width", "must be a multiple of 8 (the presets' attention heads divide it)",
@@ -409,5 +417,6 @@ class VLAAgent(Agent):
         return VLAPolicy(copy.deepcopy(self.model).eval(), self.tokenizer, self.instructions)
 
     def policy_chunking(self) -> tuple[int, ChunkExecution]:
-        """``chunk_len`` actions per query, the first ``execute_len`` played open loop."""
-        return self.cfg.chunk_len, ChunkExecution("open_loop", self.cfg.execute_len, 0.0)
+        """``chunk_len`` actions per query, played as ``execution`` says (open loop: the first ``execute_len``)."""
+        cfg = self.cfg
+        return cfg.chunk_len, ChunkExecution(cfg.execution, cfg.execute_len, cfg.ensemble_decay)

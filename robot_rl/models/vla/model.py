@@ -86,11 +86,12 @@ class VLAConfig:
     """``efficientnet_lite0_film``: the head's first convolution, ``film_kernel`` x ``film_kernel`` (odd)."""
     action_expert: str = "transformer"
     """``transformer``: chunk self-attention and cross-attention to the prefix (SmolVLA / pi0's expert); ``mlp``: one
-    MLP from the flattened noisy chunk, the time and the global condition to the chunk's velocity (Diffusion Policy's
-    and IDQL's low-dimensional expert; needs ``global_condition``): it reads only the state, the keypoints and the
-    instruction, with no path to the prefix tokens to memorise scenes through."""
+    residual MLP from the flattened noisy chunk, modulated by the time and the global condition, to the chunk's
+    velocity (:class:`MLPExpert`; Diffusion Policy's and IDQL's low-dimensional experts; needs
+    ``global_condition``): it reads only the state, the keypoints and the instruction, with no path to the prefix
+    tokens to memorise scenes through."""
     expert_hidden: int = 256
-    """``action_expert=mlp``: width of its three hidden layers."""
+    """``action_expert=mlp``: width of its residual stream (:class:`MLPExpert`, three blocks)."""
     num_steps: int = 10
     """Euler steps of :meth:`VLA.sample` (LeRobot's default for SmolVLA)."""
     dropout: float = 0.0
@@ -151,6 +152,28 @@ def keypoint_loss(points: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return (points[inside] - target[inside]).pow(2).sum(-1).mean()
 
 
+class MLPExpert(nn.Module):
+    """``action_expert=mlp``: residual MLP blocks over a flattened chunk, each modulated (FiLM: a scale and a shift
+    per hidden unit) by the condition, as Diffusion Policy's conditional residual blocks. ``forward(x [B, F],
+    condition [B, C]) -> [B, F]``."""
+
+    def __init__(self, features: int, condition: int, hidden: int, blocks: int = 3) -> None:
+        super().__init__()
+        self.inp = nn.Linear(features, hidden)
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(blocks))
+        self.films = nn.ModuleList(nn.Linear(condition, 2 * hidden) for _ in range(blocks))
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(hidden, 2 * hidden), nn.GELU(),
+                                                  nn.Linear(2 * hidden, hidden)) for _ in range(blocks))
+        self.out = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, features))
+
+    def forward(self, x: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        for norm, film, block in zip(self.norms, self.films, self.blocks, strict=True):
+            scale, shift = film(condition).chunk(2, dim=-1)
+            h = h + block(norm(h) * (1.0 + scale) + shift)
+        return self.out(h)
+
+
 class VLA(nn.Module):
     """Prefix transformer over image, text and state tokens, plus a flow-matching action expert."""
 
@@ -175,10 +198,7 @@ class VLA(nn.Module):
             c.prefix_layers, enable_nested_tensor=False)
         self.prefix_norm = nn.LayerNorm(c.width)
         if c.action_expert == "mlp":
-            flat, hidden = c.chunk_len * c.action_dim, c.expert_hidden
-            self.expert: nn.Module = nn.Sequential(
-                nn.Linear(flat + 2 * c.width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
-                nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, flat))
+            self.expert: nn.Module = MLPExpert(c.chunk_len * c.action_dim, 2 * c.width, c.expert_hidden)
         else:
             self.action_in = nn.Linear(c.action_dim, c.width)
             self.action_time = nn.Sequential(nn.Linear(2 * c.width, c.width), nn.SiLU(),
@@ -283,7 +303,7 @@ class VLA(nn.Module):
         (``H`` = ``chunk_len`` for ``action_expert=mlp``, at most that for ``transformer``)."""
         if self.config.action_expert == "mlp":
             emb = time_embedding(t.to(x_t.dtype), self.config.width)
-            return self.expert(torch.cat([x_t.flatten(1), emb, context.condition], dim=1)).view_as(x_t)
+            return self.expert(x_t.flatten(1), torch.cat([emb, context.condition], dim=1)).view_as(x_t)
         h = self.action_in(x_t)  # [B, H, D]
         emb = time_embedding(t.to(h.dtype), h.shape[-1]).unsqueeze(1).expand_as(h)
         h = self.action_time(torch.cat([h, emb], dim=-1)) + self.chunk_pos[: h.shape[1]]
