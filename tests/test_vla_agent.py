@@ -77,8 +77,8 @@ def test_sft_through_the_command_lowers_the_flow_loss_and_evaluates_per_target(d
 
 def test_resume_mid_run_continues_exactly(dataset: Path, tmp_path: Path) -> None:
     """40 steps straight vs 20, a restart from that checkpoint, 20 more: same weights, optimiser and counters (the
-    state noise drawn from the saved batch generator too)."""
-    cfg = config(dataset, "agent.updates=40", "agent.state_noise=0.05")
+    state noise and shift drawn from the saved batch generator too)."""
+    cfg = config(dataset, "agent.updates=40", "agent.state_noise=0.05", "agent.state_shift=0.02")
     straight = tmp_path / "straight"
     Runner(cfg, straight).learn(evaluate_and_export=False)
     broken = tmp_path / "broken"
@@ -136,6 +136,30 @@ def test_the_keypoint_losses_are_trained_and_logged(dataset: Path, tmp_path: Pat
         VLAAgent(runner.agent.cfg, None, no_world_camera)
 
 
+def test_state_shift_moves_the_state_and_its_anchor_and_keeps_the_absolute_targets(dataset: Path,
+                                                                                   tmp_path: Path) -> None:
+    """``agent.state_shift``: the model is handed the batch's frames with the state shifted by Gaussian noise of that
+    size (read and anchored alike: no ``state_seen``) and the demonstration's absolute action targets unchanged."""
+    runner = Runner(config(dataset, "agent.updates=1", "agent.state_shift=0.1"), tmp_path / "run")
+    agent = runner.agent
+    agent.batches = agent.load_batches()
+    before = agent.generator.get_state()
+    seen = {}
+
+    def losses(obs, action, *args):
+        seen.update(obs=obs, action=action)
+        return original(obs, action, *args)
+
+    original, agent.model.losses = agent.model.losses, losses
+    agent.update()
+    replay = torch.Generator()
+    replay.set_state(before)
+    frames = agent.batches.sample(agent.cfg.batch_size, replay, agent.frame_weights, 0)
+    assert torch.equal(seen["action"], frames["action"]) and "state_seen" not in seen["obs"]
+    shift = seen["obs"]["state"] - frames["state"]
+    assert 0.07 < shift.std().item() < 0.13 and shift.abs().min() > 0  # N(0, 0.1^2) on every entry
+
+
 def test_bad_input_is_a_clear_input_error(dataset: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no camera the policy needs"):
         Runner(config(dataset, "agent.cameras=[wrist]", "task.env.cameras=[wrist]"), tmp_path / "a")
@@ -143,6 +167,8 @@ def test_bad_input_is_a_clear_input_error(dataset: Path, tmp_path: Path) -> None
         Runner(compose(TINY), tmp_path / "b")
     with pytest.raises(InputError, match="state_noise"):
         Runner(config(dataset, "agent.state_noise=-0.1"), tmp_path / "d")
+    with pytest.raises(InputError, match="state_shift"):
+        Runner(config(dataset, "agent.state_shift=nan"), tmp_path / "h")
     with pytest.raises(InputError, match="film_stride"):
         Runner(config(dataset, "agent.film_stride=3"), tmp_path / "e")
     with pytest.raises(InputError, match="execution"):

@@ -90,6 +90,11 @@ class VLAAgentConfig(AgentConfig):
             state. Randomised start poses make the state a fingerprint of each demonstration, which a model uses to
             recall the demonstration's first chunk instead of reading the images; noise wider than that spread
             removes the shortcut (0: none).
+        state_shift: standard deviation (state units) of Gaussian noise added to the training state itself, what
+            the model reads and what its relative-action anchor uses, while the chunk's absolute action targets stay
+            the demonstration's: each frame also teaches the way back from a pose off the demonstrated path (a
+            synthetic DART; with ``relative_actions``, the target relative to the shifted anchor moves by the shift)
+            (0: none).
         target_keypoint: weight of an auxiliary loss (``efficientnet_lite0_film`` only) pulling the first keypoint
             of each world-fixed camera onto the image position of the dataset's ``target_key`` (the env projects it,
             ``VecEnv.image_position``; :func:`keypoint_loss <robot_rl.models.vla.model.keypoint_loss>`), so the
@@ -141,6 +146,7 @@ class VLAAgentConfig(AgentConfig):
     motion_boost: float = 0.0
     image_shift: int = 0
     state_noise: float = 0.0
+    state_shift: float = 0.0
     target_keypoint: float = 0.0
     target_key: str = "sim.target"
     gripper_keypoint: float = 0.0
@@ -152,7 +158,7 @@ class VLAAgentConfig(AgentConfig):
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("lr",),
-              non_negative=("weight_decay", "grad_clip", "motion_boost", "state_noise",
+              non_negative=("weight_decay", "grad_clip", "motion_boost", "state_noise", "state_shift",
                             "target_keypoint", "gripper_keypoint", "ensemble_decay"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
@@ -340,6 +346,9 @@ class VLAAgent(Agent):
         batch = {k: ({c: im.to(self.device) for c, im in v.items()} if k in ("images", "image_features")
                      else v.to(self.device))
                  for k, v in batch.items()}
+        if cfg.state_shift > 0:  # before state_noise, so the model reads the shifted state plus its noise
+            shift = torch.randn(batch["state"].shape, generator=self.generator).to(self.device)
+            batch["state"] = batch["state"] + cfg.state_shift * shift
         if cfg.state_noise > 0:
             jitter = torch.randn(batch["state"].shape, generator=self.generator).to(self.device)
             batch["state_seen"] = batch["state"] + cfg.state_noise * jitter
