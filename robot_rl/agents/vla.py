@@ -114,9 +114,9 @@ class VLAAgentConfig(AgentConfig):
         global_condition: also feed the action expert an MLP of the state, the keypoint coordinates and the
             instruction, added to every chunk token (:attr:`VLAConfig.global_condition
             <robot_rl.models.vla.model.VLAConfig.global_condition>`), not only through cross-attention.
-        action_expert: ``transformer`` (chunk self-attention and cross-attention to the prefix) or ``mlp`` (one MLP
-            of the flattened chunk, the time and the global condition; needs ``global_condition``;
-            :attr:`VLAConfig.action_expert <robot_rl.models.vla.model.VLAConfig.action_expert>`).
+        action_expert: ``transformer`` (chunk self-attention and cross-attention to the prefix) or ``mlp`` (residual
+            MLP blocks over the flattened chunk, FiLM-modulated by the time and the global condition; needs
+            ``global_condition``; :attr:`VLAConfig.action_expert <robot_rl.models.vla.model.VLAConfig.action_expert>`).
     """
 
     dataset: str | None = None

@@ -10,8 +10,8 @@ Observation (a dict; B is the batch):
 ``encode(obs)`` runs the prefix transformer over ``[image tokens of every camera, text tokens, state
 token]`` and returns the :class:`Context` ``[B, P, D]``. The action expert reads a noisy chunk
 ``x_t [B, H, A]`` and time ``t [B]``, self-attends over the chunk and cross-attends to the context:
-``velocity(x_t, t, context) -> [B, H, A]`` (or, ``action_expert=mlp``, reads the flattened chunk, the time and the
-context's global condition in one MLP). ``sample(obs, noise)`` integrates it from ``noise`` (t = 1)
+``velocity(x_t, t, context) -> [B, H, A]`` (or, ``action_expert=mlp``, reads the flattened chunk in a residual MLP
+modulated by the time and the context's global condition). ``sample(obs, noise)`` integrates it from ``noise`` (t = 1)
 to t = 0 (:mod:`robot_rl.models.vla.flow`) and is deterministic given the noise.
 
 Actions and state are standardised inside the model with the dataset's mean/std (:meth:`set_stats`):
@@ -213,8 +213,10 @@ class VLA(nn.Module):
             points = 2 * len(c.cameras) * c.image_keypoints if c.image_encoder == "efficientnet_lite0_film" else 0
             self.condition = nn.Sequential(nn.Linear(c.state_dim + points + c.width, 4 * c.width), nn.GELU(),
                                            nn.Linear(4 * c.width, c.width))
-        for p in (self.camera_embed, self.text_pos, *([self.chunk_pos] if c.action_expert == "transformer" else [])):
+        for p in (self.camera_embed, self.text_pos):
             nn.init.normal_(p, std=0.02)
+        if c.action_expert == "transformer":
+            nn.init.normal_(self.chunk_pos, std=0.02)
         self.register_buffer("state_mean", torch.zeros(c.state_dim))
         self.register_buffer("state_std", torch.ones(c.state_dim))
         self.register_buffer("action_mean", torch.zeros(c.action_dim))
