@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -160,6 +161,60 @@ def test_state_shift_moves_the_state_and_its_anchor_and_keeps_the_absolute_targe
     assert 0.07 < shift.std().item() < 0.13 and shift.abs().min() > 0  # N(0, 0.1^2) on every entry
 
 
+def test_expert_updates_freeze_the_keypoint_head_and_resume_exactly(dataset: Path, tmp_path: Path) -> None:
+    """``agent.expert_updates``: after ``updates`` joint steps the keypoints of every frame are computed once by the
+    frozen head, which changes no more, while the rest trains (the expert's weights move, no keypoint loss is
+    logged), with ``flow_draws`` draws per frame; the schedule restarts; a resume inside that phase rebuilds the
+    cache and continues exactly."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    cfg = config(dataset, "agent.updates=20", "agent.expert_updates=20", "agent.image_encoder=efficientnet_lite0_film",
+                 "agent.image_keypoints=1", "agent.target_keypoint=1.0", "agent.flow_draws=3")
+    straight = tmp_path / "straight"
+    runner = Runner(cfg, straight)
+    runner.learn(evaluate_and_export=False)
+    agent = runner.agent
+    assert agent.num_updates == 40 and agent.batches.keypoints.shape == (len(agent.batches), 1, 1, 2)
+    rows = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [10, 20, 30, 40]
+    assert ["loss/keypoint_target" in r for r in rows] == [True, True, False, False]
+    assert rows[2]["lr"] > rows[1]["lr"]  # the schedule starts again for the expert phase
+    steps = sorted((straight / "checkpoints").iterdir())
+    joint, final = (load_checkpoint(c)[1]["agent"]["model"] for c in (steps[1], steps[-1]))  # steps 20 and 40
+    head = [k for k in final if k.startswith(("image_encoder.inp", "image_encoder.film", "image_encoder.logits",
+                                              "image_encoder.log_temperature", "token_embed"))]
+    assert len(head) == 8 and all(torch.equal(joint[k], final[k]) for k in head)
+    index = torch.arange(0, len(agent.batches), 7)
+    with torch.no_grad():  # what the trained policy sees is what its expert was trained on
+        live = agent.model.eval().keypoints(agent.load_batches().batch(index))
+    assert torch.allclose(live, agent.batches.keypoints[index], atol=1e-6)
+    assert not torch.equal(joint["state_proj.weight"], final["state_proj.weight"])
+    assert not torch.equal(joint["action_out.1.weight"], final["action_out.1.weight"])
+    broken = tmp_path / "broken"  # killed after step 30, inside the expert phase
+    shutil.copytree(straight, broken)
+    shutil.rmtree(sorted((broken / "checkpoints").iterdir())[-1])
+    resumed = Runner(cfg, broken, resume=True)
+    assert resumed.agent.num_updates == 30
+    resumed.learn(evaluate_and_export=False)
+    again = load_checkpoint(latest_checkpoint(broken))[1]["agent"]["model"]
+    for key, value in final.items():
+        assert torch.equal(value, again[key]), key
+    with pytest.raises(InputError, match="expert_updates"):
+        Runner(config(dataset, "agent.expert_updates=10"), tmp_path / "conv")  # conv: no keypoint head to freeze
+    with pytest.raises(InputError, match="flow_draws"):
+        Runner(config(dataset, "agent.flow_draws=0"), tmp_path / "draws")
+
+
+def test_the_learning_rate_schedule_hand_values() -> None:
+    """Warm-up, cosine over ``updates``, and the restarted cosine over ``expert_updates``."""
+    from robot_rl.agents.vla import VLAAgentConfig, learning_rate
+
+    cfg = VLAAgentConfig(dataset="x", lr=1.0, updates=12, warmup_updates=2, expert_updates=8,
+                         image_encoder="efficientnet_lite0_film")
+    assert [learning_rate(cfg, u) for u in (0, 1, 2, 7)] == pytest.approx([0.5, 1.0, 1.0, 0.5])
+    assert learning_rate(cfg, 11) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.9)))
+    assert [learning_rate(cfg, u) for u in (12, 16, 20)] == pytest.approx([1.0, 0.5, 0.0])
+
+
 def test_bad_input_is_a_clear_input_error(dataset: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no camera the policy needs"):
         Runner(config(dataset, "agent.cameras=[wrist]", "task.env.cameras=[wrist]"), tmp_path / "a")
@@ -245,6 +300,38 @@ def test_the_diagnosis_measures_the_fit_on_demonstrations_and_the_closed_loop(ti
     assert loop["episodes"] == 2 and 0 <= loop["within_2cm_at_end"] <= 1
     assert loop["median_closest_to_named_cm"] <= loop["median_start_to_named_cm"]
     assert loop["median_end_to_nearest_any_cm"] <= loop["median_end_to_named_cm"]
+
+
+def test_the_expert_probe_trains_a_regressor_and_a_flow_on_the_runs_keypoints_and_plays_them(dataset: Path,
+                                                                                                tmp_path: Path) -> None:
+    """benchmarks/vla_expert_probe.py on a film run: the probe inputs are the state and one keypoint per camera
+    (the run's, or the target's true image position), its targets the run's standardised residual chunks; each arm
+    is played in fresh episodes and scored."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    probe = load("vla_expert_probe")
+    run = tmp_path / "run"
+    runner = Runner(config(dataset, "agent.updates=10", "agent.image_encoder=efficientnet_lite0_film",
+                           "agent.image_keypoints=1", "agent.target_keypoint=1.0"), run)
+    runner.learn(evaluate_and_export=False)
+    agent = runner.agent
+    batches = agent.load_batches()
+    own, true = (probe.frame_features(agent, batches, inputs) for inputs in ("own", "true"))
+    assert own["x"].shape == (len(batches), 6 + 2) and own["y"].shape == (len(batches), 4 * 6)
+    assert torch.equal(own["y"], true["y"]) and torch.equal(own["x"][:, :6], true["x"][:, :6])
+    assert torch.equal(true["x"][:, 6:], batches.target[:, :, 0].flatten(1))
+    assert not own["keep"].all() and own["keep"].any()  # the chunks past an episode's end are masked
+    model, frames = agent.model, batches.batch(torch.tensor([2, 30]))  # the chunks in the VLA's own training units
+    residual = (frames["action"] - model.anchor(frames["state"]) - model.action_mean) / model.action_std
+    assert torch.allclose(own["y"][[2, 30]], residual.flatten(1))
+    out = tmp_path / "probe.json"
+    probe.main([str(run), "--inputs", "own", "true", "--objective", "regression", "flow", "--steps", "5",
+                "--episodes", "2", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["meta"]["command"].startswith("python benchmarks/vla_expert_probe.py")
+    rows = result["rows"]["rows"]
+    assert [(r["inputs"], r["objective"]) for r in rows] == [("own", "regression"), ("own", "flow"),
+                                                             ("true", "regression"), ("true", "flow")]
+    assert all(r["episodes"] == 2 and 0 <= r["success_rate"] <= 1 for r in rows)
 
 
 def test_the_reach_lang_recipe_composes_and_trains(dataset: Path, tmp_path: Path) -> None:

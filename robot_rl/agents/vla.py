@@ -73,6 +73,15 @@ class VLAAgentConfig(AgentConfig):
         grad_clip: gradient-norm clip (0: none).
         log_interval: gradient steps per log row (``checkpoint_interval`` counts rows).
         flow_steps: Euler steps of the sampler.
+        expert_updates: gradient steps after ``updates`` (``efficientnet_lite0_film``) with the keypoint head frozen
+            and its keypoints computed once per frame (:meth:`VLABatches.cache_keypoints
+            <robot_rl.data.vla_batches.VLABatches.cache_keypoints>`): the rest of the model (mostly the action
+            expert) trains on what the head sees, at a fraction of a joint step's cost, its learning-rate schedule
+            restarted over these steps (0: none). A flow-matching expert needs far more steps than the head
+            (docs/vla.md, "The action expert needs more steps than the keypoints").
+        flow_draws: (noise, time) draws per frame in each step's flow-matching loss: the observation is encoded once
+            and only the action expert runs on the ``flow_draws * batch_size`` noisy chunks (a flow-matching expert
+            needs many more (noise, time) samples than frames to converge: docs/vla.md).
         state_key: the dataset's state feature (joint positions: evaluation feeds ``env.joint_positions()``).
         relative_actions: predict chunks relative to the least-squares linear map of the state to the action
             (:meth:`VLA.set_anchor <robot_rl.models.vla.model.VLA.set_anchor>`; for position control the action
@@ -139,6 +148,8 @@ class VLAAgentConfig(AgentConfig):
     grad_clip: float = 1.0
     log_interval: int = 50
     flow_steps: int = 10
+    flow_draws: int = 1
+    expert_updates: int = 0
     state_key: str = "observation.state"
     relative_actions: bool = True
     image_grid: int = 0
@@ -161,8 +172,9 @@ class VLAAgentConfig(AgentConfig):
               non_negative=("weight_decay", "grad_clip", "motion_boost", "state_noise", "state_shift",
                             "target_keypoint", "gripper_keypoint", "ensemble_decay"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
-                          "flow_steps"),
-              at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift", "width"),
+                          "flow_steps", "flow_draws"),
+              at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift", "width",
+                          "expert_updates"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES, "film_stride": (2, 4),
                        "film_kernel": (1, 3, 5), "action_expert": ("transformer", "mlp"), "execution": CHUNK_MODES,
                        "image_encoder": ("conv", "efficientnet_lite0", "efficientnet_lite0_film")})
@@ -174,6 +186,9 @@ class VLAAgentConfig(AgentConfig):
         if self.image_keypoints and self.image_encoder == "efficientnet_lite0":
             raise fail(self, "agent", "image_keypoints", "needs a keypoint image encoder",
                        "0, or image_encoder=conv / efficientnet_lite0_film")
+        if self.expert_updates and self.image_encoder != "efficientnet_lite0_film":
+            raise fail(self, "agent", "expert_updates", "freezes the keypoint head of image_encoder="
+                       "efficientnet_lite0_film", "0, or image_encoder=efficientnet_lite0_film")
         if self.image_shift and self.image_encoder == "efficientnet_lite0_film":
             raise fail(self, "agent", "image_shift", "does not apply to the cached frozen features of "
                        "efficientnet_lite0_film", "0, or image_encoder=conv")
@@ -199,12 +214,17 @@ class VLAAgentConfig(AgentConfig):
 
 
 def learning_rate(cfg: VLAAgentConfig, update: int) -> float:
-    """The learning rate of gradient step ``update`` (0-based): linear warm-up, then the schedule."""
-    if update < cfg.warmup_updates:
+    """The learning rate of gradient step ``update`` (0-based): linear warm-up, then the schedule over ``updates``;
+    the ``expert_updates`` after them start the schedule again (no warm-up) over their own length."""
+    if update >= cfg.updates:
+        start, length = cfg.updates, cfg.expert_updates
+    elif update < cfg.warmup_updates:
         return cfg.lr * (update + 1) / cfg.warmup_updates
+    else:
+        start, length = cfg.warmup_updates, cfg.updates - cfg.warmup_updates
     if cfg.lr_schedule == "constant":
         return cfg.lr
-    progress = (update - cfg.warmup_updates) / max(1, cfg.updates - cfg.warmup_updates)
+    progress = (update - start) / max(1, length)
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
@@ -294,8 +314,8 @@ class VLAAgent(Agent):
     # --- offline training ---------------------------------------------------------------------------
 
     def offline_updates(self) -> int:
-        """``agent.updates`` gradient steps."""
-        return self.cfg.updates
+        """``agent.updates`` gradient steps, then ``agent.expert_updates``."""
+        return self.cfg.updates + self.cfg.expert_updates
 
     def load_batches(self) -> Any:
         """The dataset as :class:`~robot_rl.data.vla_batches.VLABatches`, as training reads it (frozen features
@@ -342,23 +362,28 @@ class VLAAgent(Agent):
         if self.batches is None:
             self.batches = self.load_batches()
         cfg = self.cfg
+        expert_phase = self.num_updates >= cfg.updates
+        if expert_phase and self.batches.keypoints is None:  # the head frozen, its keypoints cached (also on resume)
+            for p in self.model.keypoint_parameters():
+                p.requires_grad_(False)
+            self.batches.cache_keypoints(lambda b: self.model.eval().keypoints(self.on_device(b)))
+            self.model.train()
         batch = self.batches.sample(cfg.batch_size, self.generator, self.frame_weights, cfg.image_shift)
-        batch = {k: ({c: im.to(self.device) for c, im in v.items()} if k in ("images", "image_features")
-                     else v.to(self.device))
-                 for k, v in batch.items()}
+        batch = self.on_device(batch)
         if cfg.state_shift > 0:  # before state_noise, so the model reads the shifted state plus its noise
             shift = torch.randn(batch["state"].shape, generator=self.generator).to(self.device)
             batch["state"] = batch["state"] + cfg.state_shift * shift
         if cfg.state_noise > 0:
             jitter = torch.randn(batch["state"].shape, generator=self.generator).to(self.device)
             batch["state_seen"] = batch["state"] + cfg.state_noise * jitter
-        noise = torch.randn(batch["action"].shape, device=self.device)
-        t = flow.sample_time(cfg.batch_size).to(self.device)
+        noise = torch.randn((cfg.flow_draws * cfg.batch_size, *batch["action"].shape[1:]), device=self.device)
+        t = flow.sample_time(cfg.flow_draws * cfg.batch_size).to(self.device)
         lr = learning_rate(cfg, self.num_updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        losses = self.model.losses(batch, batch["action"], noise, t, batch["action_is_pad"], batch.get("target"))
-        points = cfg.supervised_keypoints()
+        keypoint_target = None if expert_phase else batch.get("target")  # the frozen head learns nothing more
+        losses = self.model.losses(batch, batch["action"], noise, t, batch["action_is_pad"], keypoint_target)
+        points = {} if expert_phase else cfg.supervised_keypoints()
         keypoint = losses.pop("keypoint", None)  # [P]
         loss = losses["flow"]
         for i, (name, weight) in enumerate(points.items()):
@@ -372,6 +397,12 @@ class VLAAgent(Agent):
         self.optimizer.step()
         self.num_updates += 1
         return {**{f"loss/{k}": v.detach() for k, v in losses.items()}, "lr": lr, "grad_norm": norm.detach()}
+
+    def on_device(self, batch: dict) -> dict:
+        """A :class:`~robot_rl.data.vla_batches.VLABatches` batch with every tensor (nested per camera too) on the
+        agent's device."""
+        return {k: ({c: x.to(self.device) for c, x in v.items()} if isinstance(v, dict) else v.to(self.device))
+                for k, v in batch.items()}
 
     def ready(self) -> bool:
         """Always: the dataset is all there."""

@@ -87,6 +87,8 @@ class VLABatches:
         self.state_key, self.action_key = state_key, action_key
         self.features: dict[str, torch.Tensor] | None = None
         """``{camera: float16 [N, F, h, w]}`` after :meth:`cache_features`: batches then carry these, not images."""
+        self.keypoints: torch.Tensor | None = None
+        """``[N, C, K, 2]`` after :meth:`cache_keypoints`: batches then carry these, not images or features."""
 
     @staticmethod
     def _decode(ds: LeRobotDataset, key: str) -> torch.Tensor:
@@ -129,13 +131,25 @@ class VLABatches:
                          for cam, frames in self.images.items()}
         self.images = {}
 
+    def cache_keypoints(self, locate: Callable[[dict], torch.Tensor], chunk: int = 512) -> None:
+        """Run a frozen keypoint head ``locate`` (a :meth:`batch` -> ``[B, C, K, 2]``, e.g. ``VLA.keypoints``) over
+        every frame once and keep its keypoints instead of the images or features: :meth:`batch` then returns them
+        under ``"keypoints"`` (``agent.expert_updates``: the action expert trained on what the frozen head sees)."""
+        with torch.no_grad():
+            self.keypoints = torch.cat([locate(self.batch(torch.arange(i, min(i + chunk, len(self))))).float().cpu()
+                                        for i in range(0, len(self), chunk)])
+        self.features, self.images = None, {}
+
     def batch(self, index: torch.Tensor) -> dict:
         """Frames ``index [B]`` as ``{"images": {camera: uint8 [B, 3, H, W]}, "tokens": int64 [B, L],
         "token_mask": bool [B, L], "state": [B, S], "action": [B, H, A], "action_is_pad": bool [B, H]}``, plus
         ``"target": [B, ...]`` with a ``target_key``; after :meth:`cache_features`, ``"image_features": {camera: float16
-        [B, F, h, w]}`` in place of ``"images"``."""
+        [B, F, h, w]}`` in place of ``"images"``; after :meth:`cache_keypoints`, ``"keypoints": [B, C, K, 2]`` in
+        place of both."""
         task = self.task_index[index]
-        if self.features is not None:
+        if self.keypoints is not None:
+            images = {"keypoints": self.keypoints[index]}
+        elif self.features is not None:
             images = {"image_features": {cam: f[index] for cam, f in self.features.items()}}
         else:
             images = {"images": {cam: frames[index] for cam, frames in self.images.items()}}

@@ -134,6 +134,11 @@ class Context:
     pad: torch.Tensor
     condition: torch.Tensor | None = None
 
+    def repeat(self, n: int) -> Context:
+        """The context of ``n`` copies of the batch, stacked: row ``i * B + b`` is row ``b`` (``torch.repeat``)."""
+        return Context(self.tokens.repeat(n, 1, 1), self.pad.repeat(n, 1),
+                       None if self.condition is None else self.condition.repeat(n, 1))
+
 
 def time_embedding(t: torch.Tensor, dim: int, min_period: float = 4e-3, max_period: float = 4.0) -> torch.Tensor:
     """Sine-cosine embedding ``[B, dim]`` of times ``t [B]`` over periods ``min_period..max_period`` (pi0's)."""
@@ -257,8 +262,9 @@ class VLA(nn.Module):
 
     def encode(self, obs: dict) -> Context:
         """The prefix tokens ``[B, C*(grid^2 + keypoints) + L + 1, D]`` of observation ``obs`` (module docstring);
-        with ``efficientnet_lite0_film``, ``[B, C*keypoints + L + 1, D]`` from ``obs["images"]`` or precomputed
-        ``obs["image_features"]`` (``{camera: [B, F, H/s, W/s]}``, :meth:`image_features`). The state token reads
+        with ``efficientnet_lite0_film``, ``[B, C*keypoints + L + 1, D]`` from ``obs["images"]``, precomputed
+        ``obs["image_features"]`` (``{camera: [B, F, H/s, W/s]}``, :meth:`image_features`) or precomputed
+        ``obs["keypoints"]`` (``[B, C, K, 2]``, :meth:`keypoints`: the head is then skipped). The state token reads
         ``obs["state_seen"]`` where given (training's noisy state, ``agent.state_noise``), else ``obs["state"]``; the
         anchor always uses ``obs["state"]``."""
         return self._encode(obs)[0]
@@ -273,9 +279,11 @@ class VLA(nn.Module):
         points = None
         if self.instructed_images:
             cached = obs.get("image_features")
-            per_camera = [self.image_encoder.points(cached[cam] if cached is not None
-                                                    else self.image_encoder.features(obs["images"][cam]), text)
-                          for cam in c.cameras]  # C x [B, K, 2]
+            located = obs.get("keypoints")  # [B, C, K, 2] of a frozen head (agent.expert_updates)
+            per_camera = [located[:, i] if located is not None
+                          else self.image_encoder.points(cached[cam] if cached is not None
+                                                         else self.image_encoder.features(obs["images"][cam]), text)
+                          for i, cam in enumerate(c.cameras)]  # C x [B, K, 2]
             tokens = [self.image_encoder.tokens(p) + self.camera_embed[i] for i, p in enumerate(per_camera)]
             points = torch.stack(per_camera, dim=1)
         else:
@@ -292,6 +300,15 @@ class VLA(nn.Module):
             low_dim = [state, *([points.flatten(1)] if points is not None else []), text]
             condition = self.condition(torch.cat(low_dim, dim=1))
         return Context(self.prefix_norm(self.prefix(x, src_key_padding_mask=pad)), pad, condition), points
+
+    def keypoint_parameters(self) -> list[nn.Parameter]:
+        """What :meth:`keypoints` depends on and training may change (``efficientnet_lite0_film``): the head's layers
+        and the token embedding (the instruction modulates the head)."""
+        if not self.instructed_images:
+            raise ValueError(f"image_encoder {self.config.image_encoder!r} has no instructed keypoints")
+        head = self.image_encoder
+        return [*head.inp.parameters(), *head.film.parameters(), *head.logits.parameters(), head.log_temperature,
+                self.token_embed.weight]
 
     def keypoints(self, obs: dict) -> torch.Tensor:
         """``[B, C, K, 2]`` the image keypoints of ``obs``, x right and y down in [-1, 1]
@@ -333,7 +350,9 @@ class VLA(nn.Module):
 
     def loss(self, obs: dict, action: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
              action_is_pad: torch.Tensor | None = None) -> torch.Tensor:
-        """Flow-matching loss of chunks ``action [B, H, A]`` (dataset units) at ``noise [B, H, A]``, ``t [B]``.
+        """Flow-matching loss of chunks ``action [B, H, A]`` (dataset units) at ``noise [B, H, A]``, ``t [B]``, or at
+        ``n`` (noise, time) draws per chunk: ``noise [n*B, H, A]``, ``t [n*B]``, draw ``i`` of chunk ``b`` at row
+        ``i * B + b`` (the observation is encoded once; only the action expert runs ``n`` times).
 
         ``action_is_pad`` bool ``[B, H]`` drops chunk steps past the episode end.
         """
@@ -347,6 +366,12 @@ class VLA(nn.Module):
         camera against ``keypoint_target[:, :, p]``, for each ``p``."""
         a = (action - self.anchor(obs["state"]) - self.action_mean) / self.action_std
         context, points = self._encode(obs)
+        draws, rest = divmod(noise.shape[0], a.shape[0])
+        if rest or draws < 1:
+            raise ValueError(f"noise rows {noise.shape[0]} must be a multiple of the batch {a.shape[0]}")
+        if draws > 1:
+            context, a = context.repeat(draws), a.repeat(draws, 1, 1)
+            action_is_pad = None if action_is_pad is None else action_is_pad.repeat(draws, 1)
         predicted = self.velocity(flow.interpolate(a, noise, t), t, context)
         out = {"flow": flow.flow_loss(predicted, a, noise, None if action_is_pad is None else ~action_is_pad)}
         if keypoint_target is not None:
