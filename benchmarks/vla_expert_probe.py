@@ -30,12 +30,14 @@ from torch import nn
 
 from robot_rl.models.chunked_actor import ChunkExecutor
 from robot_rl.models.vla import flow
-from robot_rl.models.vla.model import time_embedding
+from robot_rl.models.vla.model import MLPExpert, time_embedding
 from robot_rl.train.evaluation import EnvPlayer, evaluate
 from robot_rl.train.run_loading import open_run
 
 TIME_DIM = 32
 """Width of the flow probe's time embedding."""
+WIDTH = 64
+"""``--film``: width of the condition and of the time embedding (``VLAConfig.cpu``'s)."""
 
 
 def frame_features(agent, batches, inputs: str, chunk: int = 512) -> dict[str, torch.Tensor]:
@@ -46,10 +48,11 @@ def frame_features(agent, batches, inputs: str, chunk: int = 512) -> dict[str, t
     for start in range(0, len(batches), chunk):
         batch = batches.batch(torch.arange(start, min(start + chunk, len(batches))))
         with torch.no_grad():
-            points = (model.keypoints(batch)[:, :, 0] if inputs == "own" else batch["target"][:, :, 0]).flatten(1)
+            points = (model.keypoints(batch)[:, :, 0] if inputs != "true" else batch["target"][:, :, 0]).flatten(1)
+            text = instruction_summary(model, batch["tokens"], batch["token_mask"]) if inputs == "own_text" else None
         state = (batch["state"] - model.state_mean) / model.state_std
         residual = (batch["action"] - model.anchor(batch["state"]) - model.action_mean) / model.action_std
-        xs.append(torch.cat([state, points.float()], dim=1))
+        xs.append(torch.cat([state, points.float(), *([text] if text is not None else [])], dim=1))
         ys.append(residual.flatten(1))
         keeps.append((~batch["action_is_pad"]).unsqueeze(-1).expand_as(residual).flatten(1))
     return {"x": torch.cat(xs), "y": torch.cat(ys), "keep": torch.cat(keeps)}
@@ -61,14 +64,21 @@ class Probe(nn.Module):
     from zero noise in ``flow_steps`` Euler steps, as the VLA's expert is."""
 
     def __init__(self, inputs: int, outputs: int, hidden: int, objective: str, flow_draws: int = 1,
-                 flow_steps: int = 10) -> None:
+                 flow_steps: int = 10, film: bool = False) -> None:
         super().__init__()
         self.objective, self.draws, self.flow_steps, self.outputs = objective, flow_draws, flow_steps, outputs
+        self.film = film
+        if film:  # the VLA's own form: a condition MLP and MLPExpert's FiLM blocks (VLAConfig.cpu's sizes)
+            self.condition = nn.Sequential(nn.Linear(inputs, 4 * WIDTH), nn.GELU(), nn.Linear(4 * WIDTH, WIDTH))
+            self.net = MLPExpert(outputs, 2 * WIDTH, hidden)
+            return
         extra = outputs + TIME_DIM if objective == "flow" else 0
         self.net = nn.Sequential(nn.Linear(inputs + extra, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
                                  nn.Linear(hidden, outputs))
 
     def velocity(self, x_t: torch.Tensor, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        if self.film:
+            return self.net(x_t, torch.cat([time_embedding(t, WIDTH), self.condition(x)], dim=1))
         return self.net(torch.cat([x, x_t, time_embedding(t, TIME_DIM)], dim=1))
 
     def loss(self, x: torch.Tensor, y: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -89,19 +99,26 @@ class Probe(nn.Module):
         return flow.euler_sample(lambda x_t, t: self.velocity(x_t, t, x), noise, self.flow_steps)
 
 
+def instruction_summary(model, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[B, D]`` the mean token embedding of each instruction, as the VLA's global condition reads it."""
+    ids, mask = tokens[:, : model.config.max_text_len], mask[:, : model.config.max_text_len]
+    keep = mask.unsqueeze(-1).float()
+    return (model.token_embed(ids) * keep).sum(1) / keep.sum(1).clamp_min(1.0)
+
+
 def train_probe(data: dict[str, torch.Tensor], objective: str, steps: int, hidden: int, weights: torch.Tensor | None,
-                flow_draws: int, seed: int) -> tuple[Probe, float]:
-    """A :class:`Probe` fitted to ``data`` (Adam 1e-3 with a cosine decay, batch 256, frames drawn uniformly or in
-    proportion to ``weights [N]``); its last loss."""
+                flow_draws: int, seed: int, film: bool = False, batch: int = 256) -> tuple[Probe, float]:
+    """A :class:`Probe` fitted to ``data`` (Adam 1e-3 with a cosine decay, ``batch`` frames per step drawn uniformly
+    or in proportion to ``weights [N]``); its last loss."""
     torch.manual_seed(seed)
     x, y, keep = data["x"], data["y"], data["keep"].float()
-    probe = Probe(x.shape[1], y.shape[1], hidden, objective, flow_draws)
+    probe = Probe(x.shape[1], y.shape[1], hidden, objective, flow_draws, film=film)
     opt = torch.optim.Adam(probe.parameters(), lr=1e-3)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
     loss = torch.tensor(0.0)
     for _ in range(steps):
-        i = (torch.randint(0, len(x), (256,)) if weights is None
-             else torch.multinomial(weights, 256, replacement=True))
+        i = (torch.randint(0, len(x), (batch,)) if weights is None
+             else torch.multinomial(weights, batch, replacement=True))
         loss = probe.loss(x[i], y[i], keep[i])
         opt.zero_grad()
         loss.backward()
@@ -129,16 +146,16 @@ class ProbePlayer(EnvPlayer):
         @torch.no_grad()
         def chunks(rows: torch.Tensor) -> torch.Tensor:
             s = state[rows]
-            if self.inputs == "own":
+            texts = env.instructions()
+            tokens, mask = self.agent.tokenizer.encode([texts[i] for i in rows.tolist()], model.config.max_text_len)
+            if self.inputs == "true":
+                points = torch.stack([env.image_position(env.target[rows], c) for c in cams], dim=1).flatten(1)
+            else:
                 images = env.camera_images(rows.numpy())
-                texts = env.instructions()
-                tokens, mask = self.agent.tokenizer.encode([texts[i] for i in rows.tolist()],
-                                                           model.config.max_text_len)
                 obs = {"images": {c: images[c] for c in cams}, "tokens": tokens, "token_mask": mask, "state": s}
                 points = model.keypoints(obs)[:, :, 0].flatten(1)
-            else:
-                points = torch.stack([env.image_position(env.target[rows], c) for c in cams], dim=1).flatten(1)
-            x = torch.cat([(s - model.state_mean) / model.state_std, points.float()], dim=1)
+            text = [instruction_summary(model, tokens, mask)] if self.inputs == "own_text" else []
+            x = torch.cat([(s - model.state_mean) / model.state_std, points.float(), *text], dim=1)
             residual = self.net(x).view(len(rows), model.config.chunk_len, -1) * model.action_std + model.action_mean
             return (residual + model.anchor(s)).clamp(-1.0, 1.0)
 
@@ -153,12 +170,18 @@ def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path, help="an agent=vla run (image_encoder=efficientnet_lite0_film, target_keypoint "
                                           "> 0) on a reaching language task")
-    p.add_argument("--inputs", nargs="+", choices=("own", "true"), default=["own", "true"],
-                   help="own: the run's keypoints; true: the named target's true image positions")
+    p.add_argument("--inputs", nargs="+", choices=("own", "true", "own_text"), default=["own", "true"],
+                   help="own: the run's keypoints; true: the named target's true image positions; own_text: the "
+                        "run's keypoints and its instruction summary (the mean token embedding, as the VLA's global "
+                        "condition reads it)")
     p.add_argument("--objective", nargs="+", choices=("regression", "flow"), default=["regression"],
                    help="regression: an MLP regressor; flow: an MLP flow-matching velocity field (the VLA's loss)")
-    p.add_argument("--steps", type=int, default=10000, help="probe gradient steps (batch 256)")
+    p.add_argument("--steps", type=int, default=10000, help="probe gradient steps")
+    p.add_argument("--batch", type=int, default=256, help="frames per step")
     p.add_argument("--flow-draws", type=int, default=1, help="flow: (noise, time) draws per frame and step")
+    p.add_argument("--film", action="store_true",
+                   help="flow: the VLA's action_expert=mlp form (a condition MLP and MLPExpert's FiLM blocks) instead "
+                        "of one MLP over the concatenated inputs")
     p.add_argument("--motion-boost", type=float, default=0.0,
                    help="> 0: draw frames as agent.motion_boost does (the VLA recipe's 4); 0: uniformly")
     p.add_argument("--hidden", type=int, default=256)
@@ -182,14 +205,15 @@ def main(argv: list[str]) -> None:
     rows = []
     for inputs, objective in [(i, o) for i in args.inputs for o in args.objective]:
         t0 = time.perf_counter()
-        net, loss = train_probe(features[inputs], objective, args.steps, args.hidden, weights, args.flow_draws, seed=0)
+        net, loss = train_probe(features[inputs], objective, args.steps, args.hidden, weights, args.flow_draws, seed=0,
+                                film=args.film, batch=args.batch)
         train_s = time.perf_counter() - t0
         env = runner.env_factory(args.episodes, args.seed)
         player = ProbePlayer(agent, net, inputs)
         summary = evaluate(player, env, args.episodes, args.seed, on_done=player.reset).summary()
         env.close()
-        rows.append({"inputs": inputs, "objective": objective, "flow_draws": args.flow_draws,
-                     "motion_boost": args.motion_boost, "steps": args.steps,
+        rows.append({"inputs": inputs, "objective": objective, "flow_draws": args.flow_draws, "film": args.film,
+                     "motion_boost": args.motion_boost, "steps": args.steps, "batch": args.batch,
                      "hidden": args.hidden, "final_loss": round(loss, 4),
                      "train_s": round(train_s, 1), "episodes": args.episodes, "seed": args.seed,
                      "success_rate": summary["success_rate"], "success_ci95": summary["success_ci95"]})

@@ -372,6 +372,12 @@ def test_global_condition_feeds_state_keypoints_and_instruction_to_every_chunk_t
         moved = model.encode(dict(obs, state=obs["state"] + 1.0))
         assert (moved.condition - context.condition).abs().max() > 1e-3
     assert VLA(VLAConfig.cpu(5, 3, 50)).encode(observation(2, VLAConfig.cpu(5, 3, 50))).condition is None
+    blind = VLA(dataclasses.replace(config, condition_text=False))  # the state and the keypoints only
+    assert blind.condition[0].in_features == 5 + 2 * 2 * 2
+    with torch.no_grad():  # the instruction reaches it only through where the keypoints land
+        state = (obs["state"] - blind.state_mean) / blind.state_std
+        expected = blind.condition(torch.cat([state, blind.keypoints(obs).flatten(1)], dim=1))
+        assert torch.allclose(blind.encode(obs).condition, expected, atol=1e-6)
 
 
 def test_the_mlp_action_expert_reads_the_chunk_the_time_and_the_global_condition_only() -> None:

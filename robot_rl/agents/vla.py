@@ -123,6 +123,9 @@ class VLAAgentConfig(AgentConfig):
         global_condition: also feed the action expert an MLP of the state, the keypoint coordinates and the
             instruction, added to every chunk token (:attr:`VLAConfig.global_condition
             <robot_rl.models.vla.model.VLAConfig.global_condition>`), not only through cross-attention.
+        condition_text: whether that condition reads the instruction (its mean token); false: the state and the
+            keypoints only (an instructed keypoint already names the object; :attr:`VLAConfig.condition_text
+            <robot_rl.models.vla.model.VLAConfig.condition_text>`).
         action_expert: ``transformer`` (chunk self-attention and cross-attention to the prefix) or ``mlp`` (residual
             MLP blocks over the flattened chunk, FiLM-modulated by the time and the global condition; needs
             ``global_condition``; :attr:`VLAConfig.action_expert <robot_rl.models.vla.model.VLAConfig.action_expert>`).
@@ -163,6 +166,7 @@ class VLAAgentConfig(AgentConfig):
     gripper_keypoint: float = 0.0
     gripper_site: str = "end_effector"
     global_condition: bool = False
+    condition_text: bool = True
     film_stride: int = 4
     film_kernel: int = 1
     action_expert: str = "transformer"
@@ -286,8 +290,8 @@ class VLAAgent(Agent):
         self.tokenizer = InstructionTokenizer.train(self.instructions, cfg.vocab_size)
         sizes = {"chunk_len": cfg.chunk_len, "max_text_len": cfg.max_text_len, "cameras": tuple(cfg.cameras),
                  "image_encoder": cfg.image_encoder, "image_size": int(height), "num_steps": cfg.flow_steps,
-                 "global_condition": cfg.global_condition, "film_stride": cfg.film_stride,
-                 "film_kernel": cfg.film_kernel, "action_expert": cfg.action_expert}
+                 "global_condition": cfg.global_condition, "condition_text": cfg.condition_text,
+                 "film_stride": cfg.film_stride, "film_kernel": cfg.film_kernel, "action_expert": cfg.action_expert}
         if cfg.image_grid:
             sizes["image_grid"] = cfg.image_grid
         if cfg.width:

@@ -79,6 +79,11 @@ class VLAConfig:
     keypoint coordinates (``efficientnet_lite0_film``) and the instruction's mean token, added like the time
     embedding (Diffusion Policy's global conditioning), besides cross-attending to the prefix: a short path for the
     low-dimensional values a precise reach depends on."""
+    condition_text: bool = True
+    """Whether the global condition reads the instruction's mean token. An instructed keypoint already says where the
+    named object is; beside the state, the instruction only helps the expert tell the demonstrations apart
+    (memorise) instead of reading the keypoints: without it a flow expert on reach_lang's keypoints succeeds far more
+    often (docs/vla.md, "The flow expert needs more steps than the keypoints")."""
     film_stride: int = 4
     """``efficientnet_lite0_film``: stride of the frozen feature map its keypoint head reads, 4 (24 channels) or 2
     (16 channels: finer keypoints for four times the head's work)."""
@@ -216,7 +221,8 @@ class VLA(nn.Module):
             self.action_out = nn.Sequential(nn.LayerNorm(c.width), nn.Linear(c.width, c.action_dim))
         if c.global_condition:
             points = 2 * len(c.cameras) * c.image_keypoints if c.image_encoder == "efficientnet_lite0_film" else 0
-            self.condition = nn.Sequential(nn.Linear(c.state_dim + points + c.width, 4 * c.width), nn.GELU(),
+            text = c.width if c.condition_text else 0
+            self.condition = nn.Sequential(nn.Linear(c.state_dim + points + text, 4 * c.width), nn.GELU(),
                                            nn.Linear(4 * c.width, c.width))
         for p in (self.camera_embed, self.text_pos):
             nn.init.normal_(p, std=0.02)
@@ -297,7 +303,8 @@ class VLA(nn.Module):
         pad = torch.cat([image_pad, ~mask, torch.zeros(batch, 1, dtype=torch.bool, device=x.device)], dim=1)
         condition = None
         if c.global_condition:
-            low_dim = [state, *([points.flatten(1)] if points is not None else []), text]
+            low_dim = [state, *([points.flatten(1)] if points is not None else []),
+                       *([text] if c.condition_text else [])]
             condition = self.condition(torch.cat(low_dim, dim=1))
         return Context(self.prefix_norm(self.prefix(x, src_key_padding_mask=pad)), pad, condition), points
 
