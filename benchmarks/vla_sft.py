@@ -78,13 +78,16 @@ def run_task(task: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
     log = args.runs / f"{name}.log"
     overrides = [f"agent.{kv}" for kv in args.agent]
     cameras = ",".join(CAMERAS[task])
-    start = time.monotonic()
-    robot_rl(["train", "agent=vla", f"agent.dataset={data}", f"task={task}", f"task.env.cameras=[{cameras}]",
-              f"agent.cameras=[{cameras}]",
-              "task.env.camera_obs=false", f"agent.updates={args.updates}", f"max_train_s={60 * args.minutes}",
-              "eval_episodes=0", "export_formats=[]", "sim.num_threads=1", "logger.progress=false",
-              f"seed={args.seed}", f"hydra.run.dir={run}", *overrides], env, log)
-    train_wall = time.monotonic() - start
+    if args.eval_only:
+        train_wall = trained_seconds(log)
+    else:
+        start = time.monotonic()
+        robot_rl(["train", "agent=vla", f"agent.dataset={data}", f"task={task}", f"task.env.cameras=[{cameras}]",
+                  f"agent.cameras=[{cameras}]",
+                  "task.env.camera_obs=false", f"agent.updates={args.updates}", f"max_train_s={60 * args.minutes}",
+                  "eval_episodes=0", "export_formats=[]", "sim.num_threads=1", "logger.progress=false",
+                  f"seed={args.seed}", f"hydra.run.dir={run}", *overrides], env, log)
+        train_wall = time.monotonic() - start
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     out = robot_rl(["eval", str(run), "--episodes", str(args.episodes), "--num-envs", str(args.eval_envs),
                     "--seed", str(args.eval_seed), "--wrong-instruction"], env, log)
@@ -97,6 +100,15 @@ def run_task(task: str, args: argparse.Namespace, env: dict[str, str]) -> dict:
             "final_flow_loss": metrics[-1].get("loss/flow") if metrics else None,
             "target": TARGETS.get(task), "chance": CHANCE.get(task), "eval_seed": args.eval_seed,
             "named": summary, "wrong_instruction": wrong}
+
+
+def trained_seconds(log: Path) -> float:
+    """``--eval-only``: the training wall the run's log states (``trained N gradient steps in S s``, the train
+    command's last line; the measured wall adds the process start, ~10 s)."""
+    lines = [line for line in log.read_text().splitlines() if line.startswith("trained ")] if log.is_file() else []
+    if not lines:
+        sys.exit(f"{log}: no 'trained ... in S s' line: the run did not finish training; run without --eval-only")
+    return float(lines[-1].rsplit(" in ", 1)[1].split()[0])
 
 
 def noise_std(text: str) -> float:
@@ -158,6 +170,9 @@ def main() -> None:
     p.add_argument("--eval-envs", type=int, default=50)
     p.add_argument("--eval-seed", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0, help="training seed")
+    p.add_argument("--eval-only", action="store_true",
+                   help="evaluate the finished run <runs>/<task>-<tag> again (e.g. after its evaluation failed) and "
+                        "write its rows; the training wall comes from its log")
     p.add_argument("--tag", default="", help="suffix of the run and rows file names (<task>-<tag>), to keep variants")
     p.add_argument("--runs", type=Path, default=Path("outputs/bench_vla_sft"))
     p.add_argument("--out", type=Path, default=RESULTS / "vla")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from bench_scripts import load
 
 bench = load("vla_sft")
@@ -68,3 +69,14 @@ def test_record_noise_must_be_a_finite_standard_deviation() -> None:
     for bad in ("-0.1", "inf", "nan"):
         with pytest.raises(argparse.ArgumentTypeError, match="standard deviation"):
             bench.noise_std(bad)
+
+
+def test_eval_only_reads_the_training_wall_from_the_runs_log(tmp_path) -> None:
+    """``--eval-only``: the train command's last ``trained ... in S s`` line of the run's log; none: a clear exit."""
+    log = tmp_path / "run.log"
+    log.write_text("$ nice -n 5 robot-rl train ...\ntrained 4,000 gradient steps in 12 s (80 updates)\n"
+                   "trained 24,000 gradient steps in 775 s (480 updates)\n$ nice -n 5 robot-rl eval ...\n")
+    assert bench.trained_seconds(log) == 775.0
+    log.write_text("$ nice -n 5 robot-rl train ...\n")
+    with pytest.raises(SystemExit, match="did not finish training"):
+        bench.trained_seconds(log)
