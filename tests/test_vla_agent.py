@@ -164,11 +164,11 @@ def test_state_shift_moves_the_state_and_its_anchor_and_keeps_the_absolute_targe
 def test_expert_updates_freeze_the_keypoint_head_and_resume_exactly(dataset: Path, tmp_path: Path) -> None:
     """``agent.expert_updates``: after ``updates`` joint steps the keypoints of every frame are computed once by the
     frozen head, which changes no more, while the rest trains (the expert's weights move, no keypoint loss is
-    logged), with ``flow_draws`` draws per frame; the schedule restarts; a resume inside that phase rebuilds the
+    logged); the schedule restarts; a resume inside that phase rebuilds the
     cache and continues exactly."""
     pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
     cfg = config(dataset, "agent.updates=20", "agent.expert_updates=20", "agent.image_encoder=efficientnet_lite0_film",
-                 "agent.image_keypoints=1", "agent.target_keypoint=1.0", "agent.flow_draws=3")
+                 "agent.image_keypoints=1", "agent.target_keypoint=1.0")
     straight = tmp_path / "straight"
     runner = Runner(cfg, straight)
     runner.learn(evaluate_and_export=False)
@@ -200,8 +200,6 @@ def test_expert_updates_freeze_the_keypoint_head_and_resume_exactly(dataset: Pat
         assert torch.equal(value, again[key]), key
     with pytest.raises(InputError, match="expert_updates"):
         Runner(config(dataset, "agent.expert_updates=10"), tmp_path / "conv")  # conv: no keypoint head to freeze
-    with pytest.raises(InputError, match="flow_draws"):
-        Runner(config(dataset, "agent.flow_draws=0"), tmp_path / "draws")
 
 
 def test_the_learning_rate_schedule_hand_values() -> None:

@@ -412,25 +412,6 @@ def test_the_mlp_action_expert_reads_the_chunk_the_time_and_the_global_condition
         VLAConfig.cpu(5, 3, 50, action_expert="unet")
 
 
-def test_several_flow_draws_per_frame_average_the_single_draw_losses() -> None:
-    """``noise [n*B, H, A]``, ``t [n*B]``: the loss is the mean over the n draws of each draw's one-draw loss (row
-    ``i * B + b`` is draw i of frame b), padding repeated with the chunks; a noise batch that is not a multiple of
-    the frames is refused."""
-    torch.manual_seed(0)
-    config = VLAConfig.cpu(5, 3, 50, width=32, max_text_len=8, chunk_len=4, conv_channels=(8,), image_grid=1)
-    model = VLA(config)
-    obs, action = observation(2, config), torch.randn(2, 4, 3)
-    pad = torch.tensor([[False, False, True, True], [False, False, False, False]])
-    noise, t = torch.randn(3 * 2, 4, 3), torch.tensor([0.1, 0.9, 0.5, 0.3, 0.7, 0.2])
-    with torch.no_grad():
-        drawn = model.loss(obs, action, noise, t, pad)
-        # each draw's masked mean over the same 6 + 12 kept steps: the pooled mean is their plain mean
-        each = [model.loss(obs, action, noise[2 * i:2 * i + 2], t[2 * i:2 * i + 2], pad) for i in range(3)]
-    assert torch.allclose(drawn, torch.stack(each).mean(), atol=1e-6)
-    with pytest.raises(ValueError, match="multiple of the batch"):
-        model.loss(obs, action, torch.randn(3, 4, 3), torch.rand(3))
-
-
 def test_the_film_head_reads_a_stride_2_or_4_map_with_a_1x1_or_wider_kernel() -> None:
     pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
     images = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)

@@ -78,10 +78,7 @@ class VLAAgentConfig(AgentConfig):
             <robot_rl.data.vla_batches.VLABatches.cache_keypoints>`): the rest of the model (mostly the action
             expert) trains on what the head sees, at a fraction of a joint step's cost, its learning-rate schedule
             restarted over these steps (0: none). A flow-matching expert needs far more steps than the head
-            (docs/vla.md, "The action expert needs more steps than the keypoints").
-        flow_draws: (noise, time) draws per frame in each step's flow-matching loss: the observation is encoded once
-            and only the action expert runs on the ``flow_draws * batch_size`` noisy chunks (a flow-matching expert
-            needs many more (noise, time) samples than frames to converge: docs/vla.md).
+            (docs/vla.md, "The flow expert needs more steps than the keypoints").
         state_key: the dataset's state feature (joint positions: evaluation feeds ``env.joint_positions()``).
         relative_actions: predict chunks relative to the least-squares linear map of the state to the action
             (:meth:`VLA.set_anchor <robot_rl.models.vla.model.VLA.set_anchor>`; for position control the action
@@ -151,7 +148,6 @@ class VLAAgentConfig(AgentConfig):
     grad_clip: float = 1.0
     log_interval: int = 50
     flow_steps: int = 10
-    flow_draws: int = 1
     expert_updates: int = 0
     state_key: str = "observation.state"
     relative_actions: bool = True
@@ -176,7 +172,7 @@ class VLAAgentConfig(AgentConfig):
               non_negative=("weight_decay", "grad_clip", "motion_boost", "state_noise", "state_shift",
                             "target_keypoint", "gripper_keypoint", "ensemble_decay"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
-                          "flow_steps", "flow_draws"),
+                          "flow_steps"),
               at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift", "width",
                           "expert_updates"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES, "film_stride": (2, 4),
@@ -380,8 +376,8 @@ class VLAAgent(Agent):
         if cfg.state_noise > 0:
             jitter = torch.randn(batch["state"].shape, generator=self.generator).to(self.device)
             batch["state_seen"] = batch["state"] + cfg.state_noise * jitter
-        noise = torch.randn((cfg.flow_draws * cfg.batch_size, *batch["action"].shape[1:]), device=self.device)
-        t = flow.sample_time(cfg.flow_draws * cfg.batch_size).to(self.device)
+        noise = torch.randn(batch["action"].shape, device=self.device)
+        t = flow.sample_time(cfg.batch_size).to(self.device)
         lr = learning_rate(cfg, self.num_updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr

@@ -139,11 +139,6 @@ class Context:
     pad: torch.Tensor
     condition: torch.Tensor | None = None
 
-    def repeat(self, n: int) -> Context:
-        """The context of ``n`` copies of the batch, stacked: row ``i * B + b`` is row ``b`` (``torch.repeat``)."""
-        return Context(self.tokens.repeat(n, 1, 1), self.pad.repeat(n, 1),
-                       None if self.condition is None else self.condition.repeat(n, 1))
-
 
 def time_embedding(t: torch.Tensor, dim: int, min_period: float = 4e-3, max_period: float = 4.0) -> torch.Tensor:
     """Sine-cosine embedding ``[B, dim]`` of times ``t [B]`` over periods ``min_period..max_period`` (pi0's)."""
@@ -357,9 +352,7 @@ class VLA(nn.Module):
 
     def loss(self, obs: dict, action: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
              action_is_pad: torch.Tensor | None = None) -> torch.Tensor:
-        """Flow-matching loss of chunks ``action [B, H, A]`` (dataset units) at ``noise [B, H, A]``, ``t [B]``, or at
-        ``n`` (noise, time) draws per chunk: ``noise [n*B, H, A]``, ``t [n*B]``, draw ``i`` of chunk ``b`` at row
-        ``i * B + b`` (the observation is encoded once; only the action expert runs ``n`` times).
+        """Flow-matching loss of chunks ``action [B, H, A]`` (dataset units) at ``noise [B, H, A]``, ``t [B]``.
 
         ``action_is_pad`` bool ``[B, H]`` drops chunk steps past the episode end.
         """
@@ -373,12 +366,6 @@ class VLA(nn.Module):
         camera against ``keypoint_target[:, :, p]``, for each ``p``."""
         a = (action - self.anchor(obs["state"]) - self.action_mean) / self.action_std
         context, points = self._encode(obs)
-        draws, rest = divmod(noise.shape[0], a.shape[0])
-        if rest or draws < 1:
-            raise ValueError(f"noise rows {noise.shape[0]} must be a multiple of the batch {a.shape[0]}")
-        if draws > 1:
-            context, a = context.repeat(draws), a.repeat(draws, 1, 1)
-            action_is_pad = None if action_is_pad is None else action_is_pad.repeat(draws, 1)
         predicted = self.velocity(flow.interpolate(a, noise, t), t, context)
         out = {"flow": flow.flow_loss(predicted, a, noise, None if action_is_pad is None else ~action_is_pad)}
         if keypoint_target is not None:
