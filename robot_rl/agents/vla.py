@@ -77,7 +77,7 @@ class VLAAgentConfig(AgentConfig):
             and its keypoints computed once per frame (:meth:`VLABatches.cache_keypoints
             <robot_rl.data.vla_batches.VLABatches.cache_keypoints>`): the rest of the model (mostly the action
             expert) trains on what the head sees, at a fraction of a joint step's cost, its learning-rate schedule
-            restarted over these steps (0: none). A flow-matching expert needs far more steps than the head
+            restarted over these steps (0: none). A flow-matching expert can need far more steps than the head
             (docs/vla.md, "The flow expert needs more steps than the keypoints").
         state_key: the dataset's state feature (joint positions: evaluation feeds ``env.joint_positions()``).
         relative_actions: predict chunks relative to the least-squares linear map of the state to the action
