@@ -49,7 +49,7 @@ def frame_features(agent, batches, inputs: str, chunk: int = 512) -> dict[str, t
         batch = batches.batch(torch.arange(start, min(start + chunk, len(batches))))
         with torch.no_grad():
             points = (model.keypoints(batch)[:, :, 0] if inputs != "true" else batch["target"][:, :, 0]).flatten(1)
-            text = instruction_summary(model, batch["tokens"], batch["token_mask"]) if inputs == "own_text" else None
+            text = model.instruction_summary(batch["tokens"], batch["token_mask"]) if inputs == "own_text" else None
         state = (batch["state"] - model.state_mean) / model.state_std
         residual = (batch["action"] - model.anchor(batch["state"]) - model.action_mean) / model.action_std
         xs.append(torch.cat([state, points.float(), *([text] if text is not None else [])], dim=1))
@@ -97,13 +97,6 @@ class Probe(nn.Module):
             return self.net(x)
         noise = torch.zeros(len(x), self.outputs)
         return flow.euler_sample(lambda x_t, t: self.velocity(x_t, t, x), noise, self.flow_steps)
-
-
-def instruction_summary(model, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``[B, D]`` the mean token embedding of each instruction, as the VLA's global condition reads it."""
-    ids, mask = tokens[:, : model.config.max_text_len], mask[:, : model.config.max_text_len]
-    keep = mask.unsqueeze(-1).float()
-    return (model.token_embed(ids) * keep).sum(1) / keep.sum(1).clamp_min(1.0)
 
 
 def train_probe(data: dict[str, torch.Tensor], objective: str, steps: int, hidden: int, weights: torch.Tensor | None,
@@ -154,7 +147,7 @@ class ProbePlayer(EnvPlayer):
                 images = env.camera_images(rows.numpy())
                 obs = {"images": {c: images[c] for c in cams}, "tokens": tokens, "token_mask": mask, "state": s}
                 points = model.keypoints(obs)[:, :, 0].flatten(1)
-            text = [instruction_summary(model, tokens, mask)] if self.inputs == "own_text" else []
+            text = [model.instruction_summary(tokens, mask)] if self.inputs == "own_text" else []
             x = torch.cat([(s - model.state_mean) / model.state_std, points.float(), *text], dim=1)
             residual = self.net(x).view(len(rows), model.config.chunk_len, -1) * model.action_std + model.action_mean
             return (residual + model.anchor(s)).clamp(-1.0, 1.0)

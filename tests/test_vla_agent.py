@@ -318,6 +318,9 @@ def test_the_expert_probe_trains_a_regressor_and_a_flow_on_the_runs_keypoints_an
     assert torch.equal(own["y"], true["y"]) and torch.equal(own["x"][:, :6], true["x"][:, :6])
     assert torch.equal(true["x"][:, 6:], batches.target[:, :, 0].flatten(1))
     assert not own["keep"].all() and own["keep"].any()  # the chunks past an episode's end are masked
+    worded = probe.frame_features(agent, batches, "own_text")  # plus the instruction summary the condition reads
+    text = agent.model.instruction_summary(batches.tokens[batches.task_index], batches.token_mask[batches.task_index])
+    assert torch.equal(worded["x"][:, :8], own["x"]) and torch.allclose(worded["x"][:, 8:], text)
     model, frames = agent.model, batches.batch(torch.tensor([2, 30]))  # the chunks in the VLA's own training units
     residual = (frames["action"] - model.anchor(frames["state"]) - model.action_mean) / model.action_std
     assert torch.allclose(own["y"][[2, 30]], residual.flatten(1))

@@ -275,8 +275,7 @@ class VLA(nn.Module):
         c = self.config
         ids, mask = obs["tokens"][:, : c.max_text_len], obs["token_mask"][:, : c.max_text_len]
         words = self.token_embed(ids)  # [B, L, D]
-        keep = mask.unsqueeze(-1).to(words.dtype)
-        text = (words * keep).sum(1) / keep.sum(1).clamp_min(1.0)  # [B, D], the instruction's mean token
+        text = self.instruction_summary(ids, mask, words)
         points = None
         if self.instructed_images:
             cached = obs.get("image_features")
@@ -302,6 +301,15 @@ class VLA(nn.Module):
                        *([text] if c.condition_text else [])]
             condition = self.condition(torch.cat(low_dim, dim=1))
         return Context(self.prefix_norm(self.prefix(x, src_key_padding_mask=pad)), pad, condition), points
+
+    def instruction_summary(self, tokens: torch.Tensor, mask: torch.Tensor,
+                            words: torch.Tensor | None = None) -> torch.Tensor:
+        """``[B, D]`` the mean embedding of each instruction's kept tokens (``tokens``, ``mask`` ``[B, L]``; ``words``
+        ``[B, L, D]`` their embeddings where already computed): what the keypoint head and the global condition read."""
+        tokens, mask = tokens[:, : self.config.max_text_len], mask[:, : self.config.max_text_len]
+        words = self.token_embed(tokens) if words is None else words
+        keep = mask.unsqueeze(-1).to(words.dtype)
+        return (words * keep).sum(1) / keep.sum(1).clamp_min(1.0)
 
     def keypoint_parameters(self) -> list[nn.Parameter]:
         """What :meth:`keypoints` depends on and training may change (``efficientnet_lite0_film``): the head's layers
