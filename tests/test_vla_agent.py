@@ -345,16 +345,15 @@ def test_the_reach_lang_recipe_composes_and_trains(dataset: Path, tmp_path: Path
     assert (list(agent.cameras), agent.image_encoder, agent.film_stride, agent.film_kernel, agent.target_keypoint,
             agent.global_condition, agent.condition_text, agent.action_expert, agent.expert_updates,
             agent.motion_boost, agent.state_noise) == (
-        ["front", "top"], "efficientnet_lite0_film", 2, 3, 30.0, True, False, "mlp", 20000, 4.0, 0.0)
+        ["front", "top"], "efficientnet_lite0_film", 2, 3, 30.0, True, False, "mlp", 0, 4.0, 0.0)
     run = tmp_path / "run"
     tiny = ["task.env.cameras=[front]", "agent.cameras=[front]", "task.env.image_size=32", "+task.env.episode_s=1.0",
-            "task.num_envs=4", "agent.updates=20", "agent.expert_updates=20", "agent.log_interval=10",
-            "agent.warmup_updates=0",
+            "task.num_envs=4", "agent.updates=20", "agent.log_interval=10", "agent.warmup_updates=0",
             "eval_episodes=0", "export_formats=[]", "sim.num_threads=1"]
     runner = Runner(compose(["recipe=vla_reach_lang", f"agent.dataset={dataset}", "logger=none", *tiny]), run)
     runner.learn(evaluate_and_export=False)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [10, 20, 30, 40]
+    assert [r["step"] for r in rows] == [10, 20]
     assert all(torch.isfinite(torch.tensor(r["loss/flow"])) for r in rows)
 
 
