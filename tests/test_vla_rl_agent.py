@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +15,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import yaml
 
 from robot_rl.checkpoint import latest_checkpoint, load_checkpoint
 from robot_rl.compose import compose
 from robot_rl.data.chunk_transitions import ChunkTransitionBuffer
 from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.errors import InputError
+from robot_rl.models.vla import flow
 from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.render
@@ -279,3 +282,36 @@ def test_flow_ppo_bad_input_is_a_clear_input_error(sft_run: Path, tmp_path: Path
         ppo_config(sft_run, "critic=ensemble")
     with pytest.raises(ValueError, match="noise_level"):
         ppo_config(sft_run, "agent.noise_level=0")
+
+
+def test_flow_ppo_keeps_the_demonstrations_in_its_loop(sft_run: Path, tmp_path: Path) -> None:
+    """``agent.demo_coef``: the expert's flow-matching loss on the SFT run's own demonstrations (the BC anchor) is the
+    VLA's loss on frames drawn as SFT drew them; it trains beside PPO (``loss/demo`` logged, finite); the SFT run's
+    dataset gone is a clear error that names the fix (the run still opens without the anchor)."""
+    agent = Runner(ppo_config(sft_run, "agent.demo_coef=2.0", "agent.demo_batch=16"), tmp_path / "probe").agent
+    state = agent.generator.get_state()
+    loss = agent.demo_loss()
+    agent.generator.set_state(state)
+    batch = agent.demos.sample(16, agent.generator, agent.demo_weights)
+    noise = torch.randn(batch["action"].shape, generator=agent.generator)
+    t = flow.sample_time(16, agent.generator)
+    expected = agent.sft.model.losses(batch, batch["action"], noise, t, batch["action_is_pad"])["flow"]
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5) and loss.requires_grad
+
+    run = tmp_path / "run"
+    runner = Runner(ppo_config(sft_run, "agent.demo_coef=1.0", "agent.demo_batch=16", "agent.rollout_chunks=32",
+                               "agent.minibatches=2", "agent.epochs=1", "task.total_steps=160"), run)
+    runner.learn(evaluate_and_export=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    demo = [r["loss/demo"] for r in rows if "loss/demo" in r]
+    assert demo and all(0 < d < float("inf") for d in demo)
+
+    moved = tmp_path / "moved"
+    shutil.copytree(sft_run, moved / "sft")
+    config = yaml.safe_load((moved / "sft" / "config.yaml").read_text())
+    config["agent"]["dataset"] = str(moved / "gone")
+    (moved / "sft" / "config.yaml").write_text(yaml.safe_dump(config))
+    Runner(ppo_config(moved / "sft"), tmp_path / "plain")  # opens on the kept description
+    with pytest.raises(InputError, match="demonstrations are not there") as err:
+        Runner(ppo_config(moved / "sft", "agent.demo_coef=1.0"), tmp_path / "anchored")
+    assert "demo_coef=0" in str(err.value)

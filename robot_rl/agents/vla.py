@@ -342,6 +342,25 @@ class VLAAgent(Agent):
                                                         self.cfg.motion_boost)
         return batches
 
+    def demonstration_batches(self) -> tuple[Any, torch.Tensor | None]:
+        """The run's dataset as a post-training agent keeps it in its loop (``agent=vla_ppo agent.demo_coef``):
+        :meth:`load_batches` of the trained model, with every frame's keypoints cached where the image encoder has an
+        instructed keypoint head (frozen there), and the frame weights training sampled with (None: uniform).
+
+        Raises:
+            InputError: the dataset is no longer where the run was trained from.
+        """
+        if not (Path(self.cfg.dataset) / "data").is_dir():  # moved: the run opened on the description it kept
+            raise InputError("the SFT run's demonstrations are not there", file=self.cfg.dataset, key="agent.dataset",
+                             fix="put the dataset back where the SFT run was trained from, or set the post-training "
+                                 "agent's demo_coef=0")
+        self.model.eval()
+        batches = self.load_batches()
+        if self.model.instructed_images and self.cfg.image_keypoints:
+            with torch.no_grad():
+                batches.cache_keypoints(lambda b: self.model.keypoints(self.on_device(b)))
+        return batches, self.frame_weights
+
     def keypoint_targets(self, target: torch.Tensor | None, state: torch.Tensor) -> torch.Tensor:
         """``[N, C, P, 2]`` image positions, per camera, of the :meth:`VLAAgentConfig.supervised_keypoints` of ``N``
         frames with world ``target [N, 3]`` and joint positions ``state [N, S]``; NaN for a camera that moves (no

@@ -14,7 +14,9 @@ kept with the context tokens it attended to. After ``rollout_chunks`` finished c
 2. ``epochs`` x ``minibatches`` PPO steps: the chains are re-scored under the expert being trained
    (:func:`~robot_rl.math.flow_sde.chain_log_prob`, no re-rendering: the stored context is the frozen prefix's),
    :func:`~robot_rl.math.ppo_objective.clipped_surrogate` on the normalised advantages, and the value critic
-   regressed onto the GAE returns.
+   regressed onto the GAE returns; with ``demo_coef`` > 0 the expert's loss adds ``demo_coef`` times its
+   flow-matching loss on a batch of the SFT run's own demonstrations (a BC anchor: the demonstrations stay in the
+   loop; the frozen prefix's keypoints of every frame are computed once, ``VLAAgent.demonstration_batches``).
 
 The deployed policy is the fine-tuned VLA played as SFT plays it (deterministic Euler from zero noise,
 :class:`~robot_rl.models.vla.policy.VLAPolicy`), so evaluation, export and the ROS node take it unchanged.
@@ -37,6 +39,7 @@ from robot_rl.agents.base import BasePolicy, EnvSpec, Obs, register_agent
 from robot_rl.config.checks import check
 from robot_rl.config.schema import AgentConfig
 from robot_rl.critics import CriticSpec, make_critic
+from robot_rl.errors import InputError
 from robot_rl.math import flow_sde
 from robot_rl.math.advantages import gae
 from robot_rl.math.ppo_objective import clipped_surrogate
@@ -59,6 +62,8 @@ class VLAPPOConfig(AgentConfig):
         critic_lr: Adam rate of the value critic.
         max_grad_norm: gradient clipping of the expert and of the critic, each.
         iteration_steps: env steps (all envs) per log row.
+        demo_coef: weight of the flow-matching loss on the SFT run's demonstrations beside the PPO loss (0: none).
+        demo_batch: demonstration frames per PPO mini-batch step.
     """
 
     critics: ClassVar[tuple[str, ...]] = ("mlp",)
@@ -76,11 +81,13 @@ class VLAPPOConfig(AgentConfig):
     critic_lr: float = 1e-3
     max_grad_norm: float = 1.0
     iteration_steps: int = 2048
+    demo_coef: float = 0.0
+    demo_batch: int = 64
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("noise_level", "clip", "expert_lr", "critic_lr", "max_grad_norm"),
-              unit=("gamma", "lam"), at_least_0=("execute_len",),
-              at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps"))
+              unit=("gamma", "lam"), non_negative=("demo_coef",), at_least_0=("execute_len",),
+              at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps", "demo_batch"))
 
 
 @register_agent("vla_ppo", VLAPPOConfig)
@@ -104,6 +111,12 @@ class VLAPPOAgent(VLAChunkAgent):
         self.rollout: list[dict[str, torch.Tensor]] = []  # finished transitions, in the order they finished
         self.rollout_size = 0
         self.num_updates = 0
+        self.demos, self.demo_weights = None, None
+        if cfg.demo_coef > 0:
+            if base_policy is None or base_policy.demonstrations is None:
+                raise InputError("agent.demo_coef needs the SFT run's demonstrations", key="agent.demo_coef",
+                                 value=cfg.demo_coef, fix="agent.policy=<an agent=vla run>, or agent.demo_coef=0")
+            self.demos, self.demo_weights = base_policy.demonstrations()
 
     # --- collecting -------------------------------------------------------------------------------------------
 
@@ -191,8 +204,9 @@ class VLAPPOAgent(VLAChunkAgent):
         context = Context(mb["tokens"], mb["pad"], mb.get("condition"))
         log_prob = flow_sde.chain_log_prob(self._velocity(context), mb["states"], cfg.noise_level).sum(1)
         policy_loss, ratio = clipped_surrogate(log_prob, mb["log_prob"], advantages, cfg.clip)
+        demo_loss = self.demo_loss() if self.demos is not None else None
         self.expert_opt.zero_grad(set_to_none=True)
-        policy_loss.backward()
+        (policy_loss if demo_loss is None else policy_loss + cfg.demo_coef * demo_loss).backward()
         nn.utils.clip_grad_norm_(self.model.expert_parameters(), cfg.max_grad_norm)
         self.expert_opt.step()
         value_loss, _ = self.critic.loss(mb["obs"], None, returns.unsqueeze(1))
@@ -202,8 +216,21 @@ class VLAPPOAgent(VLAChunkAgent):
         self.critic_opt.step()
         with torch.no_grad():
             approx_kl = (mb["log_prob"] - log_prob).mean()
+        demo = {} if demo_loss is None else {"loss/demo": demo_loss.detach()}
         return {"loss/policy": policy_loss.detach(), "loss/value": value_loss.detach(),
-                "ratio_max": ratio.detach().max(), "approx_kl": approx_kl}
+                "ratio_max": ratio.detach().max(), "approx_kl": approx_kl, **demo}
+
+    def demo_loss(self) -> torch.Tensor:
+        """The expert's flow-matching loss on ``demo_batch`` frames of the SFT run's demonstrations, drawn as SFT drew
+        them (its frame weights)."""
+        from robot_rl.models.vla import flow
+
+        batch = self.demos.sample(self.cfg.demo_batch, self.generator, self.demo_weights)
+        batch = {k: ({c: x.to(self.device) for c, x in v.items()} if isinstance(v, dict) else v.to(self.device))
+                 for k, v in batch.items()}
+        noise = torch.randn(batch["action"].shape, generator=self.generator).to(self.device)
+        t = flow.sample_time(len(noise), self.generator).to(self.device)
+        return self.model.losses(batch, batch["action"], noise, t, batch["action_is_pad"])["flow"]
 
     # --- what is saved and deployed ---------------------------------------------------------------------------
 

@@ -51,6 +51,7 @@ def load_base_policy(run_dir: str | Path | None) -> BasePolicy | None:
     runner = open_run(run_dir)
     try:
         _, execution = runner.agent.policy_chunking()
-        return BasePolicy(runner.agent.policy(), execution, runner.agent.policy_inputs)
+        return BasePolicy(runner.agent.policy(), execution, runner.agent.policy_inputs,
+                          getattr(runner.agent, "demonstration_batches", None))
     finally:
         runner.env.close()
