@@ -160,7 +160,7 @@ class BasePolicy:
         execution: how its chunks are played (:meth:`Agent.policy_chunking`).
         policy_inputs: its :attr:`Agent.policy_inputs`.
         demonstrations: where the run learned from a dataset (``agent=vla``), a loader of it as the run sampled it:
-            ``() -> (batches, frame weights or None)`` (:meth:`Agent.demonstration_batches`), for an agent that keeps
+            ``() -> (batches, frame weights or None)`` (``VLAAgent.demonstration_batches``), for an agent that keeps
             the demonstrations in its loop; None otherwise.
     """
 

@@ -350,6 +350,8 @@ class VLAAgent(Agent):
         Raises:
             InputError: the dataset is no longer where the run was trained from.
         """
+        from robot_rl.data.vla_batches import batch_to
+
         if not (Path(self.cfg.dataset) / "data").is_dir():  # moved: the run opened on the description it kept
             raise InputError("the SFT run's demonstrations are not there", file=self.cfg.dataset, key="agent.dataset",
                              fix="put the dataset back where the SFT run was trained from, or set the post-training "
@@ -358,7 +360,7 @@ class VLAAgent(Agent):
         batches = self.load_batches()
         if self.model.instructed_images and self.cfg.image_keypoints:
             with torch.no_grad():
-                batches.cache_keypoints(lambda b: self.model.keypoints(self.on_device(b)))
+                batches.cache_keypoints(lambda b: self.model.keypoints(batch_to(b, self.device)))
         return batches, self.frame_weights
 
     def keypoint_targets(self, target: torch.Tensor | None, state: torch.Tensor) -> torch.Tensor:
@@ -376,6 +378,7 @@ class VLAAgent(Agent):
     def update(self) -> dict[str, float | torch.Tensor]:
         """One AdamW step on the flow-matching loss of a batch plus the weighted keypoint losses: ``loss/flow``,
         ``loss/keypoint_<point>`` (each supervised keypoint), ``lr``, ``grad_norm``."""
+        from robot_rl.data.vla_batches import batch_to
         from robot_rl.models.vla import flow
 
         if self.batches is None:
@@ -385,10 +388,10 @@ class VLAAgent(Agent):
         if expert_phase and self.batches.keypoints is None:  # the head frozen, its keypoints cached (also on resume)
             for p in self.model.keypoint_parameters():
                 p.requires_grad_(False)
-            self.batches.cache_keypoints(lambda b: self.model.eval().keypoints(self.on_device(b)))
+            self.batches.cache_keypoints(lambda b: self.model.eval().keypoints(batch_to(b, self.device)))
             self.model.train()
         batch = self.batches.sample(cfg.batch_size, self.generator, self.frame_weights, cfg.image_shift)
-        batch = self.on_device(batch)
+        batch = batch_to(batch, self.device)
         if cfg.state_shift > 0:  # before state_noise, so the model reads the shifted state plus its noise
             shift = torch.randn(batch["state"].shape, generator=self.generator).to(self.device)
             batch["state"] = batch["state"] + cfg.state_shift * shift
@@ -416,12 +419,6 @@ class VLAAgent(Agent):
         self.optimizer.step()
         self.num_updates += 1
         return {**{f"loss/{k}": v.detach() for k, v in losses.items()}, "lr": lr, "grad_norm": norm.detach()}
-
-    def on_device(self, batch: dict) -> dict:
-        """A :class:`~robot_rl.data.vla_batches.VLABatches` batch with every tensor (nested per camera too) on the
-        agent's device."""
-        return {k: ({c: x.to(self.device) for c, x in v.items()} if isinstance(v, dict) else v.to(self.device))
-                for k, v in batch.items()}
 
     def ready(self) -> bool:
         """Always: the dataset is all there."""

@@ -223,11 +223,10 @@ class VLAPPOAgent(VLAChunkAgent):
     def demo_loss(self) -> torch.Tensor:
         """The expert's flow-matching loss on ``demo_batch`` frames of the SFT run's demonstrations, drawn as SFT drew
         them (its frame weights)."""
+        from robot_rl.data.vla_batches import batch_to
         from robot_rl.models.vla import flow
 
-        batch = self.demos.sample(self.cfg.demo_batch, self.generator, self.demo_weights)
-        batch = {k: ({c: x.to(self.device) for c, x in v.items()} if isinstance(v, dict) else v.to(self.device))
-                 for k, v in batch.items()}
+        batch = batch_to(self.demos.sample(self.cfg.demo_batch, self.generator, self.demo_weights), self.device)
         noise = torch.randn(batch["action"].shape, generator=self.generator).to(self.device)
         t = flow.sample_time(len(noise), self.generator).to(self.device)
         return self.model.losses(batch, batch["action"], noise, t, batch["action_is_pad"])["flow"]

@@ -191,6 +191,12 @@ class VLABatches:
         return batch
 
 
+def batch_to(batch: dict, device: torch.device | str) -> dict:
+    """A :meth:`VLABatches.batch` with every tensor (nested per camera too) on ``device``."""
+    return {k: ({c: x.to(device) for c, x in v.items()} if isinstance(v, dict) else v.to(device))
+            for k, v in batch.items()}
+
+
 def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """DrQ's augmentation: each image ``[B, C, H, W]`` padded by ``pad`` pixels (edge replicated) and cropped back
     to ``H x W`` at a random offset in ``0..2*pad`` per axis, i.e. shifted by up to ``pad`` pixels each way."""
