@@ -23,6 +23,7 @@ from robot_rl.data.chunk_transitions import ChunkTransitionBuffer
 from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.errors import InputError
 from robot_rl.models.vla import flow
+from robot_rl.models.vla.model import Context
 from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.render
@@ -315,3 +316,38 @@ def test_flow_ppo_keeps_the_demonstrations_in_its_loop(sft_run: Path, tmp_path: 
     with pytest.raises(InputError, match="demonstrations are not there") as err:
         Runner(ppo_config(moved / "sft", "agent.demo_coef=1.0"), tmp_path / "anchored")
     assert "demo_coef=0" in str(err.value)
+
+
+def test_flow_ppo_with_one_sde_step_scores_the_executed_elements_and_trains(sft_run: Path, tmp_path: Path) -> None:
+    """``agent.sde_step=one``: each chunk's chain has one Gaussian step (its index kept), the old likelihood is kept
+    per executed action element (``[n, execute_len, A]``) and equals the expert's re-scoring before any update
+    (ratio 1); PPO updates run through training with finite losses and move the expert."""
+    run = tmp_path / "run"
+    runner = Runner(ppo_config(sft_run, "agent.sde_step=one", "agent.rollout_chunks=32", "agent.minibatches=2",
+                               "agent.epochs=1", "agent.expert_lr=1e-3", "task.total_steps=160"), run)
+    agent = runner.agent
+    before = {k: v.clone() for k, v in agent.model.state_dict().items()}
+    original_update = agent.update
+    checked = []
+
+    def update_after_checking():
+        if not checked:
+            batch = {k: torch.cat([r[k] for r in agent.rollout]) for k in agent.rollout[0]}
+            assert batch["element_log_prob"].shape == (len(batch["sde_step"]), agent.execute_len, 6)
+            assert ((0 <= batch["sde_step"]) & (batch["sde_step"] < agent.steps)).all()
+            context = Context(batch["tokens"], batch["pad"], batch.get("condition"))
+            with torch.no_grad():
+                again = agent._element_log_prob(context, batch["states"], batch["sde_step"])
+            assert torch.allclose(again, batch["element_log_prob"], atol=1e-4)
+            checked.append(True)
+        return original_update()
+
+    agent.update = update_after_checking
+    runner.learn(evaluate_and_export=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    learned = [r for r in rows if "loss/policy" in r]
+    assert checked and learned and all(torch.isfinite(torch.tensor([r["loss/policy"], r["approx_kl"]])).all()
+                                       for r in learned)
+    assert any(not torch.equal(before[n], v) for n, v in agent.model.state_dict().items())
+    with pytest.raises(ValueError, match="sde_step"):
+        ppo_config(sft_run, "agent.sde_step=two")

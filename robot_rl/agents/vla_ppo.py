@@ -18,6 +18,10 @@ kept with the context tokens it attended to. After ``rollout_chunks`` finished c
    flow-matching loss on a batch of the SFT run's own demonstrations (a BC anchor: the demonstrations stay in the
    loop; the frozen prefix's keypoints of every frame are computed once, ``VLAAgent.demonstration_batches``).
 
+With ``sde_step=one`` (RLinf's default mixed ODE-SDE sampling) only one uniformly drawn denoising step of each chain
+is Gaussian and the rest are Euler steps; PPO's ratio is then taken per element of the executed actions at that step
+(:func:`~robot_rl.math.flow_sde.step_log_prob`) instead of over the whole chain (``K x H x A`` terms summed).
+
 The deployed policy is the fine-tuned VLA played as SFT plays it (deterministic Euler from zero noise,
 :class:`~robot_rl.models.vla.policy.VLAPolicy`), so evaluation, export and the ROS node take it unchanged.
 
@@ -62,6 +66,9 @@ class VLAPPOConfig(AgentConfig):
         critic_lr: Adam rate of the value critic.
         max_grad_norm: gradient clipping of the expert and of the critic, each.
         iteration_steps: env steps (all envs) per log row.
+        sde_step: ``all``: every denoising step Gaussian, PPO's ratio the whole chain's (pi-RL's joint likelihood);
+            ``one``: one uniformly drawn step per chunk Gaussian, the rest Euler, and PPO's ratio per element of the
+            executed actions at that step (RLinf's default mixed ODE-SDE sampling: far smaller ratios).
         demo_coef: weight of the flow-matching loss on the SFT run's demonstrations beside the PPO loss (0: none).
         demo_batch: demonstration frames per PPO mini-batch step.
     """
@@ -81,13 +88,15 @@ class VLAPPOConfig(AgentConfig):
     critic_lr: float = 1e-3
     max_grad_norm: float = 1.0
     iteration_steps: int = 2048
+    sde_step: str = "all"
     demo_coef: float = 0.0
     demo_batch: int = 64
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("noise_level", "clip", "expert_lr", "critic_lr", "max_grad_norm"),
               unit=("gamma", "lam"), non_negative=("demo_coef",), at_least_0=("execute_len",),
-              at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps", "demo_batch"))
+              at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps", "demo_batch"),
+              choices={"sde_step": ("all", "one")})
 
 
 @register_agent("vla_ppo", VLAPPOConfig)
@@ -130,10 +139,15 @@ class VLAPPOAgent(VLAChunkAgent):
             noise = torch.zeros(len(rows), *self.chunk_shape, device=self.device)
             return self.model.decode(context, state, noise).clamp(-1.0, 1.0)
         noise = torch.randn(len(rows), *self.chunk_shape, generator=self.generator).to(self.device)
+        one = self.cfg.sde_step == "one"
+        step = torch.randint(0, self.steps, (len(rows),), generator=self.generator).to(self.device) if one else None
         chain = flow_sde.sample_chain(self._velocity(context), noise, self.steps, self.cfg.noise_level,
-                                      self.sample_generator)
+                                      self.sample_generator, step)
         kept = {"tokens": context.tokens, "pad": context.pad, "states": chain.states, "log_prob": chain.log_prob,
                 "value": self.critic(critic_obs)[:, 0], "obs": critic_obs}
+        if one:
+            kept["sde_step"] = step
+            kept["element_log_prob"] = self._element_log_prob(context, chain.states, step)
         if context.condition is not None:
             kept["condition"] = context.condition
         for name, value in kept.items():
@@ -202,8 +216,15 @@ class VLAPPOAgent(VLAChunkAgent):
 
         cfg = self.cfg
         context = Context(mb["tokens"], mb["pad"], mb.get("condition"))
-        log_prob = flow_sde.chain_log_prob(self._velocity(context), mb["states"], cfg.noise_level).sum(1)
-        policy_loss, ratio = clipped_surrogate(log_prob, mb["log_prob"], advantages, cfg.clip)
+        if cfg.sde_step == "one":  # a ratio per executed action element at the chain's one Gaussian step
+            log_prob = self._element_log_prob(context, mb["states"], mb["sde_step"]).flatten(1)
+            old_log_prob = mb["element_log_prob"].flatten(1)
+            each = advantages[:, None].expand_as(log_prob)
+            policy_loss, ratio = clipped_surrogate(log_prob.flatten(), old_log_prob.flatten(), each.flatten(), cfg.clip)
+        else:
+            log_prob = flow_sde.chain_log_prob(self._velocity(context), mb["states"], cfg.noise_level).sum(1)
+            old_log_prob = mb["log_prob"]
+            policy_loss, ratio = clipped_surrogate(log_prob, old_log_prob, advantages, cfg.clip)
         demo_loss = self.demo_loss() if self.demos is not None else None
         self.expert_opt.zero_grad(set_to_none=True)
         (policy_loss if demo_loss is None else policy_loss + cfg.demo_coef * demo_loss).backward()
@@ -215,10 +236,16 @@ class VLAPPOAgent(VLAChunkAgent):
         nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
         self.critic_opt.step()
         with torch.no_grad():
-            approx_kl = (mb["log_prob"] - log_prob).mean()
+            approx_kl = (old_log_prob - log_prob).mean()
         demo = {} if demo_loss is None else {"loss/demo": demo_loss.detach()}
         return {"loss/policy": policy_loss.detach(), "loss/value": value_loss.detach(),
                 "ratio_max": ratio.detach().max(), "approx_kl": approx_kl, **demo}
+
+    def _element_log_prob(self, context: Any, states: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+        """``[B, execute_len, A]`` elementwise log-likelihood of chains ``states [B, K + 1, H, A]`` at their one
+        Gaussian step ``step [B]`` under the expert, on the actions the env executes."""
+        return flow_sde.step_log_prob(self._velocity(context), states, self.cfg.noise_level, step)[
+            :, : self.execute_len]
 
     def demo_loss(self) -> torch.Tensor:
         """The expert's flow-matching loss on ``demo_batch`` frames of the SFT run's demonstrations, drawn as SFT drew

@@ -108,26 +108,51 @@ def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) ->
 
 
 def sample_chain(velocity: Velocity, noise_sample: torch.Tensor, steps: int, noise: Noise,
-                 generator: torch.Generator | None = None) -> Chain:
+                 generator: torch.Generator | None = None, sde_step: torch.Tensor | None = None) -> Chain:
     """Denoise ``noise_sample`` ``[B, *]`` (t = 1) to t = 0 in ``steps`` Gaussian steps; every state and its
     log-likelihood under ``velocity`` (:class:`Chain`). ``noise = 0.0`` reproduces ``flow.euler_sample``.
 
+    ``sde_step`` ``[B]`` (int, in ``[0, steps)``): only that step of each chain is Gaussian, the others are the
+    Euler (ODE) step, so ``log_probs`` is 0 except at it (RLinf's mixed ODE-SDE sampling, its default for flow PPO:
+    one step's likelihood, :func:`step_log_prob`, instead of the whole chain's).
+
     A rollout runs it under ``torch.no_grad()`` and keeps ``states``; the update re-scores them with
-    :func:`chain_log_prob` under the field being trained."""
+    :func:`chain_log_prob` (or :func:`step_log_prob`) under the field being trained."""
     times = step_times(steps, noise_sample.shape[0], noise_sample.dtype, noise_sample.device)
     dt = 1.0 / steps
     noiseless = not callable(noise) and noise == 0
     x, states, log_probs = noise_sample, [noise_sample], []
-    for t in times:
-        mean, std = step_distribution(x, velocity(x, t), t, dt, noise)
+    for k, t in enumerate(times):
+        v = velocity(x, t)
+        mean, std = step_distribution(x, v, t, dt, noise)
         if noiseless:
             x = mean
         else:
             eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
-            x = mean + std * eps
-            log_probs.append(gaussian_log_prob(x, mean, std))
+            x_sde = mean + std * eps
+            if sde_step is None:
+                x = x_sde
+                log_probs.append(gaussian_log_prob(x, mean, std))
+            else:
+                here = sde_step == k
+                x = torch.where(_expand(here, x), x_sde, x - dt * v)
+                log_probs.append(torch.where(here, gaussian_log_prob(x, mean, std), 0.0))
         states.append(x)
     return Chain(torch.stack(states, dim=1), None if noiseless else torch.stack(log_probs, dim=1))
+
+
+def step_log_prob(velocity: Velocity, states: torch.Tensor, noise: Noise, step: torch.Tensor) -> torch.Tensor:
+    """``[B, *]`` elementwise ``log N(states[:, k + 1]; mean_k, std_k^2)`` at step ``k = step[b]`` of each recorded
+    chain ``states [B, K + 1, *]`` under ``velocity`` (one velocity call): the per-element likelihood PPO's ratio
+    reads when only that step was Gaussian (``sample_chain(..., sde_step=step)``). Differentiable like
+    :func:`chain_log_prob`; ``.flatten(1).sum(1)`` is that step's joint log-likelihood."""
+    if not callable(noise) and noise <= 0:
+        raise ValueError(f"a step's likelihood needs noise > 0 (a flow-SDE level or a std_fn), got {noise}")
+    steps, rows = states.shape[1] - 1, torch.arange(states.shape[0], device=states.device)
+    t = step_times(steps, 1, states.dtype, states.device)[:, 0][step]  # the sampler's own times, bit for bit
+    x, after = states[rows, step], states[rows, step + 1]
+    mean, std = step_distribution(x, velocity(x, t), t, 1.0 / steps, noise)
+    return -(0.5 * ((after - mean) / std).pow(2) + std.log() + _HALF_LOG_2PI)
 
 
 def chain_log_prob(velocity: Velocity, states: torch.Tensor, noise: Noise) -> torch.Tensor:
