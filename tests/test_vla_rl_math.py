@@ -20,7 +20,7 @@ from robot_rl.models.mlp import mlp
 from robot_rl.models.vla import VLA, Context, VLAConfig, flow
 from robot_rl.models.vla.best_of_n import best_of_n, distill_loss, rank_candidates, repeat_obs
 from robot_rl.models.vla.guided_flow import action_gradient, guided_action, guided_flow_loss
-from robot_rl.models.vla.steering import NoiseActor, context_feature, steer
+from robot_rl.models.vla.steering import NoiseActor, context_feature, context_feature_dim, steer
 
 
 # ---------------------------------------------------------------- toys
@@ -59,10 +59,11 @@ class ToyFlow(nn.Module):
         return flow.flow_loss(self.velocity(flow.interpolate(action, noise, t), t), action, noise)
 
 
-def tiny_vla() -> tuple[VLA, dict]:
+def tiny_vla(**overrides) -> tuple[VLA, dict]:
     torch.manual_seed(0)
     config = VLAConfig.cpu(state_dim=3, action_dim=2, vocab_size=20, chunk_len=4, max_text_len=6, width=16, heads=2,
-                           prefix_layers=1, expert_layers=1, conv_channels=(4, 8), image_grid=2, num_steps=4)
+                           prefix_layers=1, expert_layers=1, conv_channels=(4, 8), image_grid=2, num_steps=4,
+                           **overrides)
     g = torch.Generator().manual_seed(1)
     mask = torch.arange(6) < 4
     obs = {"images": {"front": torch.randint(0, 256, (2, 3, 16, 16), generator=g, dtype=torch.uint8)},
@@ -326,6 +327,17 @@ def test_context_feature_is_the_mean_of_unpadded_tokens() -> None:
     tokens = torch.tensor([[[1.0, 2.0], [100.0, 100.0], [3.0, 6.0]]])
     feature = context_feature(Context(tokens, torch.tensor([[False, True, False]])))
     assert torch.equal(feature, torch.tensor([[2.0, 4.0]]))
+    conditioned = context_feature(Context(tokens, torch.tensor([[False, True, False]]), torch.tensor([[7.0, 8.0]])))
+    assert torch.equal(conditioned, torch.tensor([[2.0, 4.0, 7.0, 8.0]]))  # the global condition after the mean
+
+
+@pytest.mark.parametrize("overrides", [{}, {"global_condition": True, "action_expert": "mlp"}])
+def test_the_feature_width_is_what_the_vla_gives(overrides: dict) -> None:
+    vla, obs = tiny_vla(**overrides)
+    with torch.no_grad():
+        context = vla.encode(obs)
+    assert context_feature(context).shape == (2, context_feature_dim(vla))
+    assert context_feature_dim(vla) == (32 if overrides else 16)
 
 
 def test_steering_changes_only_the_noise_and_leaves_the_vla_frozen() -> None:

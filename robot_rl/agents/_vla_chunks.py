@@ -4,14 +4,15 @@
 The SFT run's VLA (``agent.policy=<agent=vla run dir>``, opened by the runner: :class:`~robot_rl.agents.BasePolicy`)
 plays chunks as its evaluation does: at each chunk boundary of env ``i`` the agent reads that env's cameras,
 instruction and joints (``EnvSpec.vla_inputs``: only the envs that need a new chunk are rendered), encodes them
-once (``context``), takes the feature ``f = context_feature(context)`` ``[D]`` and asks the subclass for the chunk
+once (``context``), takes the feature ``f = context_feature(context)`` ``[F]`` and asks the subclass for the chunk
 (:meth:`VLAChunkAgent.choose`); the first ``execute_len`` actions are played open loop. The chunk's transition
 ``(f, R = sum_k gamma^k r_k, discount = gamma^K, f')`` is handed to :meth:`VLAChunkAgent.store` once the next chunk
 boundary gives ``f'``, or at once with discount 0 when the episode ends inside the chunk. The critic of every such
 agent reads ``[f, elapsed fraction of the episode]``, so a time limit is a terminal state of a finite-horizon
 problem (``Agent.critic_at_chunk_starts``).
 
-Shapes: ``N`` envs, ``n`` envs at a chunk boundary, ``D`` the VLA's token width, ``H`` chunk length, ``A`` actions.
+Shapes: ``N`` envs, ``n`` envs at a chunk boundary, ``F`` the feature's width
+(:func:`~robot_rl.models.vla.steering.context_feature_dim`), ``H`` chunk length, ``A`` actions.
 """
 
 from __future__ import annotations
@@ -70,7 +71,9 @@ class VLAChunkAgent(Agent):
                              value=self.execute_len, fix=f"agent.execute_len <= {model.chunk_len} (0: the SFT run's)")
         self.chunk_shape = (model.chunk_len, model.action_dim)
         self.noise_dim = model.chunk_len * model.action_dim
-        self.feature_dim = model.width
+        from robot_rl.models.vla.steering import context_feature_dim
+
+        self.feature_dim = context_feature_dim(self.sft.model)
         self.generator = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
         self.sample_generator = self.generator if self.device.type == "cpu" else None
         n = env.num_envs
@@ -88,17 +91,17 @@ class VLAChunkAgent(Agent):
     def choose(self, rows: torch.Tensor, context: Any, feature: torch.Tensor, critic_obs: torch.Tensor,
                state: torch.Tensor, deterministic: bool) -> torch.Tensor:
         """The chunks ``[n, H, A]`` (env actions in ``[-1, 1]``) envs ``rows`` start now, from the VLA's ``context``,
-        its ``feature [n, D]``, the critic's observation ``critic_obs [n, D + 1]`` and the joints ``state``; keep
+        its ``feature [n, F]``, the critic's observation ``critic_obs [n, F + 1]`` and the joints ``state``; keep
         what :meth:`store` will need per env."""
 
     @abc.abstractmethod
     def store(self, rows: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
               next_obs: torch.Tensor) -> None:
         """Keep the finished chunk transitions of envs ``rows``: return ``reward [n]``, ``discount [n]`` (0 where
-        the episode ended) and the successor's critic observation ``next_obs [n, D + 1]`` (unused at discount 0)."""
+        the episode ended) and the successor's critic observation ``next_obs [n, F + 1]`` (unused at discount 0)."""
 
     def _critic_obs(self, feature: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """``[n, D + 1]``: the feature and the elapsed fraction of the episode of envs ``rows``."""
+        """``[n, F + 1]``: the feature and the elapsed fraction of the episode of envs ``rows``."""
         fraction = (self.elapsed[rows] / self.env.max_episode_steps).unsqueeze(1)
         return torch.cat([feature, fraction], dim=1)
 

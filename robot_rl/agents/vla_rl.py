@@ -27,7 +27,8 @@ up ``R + discount * max_i Q_target(f', w'_i)`` and the actor is distilled onto t
 deployed policy is the same ``SteeredVLAPolicy`` and needs no critic at run time. The choice is distilled into
 the steering actor, not into the VLA's action expert: the VLA stays frozen, as in DSRL.
 
-Shapes: ``N`` envs, ``B`` batch, ``D`` the VLA's token width, ``H`` chunk length, ``A`` actions.
+Shapes: ``N`` envs, ``B`` batch, ``F`` the feature's width
+(:func:`~robot_rl.models.vla.steering.context_feature_dim`), ``H`` chunk length, ``A`` actions.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ class VLARLAgent(VLAChunkAgent):
 
         The candidates are the actor's noise and ``num_candidates - 1`` draws of ``N(0, I)`` clipped to
         ``noise_bound`` (the SFT policy's own); each is scored by the critic's clipped-double-Q (``min`` over
-        members; the target copy with ``target``) at ``critic_obs [B, D + 1]`` and the highest is kept
+        members; the target copy with ``target``) at ``critic_obs [B, F + 1]`` and the highest is kept
         (:func:`robot_rl.models.vla.best_of_n.pick`). The VLA decodes only the kept one.
         """
         from robot_rl.models.vla.best_of_n import rank_candidates

@@ -9,7 +9,8 @@ is ``w``, so SAC applies unchanged with ``action = w`` (:mod:`robot_rl.math.soft
 
 - :class:`NoiseActor`: SAC's tanh-Gaussian actor, ``feature [B, F] -> w [B, H, A]`` in ``[-bound, bound]``
   (DSRL's noise "action magnitude"; ``bound`` around 1.5-2 covers most of ``N(0, 1)``'s mass).
-- :func:`context_feature`: a ``[B, D]`` observation feature from the VLA's own prefix tokens.
+- :func:`context_feature`: a ``[B, D]`` observation feature from the VLA's own prefix tokens (``[B, 2D]`` with its
+  global condition beside them), :func:`context_feature_dim` its width.
 - :func:`steer`: (VLA, obs, actor, feature) -> the executed chunk, the noise and its log-probability.
 - :class:`SteeredVLAPolicy`: the deployable pair, a :class:`~robot_rl.models.vla.policy.VLAPolicy` whose noise comes
   from the actor's mean (its ``noise`` input is ignored), so evaluation and export play the steered policy.
@@ -71,9 +72,18 @@ class NoiseActor(nn.Module):
 
 
 def context_feature(context: Context) -> torch.Tensor:
-    """``[B, D]`` mean of the VLA's prefix tokens ``context.tokens [B, P, D]`` over the unpadded ones."""
+    """``[B, D]`` mean of the VLA's prefix tokens ``context.tokens [B, P, D]`` over the unpadded ones; with a global
+    condition (``context.condition [B, D]``, ``global_condition=true``) that condition after it, ``[B, 2D]``: with
+    ``action_expert=mlp`` the expert reads the condition alone and the prefix transformer is never trained, so the
+    condition is the trained summary of the observation and the token mean a random projection of it."""
     keep = (~context.pad).unsqueeze(-1).to(context.tokens.dtype)
-    return (context.tokens * keep).sum(1) / keep.sum(1).clamp_min(1.0)
+    mean = (context.tokens * keep).sum(1) / keep.sum(1).clamp_min(1.0)
+    return mean if context.condition is None else torch.cat([mean, context.condition], dim=1)
+
+
+def context_feature_dim(model: VLA) -> int:
+    """The width of :func:`context_feature` for ``model``: ``D``, or ``2D`` with a global condition."""
+    return model.config.width * (2 if model.config.global_condition else 1)
 
 
 @dataclass
