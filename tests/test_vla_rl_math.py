@@ -208,10 +208,12 @@ def test_the_vla_expert_runs_through_the_chain_sampler() -> None:
     assert vla.action_out[1].weight.grad.abs().sum() > 0 and vla.state_proj.weight.grad is None
 
 
-def test_flow_ppo_moves_a_bimodal_flow_policy_to_the_paying_arm() -> None:
+@pytest.mark.parametrize("sde_step", ["all", "one"])
+def test_flow_ppo_moves_a_bimodal_flow_policy_to_the_paying_arm(sde_step: str) -> None:
     """agent=vla_ppo's update on a two-armed bandit: a flow fitted to chunks +-1 (half each) is fine-tuned by PPO
-    on its flow-SDE chains' likelihoods (reward +1 for the + arm, -1 else); its Euler samples from N(0, 1) noise
-    go from about half to over 90% on the + arm."""
+    on its flow-SDE chains' likelihoods (reward +1 for the + arm, -1 else): the whole chain's (``sde_step=all``) or,
+    with one uniformly drawn Gaussian step per chain, that step's per-element one (``one``); its Euler samples from
+    N(0, 1) noise go from about half to over 90% on the + arm."""
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     policy = ToyFlow()
@@ -227,55 +229,23 @@ def test_flow_ppo_moves_a_bimodal_flow_policy_to_the_paying_arm() -> None:
         with torch.no_grad():
             return (policy.sample({}, torch.randn(512, 1, generator=g)) > 0).float().mean().item()
 
-    before = plus_arm()
-    assert 0.35 < before < 0.65
-    opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
-    for _ in range(60):
-        with torch.no_grad():
-            chain = flow_sde.sample_chain(policy.velocity, torch.randn(128, 1, generator=g), 10, 0.5, g)
-        reward = torch.where(chain.sample[:, 0] > 0, 1.0, -1.0)
-        advantages = (reward - reward.mean()) / (reward.std() + 1e-8)
-        for _ in range(4):
-            log_prob = flow_sde.chain_log_prob(policy.velocity, chain.states, 0.5).sum(1)
-            loss, _ = clipped_surrogate(log_prob, chain.log_prob, advantages, 0.2)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    assert plus_arm() > 0.9 > before
-
-
-def test_one_step_flow_ppo_with_elementwise_ratios_moves_the_flow_to_the_paying_arm() -> None:
-    """agent=vla_ppo's ``sde_step=one`` update on the same bandit: one uniformly drawn denoising step per chain is
-    Gaussian, PPO's ratio is per element at that step (here one element); the Euler samples go from about half to
-    over 90% on the + arm."""
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(0)
-    policy = ToyFlow()
-    opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
-    for _ in range(400):
-        a = torch.randint(0, 2, (128, 1), generator=g).float() * 2 - 1
-        loss = policy.loss({}, a, torch.randn(128, 1, generator=g), flow.sample_time(128, generator=g))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    def plus_arm() -> float:
-        with torch.no_grad():
-            return (policy.sample({}, torch.randn(512, 1, generator=g)) > 0).float().mean().item()
+    def log_prob(chain: flow_sde.Chain, step: torch.Tensor | None) -> torch.Tensor:
+        if step is None:
+            return flow_sde.chain_log_prob(policy.velocity, chain.states, 0.5).sum(1)
+        return flow_sde.step_log_prob(policy.velocity, chain.states, 0.5, step).flatten()
 
     before = plus_arm()
     assert 0.35 < before < 0.65
     opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
     for _ in range(60):
-        step = torch.randint(0, 10, (128,), generator=g)
+        step = torch.randint(0, 10, (128,), generator=g) if sde_step == "one" else None
         with torch.no_grad():
             chain = flow_sde.sample_chain(policy.velocity, torch.randn(128, 1, generator=g), 10, 0.5, g, step)
-            old = flow_sde.step_log_prob(policy.velocity, chain.states, 0.5, step)
+            old = log_prob(chain, step)
         reward = torch.where(chain.sample[:, 0] > 0, 1.0, -1.0)
         advantages = (reward - reward.mean()) / (reward.std() + 1e-8)
         for _ in range(4):
-            log_prob = flow_sde.step_log_prob(policy.velocity, chain.states, 0.5, step)
-            loss, _ = clipped_surrogate(log_prob.flatten(), old.flatten(), advantages, 0.2)
+            loss, _ = clipped_surrogate(log_prob(chain, step), old, advantages, 0.2)
             opt.zero_grad()
             loss.backward()
             opt.step()
