@@ -350,8 +350,6 @@ class VLAAgent(Agent):
         Raises:
             InputError: the dataset is no longer where the run was trained from.
         """
-        from robot_rl.data.vla_batches import batch_to
-
         if not (Path(self.cfg.dataset) / "data").is_dir():  # moved: the run opened on the description it kept
             raise InputError("the SFT run's demonstrations are not there", file=self.cfg.dataset, key="agent.dataset",
                              fix="put the dataset back where the SFT run was trained from, or set the post-training "
@@ -359,9 +357,15 @@ class VLAAgent(Agent):
         self.model.eval()
         batches = self.load_batches()
         if self.model.instructed_images and self.cfg.image_keypoints:
-            with torch.no_grad():
-                batches.cache_keypoints(lambda b: self.model.keypoints(batch_to(b, self.device)))
+            self.cache_keypoints(batches)
         return batches, self.frame_weights
+
+    def cache_keypoints(self, batches: Any) -> None:
+        """Every frame's keypoints, as the model in eval mode locates them, cached in ``batches``
+        (:meth:`VLABatches.cache_keypoints <robot_rl.data.vla_batches.VLABatches.cache_keypoints>`)."""
+        from robot_rl.data.vla_batches import batch_to
+
+        batches.cache_keypoints(lambda b: self.model.eval().keypoints(batch_to(b, self.device)))
 
     def keypoint_targets(self, target: torch.Tensor | None, state: torch.Tensor) -> torch.Tensor:
         """``[N, C, P, 2]`` image positions, per camera, of the :meth:`VLAAgentConfig.supervised_keypoints` of ``N``
@@ -388,7 +392,7 @@ class VLAAgent(Agent):
         if expert_phase and self.batches.keypoints is None:  # the head frozen, its keypoints cached (also on resume)
             for p in self.model.keypoint_parameters():
                 p.requires_grad_(False)
-            self.batches.cache_keypoints(lambda b: self.model.eval().keypoints(batch_to(b, self.device)))
+            self.cache_keypoints(self.batches)
             self.model.train()
         batch = self.batches.sample(cfg.batch_size, self.generator, self.frame_weights, cfg.image_shift)
         batch = batch_to(batch, self.device)

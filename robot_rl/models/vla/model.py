@@ -140,6 +140,12 @@ class Context:
     condition: torch.Tensor | None = None
 
 
+def masked_mean(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``[B, D]`` the mean of ``x [B, L, D]`` over the positions ``keep [B, L]`` (bool) marks; 0 where none is kept."""
+    weight = keep.unsqueeze(-1).to(x.dtype)
+    return (x * weight).sum(1) / weight.sum(1).clamp_min(1.0)
+
+
 def time_embedding(t: torch.Tensor, dim: int, min_period: float = 4e-3, max_period: float = 4.0) -> torch.Tensor:
     """Sine-cosine embedding ``[B, dim]`` of times ``t [B]`` over periods ``min_period..max_period`` (pi0's)."""
     fraction = torch.linspace(0.0, 1.0, dim // 2, dtype=t.dtype, device=t.device)
@@ -307,9 +313,7 @@ class VLA(nn.Module):
         """``[B, D]`` the mean embedding of each instruction's kept tokens (``tokens``, ``mask`` ``[B, L]``; ``words``
         ``[B, L, D]`` their embeddings where already computed): what the keypoint head and the global condition read."""
         tokens, mask = tokens[:, : self.config.max_text_len], mask[:, : self.config.max_text_len]
-        words = self.token_embed(tokens) if words is None else words
-        keep = mask.unsqueeze(-1).to(words.dtype)
-        return (words * keep).sum(1) / keep.sum(1).clamp_min(1.0)
+        return masked_mean(self.token_embed(tokens) if words is None else words, mask)
 
     def keypoint_parameters(self) -> list[nn.Parameter]:
         """What :meth:`keypoints` depends on and training may change (``efficientnet_lite0_film``): the head's layers

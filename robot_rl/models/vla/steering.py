@@ -26,7 +26,7 @@ from torch import nn
 
 from robot_rl.math.soft_actor_critic import squashed_gaussian
 from robot_rl.models.mlp import fp32_head, mlp
-from robot_rl.models.vla.model import VLA, Context
+from robot_rl.models.vla.model import VLA, Context, masked_mean
 from robot_rl.models.vla.policy import VLAPolicy
 from robot_rl.models.vla.tokenizer import InstructionTokenizer
 
@@ -76,8 +76,7 @@ def context_feature(context: Context) -> torch.Tensor:
     condition (``context.condition [B, D]``, ``global_condition=true``) that condition after it, ``[B, 2D]``: with
     ``action_expert=mlp`` the expert reads the condition alone and the prefix transformer is never trained, so the
     condition is the trained summary of the observation and the token mean a random projection of it."""
-    keep = (~context.pad).unsqueeze(-1).to(context.tokens.dtype)
-    mean = (context.tokens * keep).sum(1) / keep.sum(1).clamp_min(1.0)
+    mean = masked_mean(context.tokens, ~context.pad)
     return mean if context.condition is None else torch.cat([mean, context.condition], dim=1)
 
 
