@@ -22,6 +22,7 @@ from robot_rl.compose import compose
 from robot_rl.data.chunk_transitions import ChunkTransitionBuffer
 from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.errors import InputError
+from robot_rl.math import flow_sde
 from robot_rl.models.vla import flow
 from robot_rl.models.vla.model import Context
 from robot_rl.train.runner import Runner
@@ -351,3 +352,53 @@ def test_flow_ppo_with_one_sde_step_scores_the_executed_elements_and_trains(sft_
     assert any(not torch.equal(before[n], v) for n, v in agent.model.state_dict().items())
     with pytest.raises(ValueError, match="sde_step"):
         ppo_config(sft_run, "agent.sde_step=two")
+
+
+def test_flow_ppo_with_head_lr_trains_the_keypoint_head_from_the_stored_features(sft_run: Path,
+                                                                                 tmp_path: Path) -> None:
+    """``agent.head_lr``: each chunk keeps the frozen backbone's features, instruction and joints; re-encoding them
+    before any update re-scores the stored chains exactly (ratio 1); PPO with the demonstrations (features, not
+    cached keypoints) moves the expert, the keypoint head and the condition MLP but never the frozen backbone; a resumed
+    run restores the head's optimiser. A VLA without an instructed head is a clear error."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    with pytest.raises(InputError, match="head_lr") as err:
+        Runner(ppo_config(sft_run, "agent.head_lr=1e-3"), tmp_path / "conv")
+    assert "efficientnet_lite0_film" in str(err.value)
+    config = yaml.safe_load((sft_run / "config.yaml").read_text())
+    film = tmp_path / "film_sft"
+    Runner(compose([*SFT, f"agent.dataset={config['agent']['dataset']}", "agent.image_encoder=efficientnet_lite0_film",
+                    "agent.image_keypoints=1", "agent.target_keypoint=1.0", "agent.global_condition=true",
+                    "agent.action_expert=mlp", "agent.condition_text=false"]), film).learn(evaluate_and_export=False)
+    run = tmp_path / "run"
+    extra = ["agent.head_lr=1e-2", "agent.expert_lr=1e-3", "agent.demo_coef=1.0", "agent.demo_batch=16",
+             "agent.rollout_chunks=32", "agent.minibatches=2", "agent.epochs=1", "checkpoint_interval=1"]
+    runner = Runner(ppo_config(film, *extra, "task.total_steps=160"), run)
+    agent = runner.agent
+    assert agent.demos.keypoints is None and agent.demos.features  # the head is trained through the demos too
+    before = {k: v.clone() for k, v in agent.model.state_dict().items()}
+    original_update = agent.update
+    checked = []
+
+    def update_after_checking():
+        if not checked:
+            batch = {k: torch.cat([r[k] for r in agent.rollout]) for k in agent.rollout[0]}
+            assert "tokens" not in batch and batch["features/front"].shape[1:] == (24, 8, 8)
+            with torch.no_grad():
+                context = agent.stored_context(batch)
+                log_prob = flow_sde.chain_log_prob(agent._velocity(context), batch["states"],
+                                                   agent.cfg.noise_level).sum(1)
+            assert torch.allclose(log_prob, batch["log_prob"], atol=1e-3)
+            checked.append(True)
+        return original_update()
+
+    agent.update = update_after_checking
+    runner.learn(evaluate_and_export=False)
+    state = agent.model.state_dict()
+    moved = {n for n, v in state.items() if not torch.equal(before[n], v)}
+    assert checked and {"image_encoder.logits.weight", "condition.0.weight"} <= moved
+    assert any(n.startswith("expert.") for n in moved)
+    assert not any(n.startswith(("image_encoder.stem", "image_encoder.blocks", "prefix.")) for n in moved)
+    saved = load_checkpoint(latest_checkpoint(run))[1]["agent"]
+    resumed = Runner(ppo_config(film, *extra, "task.total_steps=200"), run, resume=True)
+    assert resumed.agent.head_opt.state_dict()["state"].keys() == agent.head_opt.state_dict()["state"].keys()
+    assert resumed.agent.num_updates == saved["num_updates"] > 0

@@ -87,12 +87,19 @@ class VLAChunkAgent(Agent):
         self.discount = torch.ones(n, device=self.device)
         self.chunks_collected = 0
 
+    def acting_model(self) -> Any:
+        """The VLA whose prefix encodes the envs at chunk boundaries: the frozen SFT model (a subclass that trains part
+        of the prefix returns its own)."""
+        return self.sft.model
+
     @abc.abstractmethod
     def choose(self, rows: torch.Tensor, context: Any, feature: torch.Tensor, critic_obs: torch.Tensor,
-               state: torch.Tensor, deterministic: bool) -> torch.Tensor:
+               inputs: dict, deterministic: bool) -> torch.Tensor:
         """The chunks ``[n, H, A]`` (env actions in ``[-1, 1]``) envs ``rows`` start now, from the VLA's ``context``,
-        its ``feature [n, F]``, the critic's observation ``critic_obs [n, F + 1]`` and the joints ``state``; keep
-        what :meth:`store` will need per env."""
+        its ``feature [n, F]``, the critic's observation ``critic_obs [n, F + 1]`` and what was encoded, ``inputs``
+        (``state [n, S]``, ``tokens`` / ``token_mask [n, L]``, and ``image_features {camera: [n, F', h, w]}`` with
+        an instructed keypoint head, else ``images {camera: uint8 [n, 3, H, W]}``); keep what :meth:`store` will need
+        per env."""
 
     @abc.abstractmethod
     def store(self, rows: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
@@ -118,13 +125,18 @@ class VLAChunkAgent(Agent):
             state = state.to(self.device)
             self.sft.check_inputs(images, texts, state)
             tokens, mask = self.sft.encode_text(texts)
-            context = self.sft.model.encode({"images": images, "tokens": tokens.to(self.device),
-                                             "token_mask": mask.to(self.device), "state": state})
+            model = self.acting_model()
+            inputs = {"tokens": tokens.to(self.device), "token_mask": mask.to(self.device), "state": state}
+            if model.instructed_images:  # the frozen backbone's features, which a subclass may keep (vla_ppo)
+                inputs["image_features"] = {c: model.image_features(images[c]) for c in self.sft.cameras}
+            else:
+                inputs["images"] = images
+            context = model.encode(inputs)
             feature = context_feature(context)
             critic_obs = self._critic_obs(feature, rows)
             waiting = self.pending[rows]
             self._finish(rows[waiting], critic_obs[waiting])
-            chunk = self.choose(rows, context, feature, critic_obs, state, deterministic)
+            chunk = self.choose(rows, context, feature, critic_obs, inputs, deterministic)
             self.plan[rows] = chunk[:, : self.execute_len]
             self.left[rows] = self.execute_len
             self.obs_at[rows] = critic_obs

@@ -160,14 +160,14 @@ class BasePolicy:
         execution: how its chunks are played (:meth:`Agent.policy_chunking`).
         policy_inputs: its :attr:`Agent.policy_inputs`.
         demonstrations: where the run learned from a dataset (``agent=vla``), a loader of it as the run sampled it:
-            ``() -> (batches, frame weights or None)`` (``VLAAgent.demonstration_batches``), for an agent that keeps
-            the demonstrations in its loop; None otherwise.
+            ``(frozen_head) -> (batches, frame weights or None)`` (``VLAAgent.demonstration_batches``), for an agent
+            that keeps the demonstrations in its loop; None otherwise.
     """
 
     policy: nn.Module
     execution: ChunkExecution
     policy_inputs: str
-    demonstrations: Callable[[], tuple[Any, torch.Tensor | None]] | None = None
+    demonstrations: Callable[[bool], tuple[Any, torch.Tensor | None]] | None = None
 
 
 class Agent(abc.ABC):

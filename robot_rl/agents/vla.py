@@ -342,10 +342,11 @@ class VLAAgent(Agent):
                                                         self.cfg.motion_boost)
         return batches
 
-    def demonstration_batches(self) -> tuple[Any, torch.Tensor | None]:
+    def demonstration_batches(self, frozen_head: bool = True) -> tuple[Any, torch.Tensor | None]:
         """The run's dataset as a post-training agent keeps it in its loop (``agent=vla_ppo agent.demo_coef``):
         :meth:`load_batches` of the trained model, with every frame's keypoints cached where the image encoder has an
-        instructed keypoint head (frozen there), and the frame weights training sampled with (None: uniform).
+        instructed keypoint head and the agent keeps it ``frozen_head`` (else the frozen backbone's features, so the
+        head is trained through them), and the frame weights training sampled with (None: uniform).
 
         Raises:
             InputError: the dataset is no longer where the run was trained from.
@@ -356,7 +357,7 @@ class VLAAgent(Agent):
                                  "agent's demo_coef=0")
         self.model.eval()
         batches = self.load_batches()
-        if self.model.instructed_images and self.cfg.image_keypoints:
+        if self.model.instructed_images and self.cfg.image_keypoints and frozen_head:
             self.cache_keypoints(batches)
         return batches, self.frame_weights
 

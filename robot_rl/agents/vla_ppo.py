@@ -2,7 +2,11 @@
 (``agent=vla_ppo``; pi-RL, Chen et al. 2025, and RLinf's ``flow-sde``).
 
 The SFT run's VLA (``agent.policy=<agent=vla run dir>``) is copied; its prefix (image encoder, text, state,
-transformer) stays frozen and its action expert (:meth:`VLA.expert_parameters`) is trained. Collection is the
+transformer) stays frozen and its action expert (:meth:`VLA.expert_parameters`) is trained. With ``head_lr`` > 0 (an
+``efficientnet_lite0_film`` VLA) its instructed keypoint head and global-condition MLP are trained too
+(:meth:`VLA.head_parameters`): each chunk keeps the frozen backbone's features of its images, the instruction and the
+joints instead of the context, and the update re-encodes them through the head being trained (the keypoints are what
+the expert can at best act on: docs/vla.md, "From the 5-minute recipe's policies"). Collection is the
 chunk-level one of :mod:`robot_rl.agents._vla_chunks`: at each chunk boundary the frozen prefix encodes the env
 once, a value critic ``V([f, elapsed])`` scores the feature, and the chunk is sampled by the **flow-SDE** chain of
 :mod:`robot_rl.math.flow_sde` (``noise_level`` ``a``: Euler-Maruyama steps ``x_{k+1} ~ N(mean_k, std_k^2)`` from
@@ -12,11 +16,14 @@ kept with the context tokens it attended to. After ``rollout_chunks`` finished c
 1. chunk-level GAE per env (:func:`robot_rl.math.advantages.gae` with the chunk's discount ``gamma^K``; an episode
    that ends inside a chunk is terminal: the critic sees the elapsed fraction of the episode);
 2. ``epochs`` x ``minibatches`` PPO steps: the chains are re-scored under the expert being trained
-   (:func:`~robot_rl.math.flow_sde.chain_log_prob`, no re-rendering: the stored context is the frozen prefix's),
+   (:func:`~robot_rl.math.flow_sde.chain_log_prob`, no re-rendering: the stored context is the frozen prefix's, or
+   with ``head_lr`` re-encoded from the stored features),
    :func:`~robot_rl.math.ppo_objective.clipped_surrogate` on the normalised advantages, and the value critic
    regressed onto the GAE returns; with ``demo_coef`` > 0 the expert's loss adds ``demo_coef`` times its
    flow-matching loss on a batch of the SFT run's own demonstrations (a BC anchor: the demonstrations stay in the
-   loop; the frozen prefix's keypoints of every frame are computed once, ``VLAAgent.demonstration_batches``).
+   loop; the frozen prefix's keypoints of every frame are computed once, ``VLAAgent.demonstration_batches``; with
+   ``head_lr`` the frozen backbone's features instead, so the loss trains the head as SFT did, without its keypoint
+   supervision).
 
 With ``sde_step=one`` (RLinf's default mixed ODE-SDE sampling) only one uniformly drawn denoising step of each chain
 is Gaussian and the rest are Euler steps; PPO's ratio is then taken per element of the executed actions at that step
@@ -71,6 +78,8 @@ class VLAPPOConfig(AgentConfig):
             executed actions at that step (RLinf's default mixed ODE-SDE sampling: far smaller ratios).
         demo_coef: weight of the flow-matching loss on the SFT run's demonstrations beside the PPO loss (0: none).
         demo_batch: demonstration frames per PPO mini-batch step.
+        head_lr: Adam rate of the keypoint head and the global-condition MLP (``efficientnet_lite0_film`` VLAs;
+            0: they stay as SFT left them, only the expert is trained).
     """
 
     critics: ClassVar[tuple[str, ...]] = ("mlp",)
@@ -91,10 +100,11 @@ class VLAPPOConfig(AgentConfig):
     sde_step: str = "all"
     demo_coef: float = 0.0
     demo_batch: int = 64
+    head_lr: float = 0.0
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("noise_level", "clip", "expert_lr", "critic_lr", "max_grad_norm"),
-              unit=("gamma", "lam"), non_negative=("demo_coef",), at_least_0=("execute_len",),
+              unit=("gamma", "lam"), non_negative=("demo_coef", "head_lr"), at_least_0=("execute_len",),
               at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps", "demo_batch"),
               choices={"sde_step": ("all", "one")})
 
@@ -114,6 +124,16 @@ class VLAPPOAgent(VLAChunkAgent):
             p.requires_grad_(True)
         self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=self.feature_dim + 1)).to(self.device)
         self.expert_opt = torch.optim.Adam(self.model.expert_parameters(), lr=cfg.expert_lr)
+        self.head_opt = None
+        if cfg.head_lr > 0:
+            if not self.model.instructed_images:
+                raise InputError("agent.head_lr trains an instructed keypoint head: the SFT policy has none",
+                                 key="agent.head_lr", value=cfg.head_lr,
+                                 fix="agent.head_lr=0, or post-train an SFT run with "
+                                     "agent.image_encoder=efficientnet_lite0_film (recipe=vla_reach_lang)")
+            for p in self.model.head_parameters():
+                p.requires_grad_(True)
+            self.head_opt = torch.optim.Adam(self.model.head_parameters(), lr=cfg.head_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.steps = self.model.config.num_steps
         self.pending_rows: dict[str, torch.Tensor] = {}  # per env: what its chunk in play was chosen from
@@ -125,16 +145,21 @@ class VLAPPOAgent(VLAChunkAgent):
             if base_policy is None or base_policy.demonstrations is None:
                 raise InputError("agent.demo_coef needs the SFT run's demonstrations", key="agent.demo_coef",
                                  value=cfg.demo_coef, fix="agent.policy=<an agent=vla run>, or agent.demo_coef=0")
-            self.demos, self.demo_weights = base_policy.demonstrations()
+            self.demos, self.demo_weights = base_policy.demonstrations(self.head_opt is None)
 
     # --- collecting -------------------------------------------------------------------------------------------
+
+    def acting_model(self) -> Any:
+        """The VLA being fine-tuned (its prefix is the SFT run's unless ``head_lr`` trains the head)."""
+        return self.model
 
     def _velocity(self, context: Any):
         return lambda x, t: self.model.velocity(x, t, context)
 
     def choose(self, rows: torch.Tensor, context: Any, feature: torch.Tensor, critic_obs: torch.Tensor,
-               state: torch.Tensor, deterministic: bool) -> torch.Tensor:
+               inputs: dict, deterministic: bool) -> torch.Tensor:
         """The expert's flow-SDE chain from ``N(0, I)`` (Euler from zero noise when ``deterministic``)."""
+        state = inputs["state"]
         if deterministic:
             noise = torch.zeros(len(rows), *self.chunk_shape, device=self.device)
             return self.model.decode(context, state, noise).clamp(-1.0, 1.0)
@@ -143,13 +168,19 @@ class VLAPPOAgent(VLAChunkAgent):
         step = torch.randint(0, self.steps, (len(rows),), generator=self.generator).to(self.device) if one else None
         chain = flow_sde.sample_chain(self._velocity(context), noise, self.steps, self.cfg.noise_level,
                                       self.sample_generator, step)
-        kept = {"tokens": context.tokens, "pad": context.pad, "states": chain.states, "log_prob": chain.log_prob,
-                "value": self.critic(critic_obs)[:, 0], "obs": critic_obs}
-        if one:
+        kept = {"states": chain.states, "value": self.critic(critic_obs)[:, 0], "obs": critic_obs}
+        if self.head_opt is None:  # the context itself: the prefix is frozen
+            kept.update(tokens=context.tokens, pad=context.pad)
+            if context.condition is not None:
+                kept["condition"] = context.condition
+        else:  # what the head re-encodes in the update
+            kept.update({"instruction": inputs["tokens"], "instruction_mask": inputs["token_mask"], "state": state,
+                         **{f"features/{c}": f for c, f in inputs["image_features"].items()}})
+        if one:  # PPO's ratio is per executed element at the Gaussian step, not the chain's
             kept["sde_step"] = step
             kept["element_log_prob"] = self._element_log_prob(context, chain.states, step)
-        if context.condition is not None:
-            kept["condition"] = context.condition
+        else:
+            kept["log_prob"] = chain.log_prob
         for name, value in kept.items():
             if name not in self.pending_rows:
                 self.pending_rows[name] = torch.zeros(self.env.num_envs, *value.shape[1:], dtype=value.dtype,
@@ -210,12 +241,21 @@ class VLAPPOAgent(VLAChunkAgent):
         self.num_updates += 1
         return {**metrics, "updates": float(self.num_updates)}
 
-    def _ppo_step(self, mb: dict[str, torch.Tensor], advantages: torch.Tensor, returns: torch.Tensor
-                  ) -> dict[str, torch.Tensor]:
+    def stored_context(self, mb: dict[str, torch.Tensor]) -> Any:
+        """The :class:`~robot_rl.models.vla.model.Context` that rollout rows ``mb`` were chosen from, as the model
+        being trained now has it: stored (frozen prefix), or re-encoded from the stored features (``head_lr``)."""
         from robot_rl.models.vla.model import Context
 
+        if self.head_opt is None:
+            return Context(mb["tokens"], mb["pad"], mb.get("condition"))
+        features = {c: mb[f"features/{c}"] for c in self.sft.cameras}
+        return self.model.encode({"image_features": features, "tokens": mb["instruction"],
+                                  "token_mask": mb["instruction_mask"], "state": mb["state"]})
+
+    def _ppo_step(self, mb: dict[str, torch.Tensor], advantages: torch.Tensor, returns: torch.Tensor
+                  ) -> dict[str, torch.Tensor]:
         cfg = self.cfg
-        context = Context(mb["tokens"], mb["pad"], mb.get("condition"))
+        context = self.stored_context(mb)
         if cfg.sde_step == "one":  # a ratio per executed action element at the chain's one Gaussian step
             log_prob = self._element_log_prob(context, mb["states"], mb["sde_step"]).flatten(1)
             old_log_prob = mb["element_log_prob"].flatten(1)
@@ -226,10 +266,13 @@ class VLAPPOAgent(VLAChunkAgent):
             old_log_prob = mb["log_prob"]
             policy_loss, ratio = clipped_surrogate(log_prob, old_log_prob, advantages, cfg.clip)
         demo_loss = self.demo_loss() if self.demos is not None else None
-        self.expert_opt.zero_grad(set_to_none=True)
+        optimizers = [self.expert_opt] + ([] if self.head_opt is None else [self.head_opt])
+        for opt in optimizers:
+            opt.zero_grad(set_to_none=True)
         (policy_loss if demo_loss is None else policy_loss + cfg.demo_coef * demo_loss).backward()
-        nn.utils.clip_grad_norm_(self.model.expert_parameters(), cfg.max_grad_norm)
-        self.expert_opt.step()
+        for opt in optimizers:
+            nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], cfg.max_grad_norm)
+            opt.step()
         value_loss, _ = self.critic.loss(mb["obs"], None, returns.unsqueeze(1))
         self.critic_opt.zero_grad(set_to_none=True)
         value_loss.backward()
@@ -270,7 +313,8 @@ class VLAPPOAgent(VLAChunkAgent):
         return {"model": self.model.state_dict(), "critic": self.critic.state_dict(),
                 "expert_opt": self.expert_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
                 "generator": self.generator.get_state(), "num_updates": self.num_updates,
-                "chunks_collected": self.chunks_collected}
+                "chunks_collected": self.chunks_collected,
+                **({} if self.head_opt is None else {"head_opt": self.head_opt.state_dict()})}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
@@ -278,6 +322,8 @@ class VLAPPOAgent(VLAChunkAgent):
         self.critic.load_state_dict(state["critic"])
         self.expert_opt.load_state_dict(state["expert_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
+        if self.head_opt is not None:
+            self.head_opt.load_state_dict(state["head_opt"])
         self.generator.set_state(state["generator"])
         self.num_updates = int(state["num_updates"])
         self.chunks_collected = int(state["chunks_collected"])

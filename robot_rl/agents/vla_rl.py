@@ -142,7 +142,7 @@ class VLARLAgent(VLAChunkAgent):
     # --- collecting -----------------------------------------------------------------------------------------
 
     def choose(self, rows: torch.Tensor, context: Any, feature: torch.Tensor, critic_obs: torch.Tensor,
-               state: torch.Tensor, deterministic: bool) -> torch.Tensor:
+               inputs: dict, deterministic: bool) -> torch.Tensor:
         """The noise (the actor's mean when ``deterministic``; ``N(0, I)`` before ``learning_starts``; SAC's sample
         or the critic's best candidate after) decoded by the frozen VLA."""
         if deterministic:
@@ -155,7 +155,7 @@ class VLARLAgent(VLAChunkAgent):
         else:
             noise = self.actor.sample(feature, self.sample_generator)[0]
         self.noise_at[rows] = noise.flatten(1)
-        return self.sft.model.decode(context, state, noise).clamp(-1.0, 1.0)
+        return self.sft.model.decode(context, inputs["state"], noise).clamp(-1.0, 1.0)
 
     def store(self, rows: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
               next_obs: torch.Tensor) -> None:

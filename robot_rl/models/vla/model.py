@@ -324,6 +324,13 @@ class VLA(nn.Module):
         return [*head.inp.parameters(), *head.film.parameters(), *head.logits.parameters(), head.log_temperature,
                 self.token_embed.weight]
 
+    def head_parameters(self) -> list[nn.Parameter]:
+        """What turns the frozen image features, instruction and joints into the action expert's input
+        (``efficientnet_lite0_film``): :meth:`keypoint_parameters` and, with ``global_condition``, the condition MLP
+        (post-training that trains the perception along with the expert, ``agent=vla_ppo agent.head_lr``)."""
+        condition = list(self.condition.parameters()) if self.config.global_condition else []
+        return [*self.keypoint_parameters(), *condition]
+
     def keypoints(self, obs: dict) -> torch.Tensor:
         """``[B, C, K, 2]`` the image keypoints of ``obs``, x right and y down in [-1, 1]
         (``efficientnet_lite0_film``)."""
