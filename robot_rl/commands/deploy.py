@@ -23,8 +23,9 @@ EPILOG = """examples:
 
 sim2sim plays the artifact's own task (policy.yaml `task`): so101_reach (targets), so101_lift (the
 simulated robot holds the cube scene and publishes the cube pose on the object topic) or, for a VLA artifact,
-so101_reach_lang (the simulated robot publishes the instruction and the artifact's camera images; set
-MUJOCO_GL=egl EGL_PLATFORM=surfaceless where EGL is available, else OSMesa renders).
+so101_reach_lang or so101_pick_lang (the simulated robot publishes the instruction and the artifact's camera
+images, and scores pick with the task's own lift rule; set MUJOCO_GL=egl EGL_PLATFORM=surfaceless where EGL is
+available, else OSMesa renders).
 
 check exits 2 when it refuses the artifact or robot.yaml (bad input: the policy node refuses the same
 artifact with the same message), 1 when the artifact is readable but a check reports ERROR lines, 0 when
@@ -121,7 +122,8 @@ def run_episodes(policy: Path, robot: str, episodes: int, episode_s: float = 0.0
                  launch: str = "sim2sim.launch.yaml", warmup: int = 1,
                  policy_params: dict[str, object] | None = None, rt_priority: int = 0,
                  rt_nodes: tuple[str, ...] | None = None) -> list[tuple[float, float]]:
-    """Play episodes of the artifact's task (reach, lift, language reach) over ROS 2; ``[(success, final distance m)]``.
+    """Play episodes of the artifact's task (reach, lift, language reach or pick) over ROS 2; ``[(success, final
+    distance m)]``.
 
     ``episode_s``: the longest episode (a lift episode ends at success); 0 is the task's own length. The final
     distance is the gripper's to the target (reach) or to the cube (lift).
@@ -194,10 +196,11 @@ def main(argv: list[str]) -> int:
     sim.add_argument("--domain-id", type=domain_id, default=os.environ.get("ROS_DOMAIN_ID", "0"),
                      help="ROS_DOMAIN_ID: 0..101 or 215..232 (default $ROS_DOMAIN_ID or 0)")
     sim.add_argument("--episodes", type=count, default=0,
-                     help="play N episodes of the artifact's task, reach, lift or language reach (after one warm-up "
-                          "episode with the soft start), print the success rate and stop (0: run until Ctrl-C)")
+                     help="play N episodes of the artifact's task, reach, lift, language reach or pick (after one "
+                          "warm-up episode with the soft start), print the success rate and stop (0: run until "
+                          "Ctrl-C)")
     sim.add_argument("--episode-s", type=duration, default=0.0,
-                     help="episode length in seconds (a lift episode ends earlier at success); default 0: the "
+                     help="episode length in seconds (a lift or pick episode ends earlier at success); default 0: the "
                           "task's own (so101_reach 4 s, so101_lift 8 s)")
     sim.add_argument("--latency-ms", type=number(0.0, 1000.0), default=0.0,
                      help="command latency of the simulated robot (ms)")

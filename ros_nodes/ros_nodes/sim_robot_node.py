@@ -26,15 +26,18 @@ every control period (``TaskEnv.score_state``: lift height held for ``hold_steps
 ends the episode on success or after ``episode_s``, publishing ``sim/episode`` = [index, success, final
 gripper-to-cube distance m]. ``episode_s: 0`` (the default) is the task's own episode length.
 
-With a language task (``task: so101_reach_lang``, an env with ``has_instructions``) it simulates the task's scene
-(arm, coloured targets, cameras), starts every episode from the task's reset (arm, targets and one instruction
-drawn by the task), publishes the instruction (std_msgs/String on ``instruction_topic``, at the episode start and
-every 0.5 s) and the images of ``cameras`` (comma-separated MJCF camera names, e.g.
-``front,wrist``; ``image_size`` pixels square; rgb8 sensor_msgs/Image on ``camera/<name>/image_raw``), rendered
-with :class:`sim.render.CameraGroup`'s small-image settings (EGL where ``MUJOCO_GL=egl``, else OSMesa) in a thread
-of their own from the state of each control period (frames are dropped when rendering is slower; the image stamp
-is the state's time). At the end of ``episode_s`` it publishes ``sim/episode`` = [index, success, final distance m]
-for the named target (success: the task's ``success_radius``).
+With a language task (``task: so101_reach_lang`` or ``so101_pick_lang``, an env with ``has_instructions``) it
+simulates the task's scene (arm, coloured targets or cubes, cameras), starts every episode from the task's reset
+(arm, targets or cubes and one instruction drawn by the task), publishes the instruction (std_msgs/String on
+``instruction_topic``, at the episode start and every 0.5 s) and the images of ``cameras`` (comma-separated MJCF
+camera names, e.g. ``front,wrist``; ``image_size`` pixels square; rgb8 sensor_msgs/Image on
+``camera/<name>/image_raw``), rendered with :class:`sim.render.CameraGroup`'s small-image settings (EGL where
+``MUJOCO_GL=egl``, else OSMesa) in a thread of their own from the state of each control period (frames are dropped
+when rendering is slower; the image stamp is the state's time). Reach: at the end of ``episode_s`` it publishes
+``sim/episode`` = [index, success, final distance m] for the named target (success: the task's ``success_radius``).
+Pick: it scores the task's own success rule every control period (``TaskEnv.score_state``: the named cube lifted and
+held, the gripper at it) and ends the episode on success or after ``episode_s``, publishing [index, success, final
+gripper-to-named-cube distance m].
 
 With a locomotion task (``task: g1_stand`` or ``g1_walk``: a floating base and the task's fall terminations) it
 starts every episode from the task's reset, publishes the task's velocity command (geometry_msgs/Twist on
@@ -199,7 +202,7 @@ class SimRobotNode(Node):
 
     def close(self) -> None:
         """Stop a language task's render thread; nothing else to stop."""
-        if isinstance(self.task, _LangReachTask):
+        if isinstance(self.task, _LanguageTask):
             self.task.close()
 
     def base_frame_pose(self, position: np.ndarray) -> PoseStamped:
@@ -223,7 +226,7 @@ class SimRobotNode(Node):
         return self.data.site(site_name(self.robot, role)).xpos.copy()
 
 
-def close_reach_episode(task: _ReachTask | _LangReachTask, sim_time: float) -> None:
+def close_reach_episode(task: _ReachTask | _LanguageTask, sim_time: float) -> None:
     """End ``task``'s running episode once it has lasted ``episode_s``: publish ``sim/episode`` = [index, success,
     gripper-to-target distance m] (success: within ``success_radius``) and set ``index`` to -1 (none running)."""
     if task.index >= 0 and sim_time - task.episode_start >= task.episode_s:
@@ -273,8 +276,9 @@ class _ReachTask:
         self.target_pub.publish(self.node.base_frame_pose(self.target - self.node.site_pos("base")))
 
 
-class _LangReachTask:
-    """Language reach episodes in the task's scene: the task's reset, its instruction and camera images out.
+class _LanguageTask:
+    """Language episodes in the task's scene (reach the named target, or lift the named cube): the task's reset, its
+    instruction and camera images out, success scored as the task scores it.
 
     Images are rendered and published by a thread of their own (it owns the GL context; MuJoCo releases the GIL
     while rendering), from a copy of the state taken each control period: physics and joint states keep their
@@ -292,7 +296,7 @@ class _LangReachTask:
         self.instruction_pub = node.create_publisher(String, p["instruction_topic"], 1)
         self.episode_pub = node.create_publisher(Float64MultiArray, "sim/episode", 10)
         self.episode_s = p["episode_s"] or self.env.cfg.episode_s
-        self.success_radius = float(self.env.cfg.params["success_radius"])
+        self.success_radius = float(self.env.cfg.params.get("success_radius", 0.0))  # reach's
         self.index, self.episodes, self.episode_start, self.next_step, self.next_text = -1, 0, 0.0, 0.0, 0.0
         self.instruction, self.target = "", np.zeros(3)
         self.snapshot: tuple | None = None  # (stamp, qpos, mocap_pos, mocap_quat) for the render thread
@@ -356,7 +360,8 @@ class _LangReachTask:
         node.data.mocap_pos[:], node.data.mocap_quat[:] = data.mocap_pos, data.mocap_quat
         mujoco.mj_forward(node.model, node.data)
         self.instruction = self.env.instructions()[0]
-        self.target = self.env.target[0].cpu().numpy().astype(np.float64)
+        if self.env.has_target:
+            self.target = self.env.target[0].cpu().numpy().astype(np.float64)
         self.index, self.episodes, self.episode_start, self.next_text = self.episodes, self.episodes + 1, sim_time, 0.0
 
     def update(self, sim_time: float) -> None:
@@ -365,7 +370,10 @@ class _LangReachTask:
         if sim_time < self.next_step:
             return
         self.next_step = max(self.next_step + self.env.dt, sim_time)
-        close_reach_episode(self, sim_time)
+        if self.env.has_target:
+            close_reach_episode(self, sim_time)
+        else:
+            self._close_pick_episode(sim_time)
         if self.index < 0:
             self._start_episode(sim_time)
         if sim_time >= self.next_text:
@@ -377,6 +385,19 @@ class _LangReachTask:
                 self.snapshot = (self.node.get_clock().now().to_msg(), data.qpos.copy(), data.mocap_pos.copy(),
                                  data.mocap_quat.copy())
                 self.wake.notify_all()
+
+
+    def _close_pick_episode(self, sim_time: float) -> None:
+        """End the running episode on the task's success (scored this control period) or after ``episode_s``:
+        ``sim/episode`` = [index, success, gripper-to-named-cube distance m]; ``index`` -1 (none running)."""
+        if self.index < 0:
+            return
+        data = self.node.data
+        success = bool(self.env.score_state(data.qpos[None], data.qvel[None])[0])
+        if success or sim_time - self.episode_start >= self.episode_s:
+            distance = float(np.linalg.norm(self.env.term_value("gripper_to_cube")[0].numpy()))
+            self.episode_pub.publish(Float64MultiArray(data=[float(self.index), float(success), distance]))
+            self.index = -1
 
 
 class _LiftTask:
@@ -462,9 +483,11 @@ class _LocomotionTask:
 
 
 def _task_kind(env) -> type:
-    """The episode player of ``env``'s task: reach, language reach, lift (a cube) or locomotion."""
+    """The episode player of ``env``'s task: language (reach or pick), reach, lift (a cube) or locomotion."""
+    if env.has_instructions:
+        return _LanguageTask
     if env.has_target:
-        return _LangReachTask if env.has_instructions else _ReachTask
+        return _ReachTask
     if "cube_pos" in [name for name, _, _ in env.observation_layout["policy"]]:
         return _LiftTask
     return _LocomotionTask

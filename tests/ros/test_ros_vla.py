@@ -1,7 +1,7 @@
 """A VLA artifact behind the policy node over real DDS: camera images (sensor_msgs/Image) and an instruction
 (std_msgs/String) in, commands out, holds on missing, stale or bad inputs (an image of another size, a wrong
 ``step`` or data length, a NaN JointState, an empty or 12000-character instruction) and never crashes; and a
-short so101_reach_lang sim2sim.
+short so101_reach_lang and so101_pick_lang sim2sim.
 
 The policy is an untrained :class:`VLAPolicy` exported in the test (one 32x32 ``front`` camera, chunk 4, open loop
 of the whole chunk): what is tested is the loop, not success. Its commands are compared with
@@ -27,6 +27,7 @@ from robot_rl.export_vla import export_vla_policy, make_vla_meta
 from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig
 from robot_rl.models.vla.policy import VLAPolicy
 from sim.robots import load_robot
+from sim.tasks.so101_pick_lang import INSTRUCTIONS as PICK_INSTRUCTIONS
 from sim.tasks.so101_reach_lang import INSTRUCTIONS
 
 pytestmark = pytest.mark.ros
@@ -38,15 +39,16 @@ SIZE, H = 32, 4
 TEXTS = list(INSTRUCTIONS.table())
 
 
-def vla_artifact(tmp_path) -> str:
+def vla_artifact(tmp_path, task: str = "so101_reach_lang", texts: list[str] = TEXTS,
+                 cameras: tuple[str, ...] = ("front",)) -> str:
     torch.manual_seed(0)
-    tokenizer = InstructionTokenizer.train(TEXTS)
+    tokenizer = InstructionTokenizer.train(texts)
     config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, chunk_len=H, width=32,
-                           heads=2, num_steps=3, image_size=SIZE)
-    policy = VLAPolicy(VLA(config), tokenizer, TEXTS).eval()
+                           heads=2, num_steps=3, image_size=SIZE, cameras=cameras)
+    policy = VLAPolicy(VLA(config), tokenizer, texts).eval()
     action = action_spec("joint_position_delta_default", ROBOT.control.action_scale, DEFAULT)
     meta = make_vla_meta(policy, ROBOT.name, ROBOT.joint_names, DEFAULT, action,
-                         ROBOT.control.policy_hz, (SIZE, SIZE), task="so101_reach_lang")
+                         ROBOT.control.policy_hz, (SIZE, SIZE), task=task)
     return str(export_vla_policy(policy, meta, tmp_path / "policy"))
 
 
@@ -166,3 +168,24 @@ def test_sim2sim_so101_reach_lang_with_an_untrained_vla_artifact(tmp_path):
     assert image_array(images[-1]).std() > 5  # a rendered scene, not a blank frame
     summary = json.loads(stats.read_text())
     assert summary["inferences"] > 10, summary
+
+
+def test_sim2sim_so101_pick_lang_with_an_untrained_vla_artifact(tmp_path):
+    """The simulated robot plays so101_pick_lang: its cube scene, the task's instruction naming a cube, front and wrist
+    images out (the wrist camera moves with the arm), each episode scored by the task's own success rule and reported
+    with the gripper-to-named-cube distance (an untrained policy: no success asked)."""
+    texts = list(PICK_INSTRUCTIONS.table())
+    policy = vla_artifact(tmp_path, "so101_pick_lang", texts, ("front", "wrist"))
+    domain = fresh_domain_id()
+    probe = Probe(domain, ROBOT.joint_names)
+    episodes, wrist, sent = (probe.record(t, topic) for t, topic in (
+        (Float64MultiArray, "sim/episode"), (Image, "camera/wrist/image_raw"), (String, "instruction")))
+    sim_params = {"task": "so101_pick_lang", "episode_s": 2.0, "cameras": "front,wrist", "image_size": SIZE,
+                  "command_latency_s": 0.005}
+    nodes = Nodes("sim2sim.launch.yaml", {"policy": policy}, domain, tmp_path, extra={"sim_robot": sim_params})
+    run_sim2sim(probe, nodes, episodes, 3, 180)
+    assert [m.data[0] for m in episodes] == list(range(len(episodes)))
+    assert all(m.data[1] in (0.0, 1.0) and 0.0 < m.data[2] < 1.0 for m in episodes)
+    assert {m.data for m in sent} <= set(texts) and len({m.data for m in sent}) >= 1
+    assert len(wrist) > 20 and all((m.height, m.width) == (SIZE, SIZE) for m in wrist)
+    assert image_array(wrist[-1]).std() > 5
