@@ -10,6 +10,7 @@ from robot_rl.deploy.safety import (
     SafetyConfig,
     SafetyState,
     clamp_to_limits,
+    forget_last_command,
     is_stale,
     latch_estop,
     rate_limit,
@@ -85,6 +86,23 @@ def test_nan_target_holds_last_command():
         out = safety_step(c, out.state, bad, np.zeros(2), 0.04, 0.04)
         np.testing.assert_array_equal(out.command, held)
         assert out.events == ("nan",)
+
+
+def test_a_reset_under_the_node_forgets_the_last_command_but_not_the_soft_start():
+    """sim2sim's episode reset moved the arm from the last command [0.8, 1.5] back to [0, 0]: after
+    forget_last_command nothing is held (no target: no command, the driver keeps its own), and the next target
+    [0.5, 0.5] is rate-limited from the measured [0, 0] by [0.1, 0.2] -> [0.1, 0.2], not from [0.8, 1.5]; the soft
+    start that ended long ago does not begin again."""
+    c = cfg(soft_start_s=1.0)
+    st = SafetyState(last_command=np.array([0.8, 1.5]), ramp_from=np.zeros(2), ramp_start=-10.0)
+    held = safety_step(c, st, None, np.zeros(2), 5.0, 5.0)
+    np.testing.assert_array_equal(held.command, [0.8, 1.5])  # without the reset the old pose is held
+    st = forget_last_command(st)
+    out = safety_step(c, st, None, np.zeros(2), 5.0, 5.0)
+    assert out.command is None and out.events == ("no_policy",)
+    out = safety_step(c, out.state, np.array([0.5, 0.5]), np.zeros(2), 5.04, 5.04)
+    np.testing.assert_allclose(out.command, [0.1, 0.2])
+    assert "soft_start" not in out.events and "rate_limited" in out.events
 
 
 def test_stale_state_holds_and_resumes_with_soft_start():

@@ -187,6 +187,13 @@ def set_enabled(state: SafetyState, enabled: bool) -> SafetyState:
     return dataclasses.replace(state, enabled=False, ramp_start=None)
 
 
+def forget_last_command(state: SafetyState) -> SafetyState:
+    """The robot was moved under the node (a simulated robot's episode reset in sim2sim): the last command is no
+    base for the rate limit and no pose to hold. The next command is rate-limited from the measured pose, and until
+    the policy gives one nothing is sent (the driver keeps its own). The soft start is not repeated."""
+    return dataclasses.replace(state, last_command=None)
+
+
 def safety_step(
     cfg: SafetyConfig,
     state: SafetyState,

@@ -12,7 +12,8 @@ period after the last tick when states stop.
 
 Topics (relative: a namespace applies): ``estop`` (std_msgs/Bool, True latches), ``sim/episode``
 (std_msgs/Float64MultiArray from the simulated robot in sim2sim: an episode ended and the robot was reset, so
-the node drops its chunk plans and zeroes its last action, as the training env does at a reset), ``diagnostics``
+the node drops its chunk plans and zeroes its last action, as the training env does at a reset, forgets its last
+command, and a VLA node its images from before the reset), ``diagnostics``
 (diagnostic_msgs/DiagnosticArray, 1 Hz). Service ``~/enable`` (std_srvs/SetBool): True clears the
 e-stop and soft-starts from the measured pose, False stops sending.
 """
@@ -39,7 +40,14 @@ from robot_rl.deploy.actions import to_raw
 from robot_rl.deploy.artifact import ArtifactError, load_meta
 from robot_rl.deploy.observation import ObservationBuilder, RobotState, reorder_index
 from robot_rl.deploy.runtime import PolicyRuntime, chunk_executor
-from robot_rl.deploy.safety import SafetyConfig, SafetyState, latch_estop, safety_step, set_enabled
+from robot_rl.deploy.safety import (
+    SafetyConfig,
+    SafetyState,
+    forget_last_command,
+    latch_estop,
+    safety_step,
+    set_enabled,
+)
 from robot_rl.deploy.validate import RobotSpec, check_control_hz
 from robot_rl.deploy.vla_runtime import VLARuntime
 from robot_rl.errors import EXIT_BAD_INPUT, InputError
@@ -221,9 +229,14 @@ class PolicyNode(Node):
             self.get_logger().warning("E-STOP latched: holding; call ~/enable true to resume")
 
     def _on_episode_end(self, _msg: Float64MultiArray) -> None:
-        """The simulated robot reset arm and scene: no plan in flight and a zero last action, as after an env reset."""
+        """The simulated robot reset arm and scene: as after an env reset, no plan in flight, a zero last action, no
+        last command to hold or rate-limit from (the measured reset pose is the base), and, for a VLA, no camera image
+        from before the reset (it holds until an image stamped after this message arrives)."""
         self.chunks.reset()
         self.last_action[:] = 0.0
+        self.safety = forget_last_command(self.safety)
+        if self.vla is not None:
+            self.vla.forget_images(self.get_clock().now().nanoseconds)
 
     def _on_enable(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         self.safety = set_enabled(self.safety, request.data)

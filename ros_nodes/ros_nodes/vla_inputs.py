@@ -47,6 +47,7 @@ class VLAInputs:
         self.on_instruction = on_instruction
         self.images: dict[str, np.ndarray] = {}
         self.image_time: dict[str, float] = {}
+        self.not_before_ns = 0  # images stamped earlier are ignored (forget_images)
         self.instruction: str | None = None
         self._last_log: dict[str, float] = {}
         vla = runtime.vla
@@ -66,7 +67,18 @@ class VLAInputs:
             self._last_log[key] = now
             self.node.get_logger().warning(text)
 
+    def forget_images(self, stamp_ns: int) -> None:
+        """Drop the images held and ignore any stamped before ``stamp_ns`` (ROS time, ns): the scene was reset
+        (sim2sim's episode end), so an image in flight from before it shows another scene. The node holds ("no image
+        yet") until every camera's first image of the new scene arrives."""
+        self.images.clear()
+        self.image_time.clear()
+        self.not_before_ns = stamp_ns
+
     def _on_image(self, camera: str, msg: Image) -> None:
+        stamp = msg.header.stamp
+        if stamp.sec * 1_000_000_000 + stamp.nanosec < self.not_before_ns:
+            return
         try:
             self.images[camera] = image_array(msg)
         except ValueError as exc:

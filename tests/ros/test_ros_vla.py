@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from rclpy.time import Time
 from ros_nodes.messages import image_array, image_message
 from ros_support import Nodes, Probe, fresh_domain_id, run_sim2sim
 from sensor_msgs.msg import Image
@@ -80,12 +81,14 @@ def test_policy_node_runs_a_vla_artifact_from_image_and_instruction_topics_and_h
     probe = Probe(domain, ROBOT.joint_names)
     image_pub = probe.node.create_publisher(Image, "camera/front/image_raw", 1)
     text_pub = probe.node.create_publisher(String, "instruction", 1)
-    feed = {"image": None, "text": None}
+    episode_pub = probe.node.create_publisher(Float64MultiArray, "sim/episode", 10)
+    feed = {"image": None, "text": None, "stamp_s": 0.0}  # stamp_s: added to the images' stamps
 
     def publish() -> None:  # 20 Hz camera and instruction, as long as feed holds them
         if feed["image"] is not None:  # an array [3, H, W], or a (malformed) Image message as it is
             msg = feed["image"] if isinstance(feed["image"], Image) else image_message(feed["image"])
-            msg.header.stamp = probe.node.get_clock().now().to_msg()
+            now_ns = probe.node.get_clock().now().nanoseconds
+            msg.header.stamp = Time(nanoseconds=now_ns + int(feed["stamp_s"] * 1e9)).to_msg()
             image_pub.publish(msg)
         if feed["text"] is not None:
             text_pub.publish(String(data=feed["text"]))
@@ -123,6 +126,20 @@ def test_policy_node_runs_a_vla_artifact_from_image_and_instruction_topics_and_h
             np.testing.assert_array_equal(held, held[:1].repeat(len(held), 0))  # the last command, held
             feed["image"] = picture()
             assert probe.wait_for(lambda: len(probe.received(time.monotonic() - 0.2)) >= 3, 10)
+
+        # sim2sim's episode end (the scene reset under the node): images stamped before it are not used, and with
+        # no last command to hold nothing is sent until an image of the new scene arrives
+        feed["stamp_s"] = -5.0
+        time.sleep(0.2)
+        waits = log().count("no image yet from camera 'front'")
+        episode_pub.publish(Float64MultiArray(data=[0.0, 0.0, 0.1]))
+        assert probe.wait_for(lambda: log().count("no image yet from camera 'front'") > waits, 30), log()
+        time.sleep(0.2)  # commands in flight when the line appeared
+        since = time.monotonic()
+        time.sleep(0.5)
+        assert probe.received(since) == []
+        feed["stamp_s"] = 0.0
+        assert probe.wait_for(lambda: len(probe.received(time.monotonic() - 0.2)) >= 3, 10), log()
 
         probe.state_fn = lambda t: np.full(6, np.nan)  # a driver publishing NaN positions: ignored, then stale
         assert probe.wait_for(lambda: "ignoring invalid JointState" in log() and "JointState stale" in log(), 30), log()
