@@ -54,6 +54,21 @@ def rl_config(sft_run: Path, *extra: str):
     return compose([*RL, f"agent.policy={sft_run}", *extra])
 
 
+def check_first_rollout(agent, check) -> list[bool]:
+    """Make ``agent.update`` run ``check(batch)`` on its first rollout (all transitions concatenated) before updating;
+    the list returned holds True once the check ran."""
+    original_update, checked = agent.update, []
+
+    def update_after_checking():
+        if not checked:
+            check({k: torch.cat([r[k] for r in agent.rollout]) for k in agent.rollout[0]})
+            checked.append(True)
+        return original_update()
+
+    agent.update = update_after_checking
+    return checked
+
+
 def test_the_buffer_keeps_the_newest_rows_and_round_trips() -> None:
     buffer = ChunkTransitionBuffer(3, obs_dim=1, action_dim=2)
     for k in range(4):  # the 4th row overwrites the 1st
@@ -328,22 +343,16 @@ def test_flow_ppo_with_one_sde_step_scores_the_executed_elements_and_trains(sft_
                                "agent.epochs=1", "agent.expert_lr=1e-3", "task.total_steps=160"), run)
     agent = runner.agent
     before = {k: v.clone() for k, v in agent.model.state_dict().items()}
-    original_update = agent.update
-    checked = []
 
-    def update_after_checking():
-        if not checked:
-            batch = {k: torch.cat([r[k] for r in agent.rollout]) for k in agent.rollout[0]}
-            assert batch["element_log_prob"].shape == (len(batch["sde_step"]), agent.execute_len, 6)
-            assert ((0 <= batch["sde_step"]) & (batch["sde_step"] < agent.steps)).all()
-            context = Context(batch["tokens"], batch["pad"], batch.get("condition"))
-            with torch.no_grad():
-                again = agent._element_log_prob(context, batch["states"], batch["sde_step"])
-            assert torch.allclose(again, batch["element_log_prob"], atol=1e-4)
-            checked.append(True)
-        return original_update()
+    def rescored_exactly(batch: dict[str, torch.Tensor]) -> None:
+        assert batch["element_log_prob"].shape == (len(batch["sde_step"]), agent.execute_len, 6)
+        assert ((0 <= batch["sde_step"]) & (batch["sde_step"] < agent.steps)).all()
+        context = Context(batch["tokens"], batch["pad"], batch.get("condition"))
+        with torch.no_grad():
+            again = agent._element_log_prob(context, batch["states"], batch["sde_step"])
+        assert torch.allclose(again, batch["element_log_prob"], atol=1e-4)
 
-    agent.update = update_after_checking
+    checked = check_first_rollout(agent, rescored_exactly)
     runner.learn(evaluate_and_export=False)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     learned = [r for r in rows if "loss/policy" in r]
@@ -376,22 +385,15 @@ def test_flow_ppo_with_head_lr_trains_the_keypoint_head_from_the_stored_features
     agent = runner.agent
     assert agent.demos.keypoints is None and agent.demos.features  # the head is trained through the demos too
     before = {k: v.clone() for k, v in agent.model.state_dict().items()}
-    original_update = agent.update
-    checked = []
 
-    def update_after_checking():
-        if not checked:
-            batch = {k: torch.cat([r[k] for r in agent.rollout]) for k in agent.rollout[0]}
-            assert "tokens" not in batch and batch["features/front"].shape[1:] == (24, 8, 8)
-            with torch.no_grad():
-                context = agent.stored_context(batch)
-                log_prob = flow_sde.chain_log_prob(agent._velocity(context), batch["states"],
-                                                   agent.cfg.noise_level).sum(1)
-            assert torch.allclose(log_prob, batch["log_prob"], atol=1e-3)
-            checked.append(True)
-        return original_update()
+    def rescored_exactly(batch: dict[str, torch.Tensor]) -> None:
+        assert "tokens" not in batch and batch["features/front"].shape[1:] == (24, 8, 8)
+        with torch.no_grad():
+            context = agent.stored_context(batch)
+            log_prob = flow_sde.chain_log_prob(agent._velocity(context), batch["states"], agent.cfg.noise_level).sum(1)
+        assert torch.allclose(log_prob, batch["log_prob"], atol=1e-3)
 
-    agent.update = update_after_checking
+    checked = check_first_rollout(agent, rescored_exactly)
     runner.learn(evaluate_and_export=False)
     state = agent.model.state_dict()
     moved = {n for n, v in state.items() if not torch.equal(before[n], v)}
