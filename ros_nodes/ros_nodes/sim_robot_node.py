@@ -236,6 +236,20 @@ def close_reach_episode(task: _ReachTask | _LanguageTask, sim_time: float) -> No
         task.index = -1
 
 
+def close_scored_episode(task: _LiftTask | _LanguageTask, sim_time: float) -> None:
+    """End ``task``'s running episode on the task's own success, scored on the node's state this control period
+    (``TaskEnv.score_state``), or once it has lasted ``episode_s``: publish ``sim/episode`` = [index, success,
+    gripper-to-cube distance m] (the named cube for pick) and set ``index`` to -1 (none running)."""
+    if task.index < 0:
+        return
+    data = task.node.data
+    success = bool(task.env.score_state(data.qpos[None], data.qvel[None])[0])
+    if success or sim_time - task.episode_start >= task.episode_s:
+        distance = float(np.linalg.norm(task.env.term_value("gripper_to_cube")[0].numpy()))
+        task.episode_pub.publish(Float64MultiArray(data=[float(task.index), float(success), distance]))
+        task.index = -1
+
+
 class _ReachTask:
     """Reach episodes on the simulated arm: targets out, success reports out."""
 
@@ -373,7 +387,7 @@ class _LanguageTask:
         if self.env.has_target:
             close_reach_episode(self, sim_time)
         else:
-            self._close_pick_episode(sim_time)
+            close_scored_episode(self, sim_time)
         if self.index < 0:
             self._start_episode(sim_time)
         if sim_time >= self.next_text:
@@ -385,19 +399,6 @@ class _LanguageTask:
                 self.snapshot = (self.node.get_clock().now().to_msg(), data.qpos.copy(), data.mocap_pos.copy(),
                                  data.mocap_quat.copy())
                 self.wake.notify_all()
-
-
-    def _close_pick_episode(self, sim_time: float) -> None:
-        """End the running episode on the task's success (scored this control period) or after ``episode_s``:
-        ``sim/episode`` = [index, success, gripper-to-named-cube distance m]; ``index`` -1 (none running)."""
-        if self.index < 0:
-            return
-        data = self.node.data
-        success = bool(self.env.score_state(data.qpos[None], data.qvel[None])[0])
-        if success or sim_time - self.episode_start >= self.episode_s:
-            distance = float(np.linalg.norm(self.env.term_value("gripper_to_cube")[0].numpy()))
-            self.episode_pub.publish(Float64MultiArray(data=[float(self.index), float(success), distance]))
-            self.index = -1
 
 
 class _LiftTask:
@@ -420,15 +421,9 @@ class _LiftTask:
         if sim_time < self.next_step:
             return
         self.next_step = max(self.next_step + self.env.dt, sim_time)
+        close_scored_episode(self, sim_time)
         if self.index < 0:
             self._start_episode(sim_time)
-        else:
-            data = self.node.data
-            success = bool(self.env.score_state(data.qpos[None], data.qvel[None])[0])
-            if success or sim_time - self.episode_start >= self.episode_s:
-                distance = float(np.linalg.norm(self.env.term_value("gripper_to_cube")[0].numpy()))
-                self.episode_pub.publish(Float64MultiArray(data=[float(self.index), float(success), distance]))
-                self._start_episode(sim_time)
         self.object_pub.publish(self.node.base_frame_pose(self.env.term_value("cube_pos")[0].numpy()))
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
+from rclpy.time import Time
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
@@ -76,8 +77,7 @@ class VLAInputs:
         self.not_before_ns = stamp_ns
 
     def _on_image(self, camera: str, msg: Image) -> None:
-        stamp = msg.header.stamp
-        if stamp.sec * 1_000_000_000 + stamp.nanosec < self.not_before_ns:
+        if Time.from_msg(msg.header.stamp).nanoseconds < self.not_before_ns:
             return
         try:
             self.images[camera] = image_array(msg)
