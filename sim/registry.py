@@ -117,6 +117,8 @@ for _name, _factory in {
     "so101_reach_deploy": "sim.tasks.so101_reach:make_deploy",
     "g1_stand": "sim.tasks.g1_locomotion:make_stand",
     "g1_walk": "sim.tasks.g1_locomotion:make_walk",
+    "g1_stand_gait": "sim.tasks.g1_locomotion:make_stand_gait",
+    "g1_walk_gait": "sim.tasks.g1_locomotion:make_walk_gait",
     "g1_reach_walk": "sim.tasks.g1_reach_walk:make",
     "so101_lift": "sim.tasks.so101_lift:make",
     "so101_lift_shaped": "sim.tasks.so101_lift:make_shaped",

@@ -246,6 +246,25 @@ def posture_rewards(group: str = "posture", pose_joints: tuple[int, ...] = HIP_R
     }
 
 
+def gait_rewards(group: str = "locomotion") -> dict[str, RewardTerm]:
+    """unitree_rl_gym's G1 gait terms: feet follow a 0.8 s alternating clock (stance 55%), swing 8 cm high."""
+    return {
+        "gait_contact": RewardTerm(g1_terms.gait_contact, 0.18, group, {"stance": 0.55}),
+        "feet_swing_height": RewardTerm(g1_terms.feet_swing_height, -20.0, group, {"height": 0.08}),
+    }
+
+
+def with_gait(cfg: TaskCfg) -> TaskCfg:
+    """``cfg`` stepping to a gait clock: ``gait_phase`` (sin, cos) in both observation groups + :func:`gait_rewards`.
+
+    unitree_rl_gym's G1 recipe: the robot always steps (in place under the zero command), so a push meets
+    a gait already under way instead of a standing pose that must invent a recovery step.
+    """
+    clock = {"gait_phase": ObsTerm(terms.gait_phase)}
+    observations = {group: {**obs, **clock} for group, obs in cfg.observations.items()}
+    return cfg.replace(observations=observations, rewards={**cfg.rewards, **gait_rewards()})
+
+
 def g1_walk_cfg() -> TaskCfg:
     """Default configuration of g1_walk."""
     policy = policy_observations()
@@ -277,6 +296,18 @@ def g1_stand_cfg() -> TaskCfg:
                                  push_velocity=STAND_PUSH_VELOCITY)
     return walk.replace(episode_s=10.0, randomization=pushes,
                         params={"command_ranges": ((0.0, 0.0),) * 3, "standing_fraction": 1.0})
+
+
+def make_walk_gait(num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides) -> G1LocomotionEnv:
+    """Registry factory of g1_walk_gait (g1_walk with :func:`with_gait`)."""
+    return make_task_env(G1LocomotionEnv, with_gait(g1_walk_cfg()), "g1_walk_gait", num_envs, device, seed,
+                         **overrides)
+
+
+def make_stand_gait(num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides) -> G1LocomotionEnv:
+    """Registry factory of g1_stand_gait (g1_stand with :func:`with_gait`: stepping in place through pushes)."""
+    return make_task_env(G1LocomotionEnv, with_gait(g1_stand_cfg()), "g1_stand_gait", num_envs, device, seed,
+                         **overrides)
 
 
 def make_walk(num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides) -> G1LocomotionEnv:

@@ -62,6 +62,21 @@ def air_time_reward(touchdown_air_time: torch.Tensor, first_contact: torch.Tenso
     return per_foot.sum(dim=1) * moving.float()
 
 
+def leg_phases(clock: torch.Tensor, offset: float = 0.5) -> torch.Tensor:
+    """``[N, 2]`` per-leg gait phase in ``[0, 1)``: left = ``clock``, right = ``clock + offset`` (mod 1)."""
+    return torch.stack([clock, torch.remainder(clock + offset, 1.0)], dim=1)
+
+
+def contact_schedule_match(contact: torch.Tensor, phases: torch.Tensor, stance: float) -> torch.Tensor:
+    """``[N]`` number of feet (0-2) whose contact agrees with the schedule (stance while phase < ``stance``)."""
+    return (contact == (phases < stance)).float().sum(dim=1)
+
+
+def swing_height_error(heights: torch.Tensor, contact: torch.Tensor, target: float) -> torch.Tensor:
+    """``[N]`` sum over feet off the floor of ``(height - target)^2`` (m^2); feet in contact add 0."""
+    return ((heights - target) ** 2 * (~contact).float()).sum(dim=1)
+
+
 # ------------------------------------------------------------------ observations
 
 
@@ -108,6 +123,17 @@ def feet_air_time(env, threshold: float, min_command: float) -> torch.Tensor:
     """Swing-length reward at touchdown (see :func:`air_time_reward`), only while commanded to move."""
     moving = torch.linalg.norm(env.command, dim=1) > min_command
     return air_time_reward(env.touchdown_air_time, env.first_contact, threshold, moving)
+
+
+def gait_contact(env, stance: float) -> torch.Tensor:
+    """Feet whose contact follows the gait clock (:func:`contact_schedule_match`; unitree_rl_gym's ``contact``)."""
+    phases = leg_phases(terms.gait_clock(env.episode_step, env.dt))
+    return contact_schedule_match(env.foot_contact, phases, stance)
+
+
+def feet_swing_height(env, height: float) -> torch.Tensor:
+    """Squared miss of the swing-foot height ``height`` (:func:`swing_height_error`)."""
+    return swing_height_error(foot_heights(env), env.foot_contact, height)
 
 
 # ------------------------------------------------------------------ posture rewards ([N])

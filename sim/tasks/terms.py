@@ -7,6 +7,8 @@ observation vocabulary"); the ROS policy node rebuilds exactly these from its to
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from sim.math import projected_gravity as _projected_gravity
@@ -38,6 +40,22 @@ def base_ang_vel(env) -> torch.Tensor:
 def projected_gravity(env) -> torch.Tensor:
     """``[N, 3]`` gravity direction in the base frame (from the IMU orientation quaternion)."""
     return env.cached("projected_gravity", lambda: _projected_gravity(env.state.qpos[:, 3:7]))
+
+
+GAIT_PERIOD_S = 0.8
+"""Period (s) of the gait clock (unitree_rl_gym's G1 ``period``); the deploy side's twin,
+``robot_rl.deploy.observation.GAIT_PERIOD_S``, is pinned equal by tests/test_gait.py."""
+
+
+def gait_clock(episode_step: torch.Tensor, dt: float, period: float = GAIT_PERIOD_S) -> torch.Tensor:
+    """``[N]`` gait phase in ``[0, 1)``: ``(episode_step * dt mod period) / period``."""
+    return torch.remainder(episode_step.to(torch.float64) * dt, period).div(period).to(torch.float32)
+
+
+def gait_phase(env) -> torch.Tensor:
+    """``[N, 2]`` (sin, cos) of ``2 pi`` times the gait clock (time since the episode/controller started)."""
+    angle = 2.0 * math.pi * gait_clock(env.episode_step, env.dt)
+    return torch.stack([torch.sin(angle), torch.cos(angle)], dim=1)
 
 
 # ------------------------------------------------------------------ privileged (critic) terms
