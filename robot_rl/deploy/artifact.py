@@ -57,8 +57,11 @@ OBSERVATION_TERMS = {
     "target_pos": "target position in the robot base frame [3]",
     "cube_pos": "manipulated object (cube) position in the robot base frame [3]",
     "last_action": "previous raw policy action in [-1, 1] [A]",
+    "gait_phase": "(sin, cos) of 2 pi t / 0.8 s, t = time since the controller (or the episode) started [2]",
 }
 """The policy observation vocabulary: what a real robot publishes (contract 1)."""
+TERM_SIZES = {"gait_phase": 2}
+"""Sizes of the fixed-size terms that are not 3 values (the per-joint terms have ``A``)."""
 
 ACTION_TYPES = ("joint_position_delta_default", "joint_position")
 """Both are ``target = offset + scale * clip(a)``: ``joint_position_delta_default`` has offset =
@@ -242,7 +245,7 @@ class PolicyMeta:
             if not isinstance(term.name, str) or term.name not in OBSERVATION_TERMS:
                 raise bad(f"observation[{i}].name", term.name,
                           f"not a real-robot quantity; known terms: {sorted(OBSERVATION_TERMS)}")
-            expected = A if term.name in ("joint_pos", "joint_vel", "last_action") else 3
+            expected = A if term.name in ("joint_pos", "joint_vel", "last_action") else TERM_SIZES.get(term.name, 3)
             if isinstance(term.size, bool) or term.size != expected:
                 raise bad(f"observation[{i}].size", term.size, f"term {term.name!r} has {expected} values")
             _finite(source, f"observation[{i}].scale", term.scale)

@@ -2,8 +2,8 @@
 
 The same terms as the simulator's ``"policy"`` group (``sim/tasks/terms.py``), from what a
 real robot publishes: JointState (reordered by name), the IMU quaternion and gyro, a velocity
-command, a target and an object (cube) pose from perception. ``observed = raw * scale`` per term,
-in the artifact's order.
+command, a target and an object (cube) pose from perception, and the controller's own gait clock.
+``observed = raw * scale`` per term, in the artifact's order.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from robot_rl.deploy.artifact import ArtifactError, PolicyMeta
+
+GAIT_PERIOD_S = 0.8
+"""Period (s) of the ``gait_phase`` clock; twin of ``sim.tasks.terms.GAIT_PERIOD_S`` (tests/test_gait.py pins them)."""
 
 
 @dataclass
@@ -27,6 +30,8 @@ class RobotState:
         velocity_command: ``[3]`` (vx, vy, yaw rate).
         target_pos: ``[3]`` target position in the robot base frame (m).
         cube_pos: ``[3]`` manipulated object (cube) position in the robot base frame (m).
+        gait_time_s: seconds of control since the controller started or the episode was reset (the
+            ``gait_phase`` clock): the number of policy steps taken times the control period.
     """
 
     joint_pos: np.ndarray
@@ -36,6 +41,7 @@ class RobotState:
     velocity_command: np.ndarray | None = None
     target_pos: np.ndarray | None = None
     cube_pos: np.ndarray | None = None
+    gait_time_s: float = 0.0
 
 
 def reorder_index(message_names: list[str], joint_names: list[str]) -> np.ndarray:
@@ -69,6 +75,12 @@ def projected_gravity(quat_wxyz: np.ndarray) -> np.ndarray:
     return quat_rotate_inverse(q / norm, np.array([0.0, 0.0, -1.0]))
 
 
+def gait_phase(time_s: float, period: float = GAIT_PERIOD_S) -> np.ndarray:
+    """``[2]`` (sin, cos) of ``2 pi (time_s mod period) / period``: the simulator's ``gait_phase`` term."""
+    angle = 2.0 * np.pi * (time_s % period) / period
+    return np.array([np.sin(angle), np.cos(angle)])
+
+
 def _require(value: np.ndarray | None, term: str, source: str) -> np.ndarray:
     if value is None:
         raise ValueError(f"observation term {term!r} needs {source}, which has not been received.")
@@ -91,6 +103,8 @@ def term_values(term: str, meta: PolicyMeta, state: RobotState, last_action: np.
         return _require(state.velocity_command, term, "a velocity command (Twist)")
     if term == "target_pos":
         return _require(state.target_pos, term, "a target (PoseStamped in the base frame)")
+    if term == "gait_phase":
+        return gait_phase(state.gait_time_s)
     if term == "cube_pos":
         return _require(state.cube_pos, term, "an object pose (PoseStamped in the base frame)")
     raise ArtifactError(f"unknown observation term {term!r}")

@@ -12,8 +12,8 @@ period after the last tick when states stop.
 
 Topics (relative: a namespace applies): ``estop`` (std_msgs/Bool, True latches), ``sim/episode``
 (std_msgs/Float64MultiArray from the simulated robot in sim2sim: an episode ended and the robot was reset, so
-the node drops its chunk plans and zeroes its last action, as the training env does at a reset, forgets its last
-command, and a VLA node its images from before the reset), ``diagnostics``
+the node drops its chunk plans, zeroes its last action and restarts its gait clock, as the training env does at a
+reset, forgets its last command, and a VLA node its images from before the reset), ``diagnostics``
 (diagnostic_msgs/DiagnosticArray, 1 Hz). Service ``~/enable`` (std_srvs/SetBool): True clears the
 e-stop and soft-starts from the measured pose, False stops sending.
 """
@@ -136,6 +136,7 @@ class PolicyNode(Node):
         self.state_time: float | None = None
         self.state_stamp = 0.0
         self.last_action = np.zeros(A)
+        self._gait_steps = 0  # policy steps since start, enable or episode reset: the gait_phase clock
         self._index_cache: tuple[tuple[str, ...], np.ndarray] | None = None
         self._next_tick = 0.0
         self._bad_state_logged = False
@@ -234,6 +235,7 @@ class PolicyNode(Node):
         from before the reset (it holds until an image stamped after this message arrives)."""
         self.chunks.reset()
         self.last_action[:] = 0.0
+        self._gait_steps = 0
         self.safety = forget_last_command(self.safety)
         if self.vla is not None:
             self.vla.forget_images(self.get_clock().now().nanoseconds)
@@ -241,6 +243,7 @@ class PolicyNode(Node):
     def _on_enable(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         self.safety = set_enabled(self.safety, request.data)
         self.chunks.reset()
+        self._gait_steps = 0
         response.success = True
         response.message = "enabled (soft start)" if request.data else "disabled: sending nothing"
         self.get_logger().info(response.message)
@@ -265,11 +268,13 @@ class PolicyNode(Node):
         """``[A]`` policy target for this tick, or None when an input is missing."""
         if self.vla is not None:
             return self._vla_target(now)
+        self.state.gait_time_s = self._gait_steps * self.period
         try:
             obs = self.observation.build(self.state, self.last_action)
         except ValueError as exc:
             self.get_logger().warning(f"no policy step: {exc}", throttle_duration_sec=2.0)
             return None
+        self._gait_steps += 1
         chunks = self._no_chunk
         if self.chunks.needs_query()[0]:
             t0 = time.perf_counter()
