@@ -11,6 +11,7 @@ bad input.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -49,6 +50,7 @@ class VLAInputs:
         self.images: dict[str, np.ndarray] = {}
         self.image_time: dict[str, float] = {}
         self.not_before_ns = 0  # images stamped earlier are ignored (forget_images)
+        self.reset_time = -math.inf  # monotonic time of the last forget_images
         self.instruction: str | None = None
         self._last_log: dict[str, float] = {}
         vla = runtime.vla
@@ -61,20 +63,26 @@ class VLAInputs:
         self.instruction_topic = node.create_subscription(String, vla.instruction_topic, self._on_instruction,
                                                           QoSProfile(depth=1)).topic_name
 
-    def log(self, key: str, text: str) -> None:
-        """Log ``text`` as a warning unless ``key`` was logged less than :data:`LOG_PERIOD_S` ago."""
+    def log(self, key: str, text: str, expected: bool = False) -> None:
+        """Log ``text`` unless ``key`` was logged less than :data:`LOG_PERIOD_S` ago: as info when ``expected``,
+        else as a warning."""
         now = time.monotonic()
         if now - self._last_log.get(key, -LOG_PERIOD_S) >= LOG_PERIOD_S:
             self._last_log[key] = now
-            self.node.get_logger().warning(text)
+            if expected:  # two call sites: rclpy refuses a severity change at one
+                self.node.get_logger().info(text)
+            else:
+                self.node.get_logger().warning(text)
 
     def forget_images(self, stamp_ns: int) -> None:
         """Drop the images held and ignore any stamped before ``stamp_ns`` (ROS time, ns): the scene was reset
-        (sim2sim's episode end), so an image in flight from before it shows another scene. The node holds ("no image
-        yet") until every camera's first image of the new scene arrives."""
+        (sim2sim's episode end), so an image in flight from before it shows another scene. The node holds until every
+        camera's first image of the new scene arrives (logged as info for ``image_timeout``, then as a warning)."""
         self.images.clear()
         self.image_time.clear()
         self.not_before_ns = stamp_ns
+        self.reset_time = time.monotonic()
+        self._last_log.clear()  # a new episode: its first hold is logged whenever the last one was
 
     def _on_image(self, camera: str, msg: Image) -> None:
         if Time.from_msg(msg.header.stamp).nanoseconds < self.not_before_ns:
@@ -103,9 +111,16 @@ class VLAInputs:
         self.node.get_logger().info(f"instruction: {quoted(msg.data)}")
         self.on_instruction()
 
+    def awaiting_new_scene(self, now: float) -> bool:
+        """True within ``image_timeout`` of :meth:`forget_images` (monotonic ``now``): an image missing then is the
+        expected wait for the reset scene's first frame, not yet a fault."""
+        return now - self.reset_time <= self.timeout
+
     def missing(self, now: float) -> str | None:
         """Why no chunk can be computed at monotonic time ``now`` (a phrase), or None when every input is there."""
         for camera in self.runtime.vla.cameras:
+            if camera not in self.images and self.awaiting_new_scene(now):
+                return f"waiting for the new episode's first image from camera {camera!r} ({self.topics[camera]})"
             if camera not in self.images:
                 return f"no image yet from camera {camera!r} ({self.topics[camera]})"
             age = now - self.image_time[camera]

@@ -11,6 +11,7 @@ of the whole chunk): what is tested is the loop, not success. Its commands are c
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import numpy as np
@@ -133,6 +134,9 @@ def test_policy_node_runs_a_vla_artifact_from_image_and_instruction_topics_and_h
         time.sleep(0.2)
         waits = log().count("no image yet from camera 'front'")
         episode_pub.publish(Float64MultiArray(data=[0.0, 0.0, 0.1]))
+        # the wait for the new scene's first image is logged as info; past image_timeout it is a fault (warning)
+        waiting = re.compile(r"INFO[^\n]*waiting for the new episode's first image from camera 'front'")
+        assert probe.wait_for(lambda: waiting.search(log()) is not None, 30), log()
         assert probe.wait_for(lambda: log().count("no image yet from camera 'front'") > waits, 30), log()
         time.sleep(0.2)  # commands in flight when the line appeared
         since = time.monotonic()
