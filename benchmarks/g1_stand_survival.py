@@ -3,7 +3,8 @@
     python benchmarks/g1_stand_survival.py <run dir> [--episodes 100] [--out docs/results/g1_stand/survival.json]
 
 Evaluates ``<run>/policy`` (the exported artifact, through onnxruntime as ``robot-rl eval`` does) on
-``g1_stand`` over ``--episodes`` deterministic 10 s episodes under each push condition: the task's own
+``g1_stand`` (``g1_stand_gait`` for a run of a gait-clock task, whose policy observes the clock) over
+``--episodes`` deterministic 10 s episodes under each push condition: the task's own
 pushes (every 5-8 s, up to 0.5 m/s per axis), none, a gentler 0.25 m/s and a harder 1.0 m/s. Survival is
 the share of episodes ending by the time limit rather than a fall or tip, with its Wilson 95% interval. The curve
 rows are the run's ``metrics.jsonl`` training window (last 200 episodes, stochastic policy, task pushes): env steps,
@@ -29,23 +30,37 @@ CONDITIONS = {"task pushes (5-8 s, 0.5 m/s)": None, "no pushes": 0.0, "pushes 0.
 """Push condition -> ``push_velocity`` override (None: the task's own; 0: pushes off)."""
 
 
-def survival_condition(artifact: Path, episodes: int, seed: int, push_velocity: float | None) -> dict[str, Any]:
-    """Evaluation summary (:meth:`robot_rl.train.evaluation.EvalResult.summary`) of the artifact on g1_stand
-    with ``push_velocity`` (None: the task's pushes; 0: none), one env per episode."""
+def task_configs() -> dict[str, Any]:
+    """The G1 locomotion tasks these benchmarks evaluate: name -> default :class:`sim.env.TaskCfg`."""
+    from sim.tasks.g1_locomotion import g1_stand_cfg, g1_walk_cfg, with_gait
+
+    return {"g1_stand": g1_stand_cfg(), "g1_walk": g1_walk_cfg(), "g1_stand_gait": with_gait(g1_stand_cfg()),
+            "g1_walk_gait": with_gait(g1_walk_cfg())}
+
+
+def evaluation_task(trained: str, kind: str) -> str:
+    """``g1_<kind>`` (``stand`` or ``walk``) with a gait clock where the ``trained`` task had one: the policy's
+    observation must be the one it was trained on."""
+    return f"g1_{kind}_gait" if trained.endswith("_gait") else f"g1_{kind}"
+
+
+def survival_condition(artifact: Path, episodes: int, seed: int, push_velocity: float | None,
+                       task: str = "g1_stand") -> dict[str, Any]:
+    """Evaluation summary (:meth:`robot_rl.train.evaluation.EvalResult.summary`) of the artifact on ``task``
+    (g1_stand or g1_stand_gait) with ``push_velocity`` (None: the task's pushes; 0: none), one env per episode."""
     import sim
     from robot_rl.deploy.runtime import PolicyRuntime
     from robot_rl.deploy.validate import RobotSpec
     from robot_rl.train.artifact_eval import ArtifactPolicy
     from robot_rl.train.evaluation import evaluate
-    from sim.tasks.g1_locomotion import g1_stand_cfg
 
     overrides = {}
     if push_velocity is not None:
-        rand = g1_stand_cfg().randomization
+        rand = task_configs()[task].randomization
         rand = dataclasses.replace(rand, push_velocity=push_velocity,
                                    push_interval_s=rand.push_interval_s if push_velocity else None)
         overrides["randomization"] = rand
-    env = sim.make_env("g1_stand", num_envs=episodes, seed=seed, **overrides)
+    env = sim.make_env(task, num_envs=episodes, seed=seed, **overrides)
     policy = ArtifactPolicy(PolicyRuntime(artifact, robot=RobotSpec.from_robot(env.robot.as_dict())))
     start = time.perf_counter()
     summary = evaluate(policy, env, episodes, seed, on_done=policy.reset).summary()
@@ -99,14 +114,12 @@ def curve_svg(rows: list[dict[str, float]], title: str, width: int = 640, height
 def run_task(run: Path) -> tuple[str, float]:
     """The run's G1 task (its ``config.yaml``) and episode length in seconds: the run's ``task.env.episode_s`` where
     it set one, else the task's own (g1_stand 10 s, g1_walk 20 s)."""
-    from sim.tasks.g1_locomotion import g1_stand_cfg, g1_walk_cfg
-
     task = yaml.safe_load((run / "config.yaml").read_text())["task"]
-    configs = {"g1_stand": g1_stand_cfg, "g1_walk": g1_walk_cfg}
+    configs = task_configs()
     if task["name"] not in configs:
         raise SystemExit(f"{run / 'config.yaml'}: task.name = {task['name']!r}; these benchmarks evaluate "
                          f"{sorted(configs)} runs")
-    return task["name"], float((task.get("env") or {}).get("episode_s", configs[task["name"]]().episode_s))
+    return task["name"], float((task.get("env") or {}).get("episode_s", configs[task["name"]].episode_s))
 
 
 def run_args(argv: list[str], doc: str, out: Path) -> argparse.Namespace:
@@ -129,13 +142,15 @@ def run_args(argv: list[str], doc: str, out: Path) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     """Evaluate the run's artifact under every push condition; write rows, curve and SVG."""
     args = run_args(argv, __doc__, RESULTS / "g1_stand" / "survival.json")
+    trained, _ = run_task(args.run)
+    task = evaluation_task(trained, "stand")
     rows = []
     for name, push in CONDITIONS.items():
-        summary = survival_condition(args.run / "policy", args.episodes, args.seed, push)
+        summary = survival_condition(args.run / "policy", args.episodes, args.seed, push, task)
         lo, hi = summary["survival_ci95"]
         print(f"{name}: survival {100 * summary['survival_rate']:.1f}% [95% CI {100 * lo:.1f}-{100 * hi:.1f}] "
               f"over {summary['episodes']} episodes, mean length {summary['length_mean'] / 50:.2f} s", flush=True)
-        rows.append({"condition": name, "push_velocity": push, **summary})
+        rows.append({"condition": name, "task": task, "push_velocity": push, **summary})
     curve = curve_rows(args.run / "metrics.jsonl")
     last = json.loads((args.run / "metrics.jsonl").read_text().splitlines()[-1])
     final_eval = args.run / "eval.json"  # absent where the run was stopped before its final evaluation
@@ -143,8 +158,9 @@ def main(argv: list[str]) -> int:
                 "final_eval": json.loads(final_eval.read_text()) if final_eval.is_file() else None}
     write_rows(args.out, rows, curve=curve, run=str(args.run), training=training)
     if curve:
-        task, episode_s = run_task(args.run)  # a g1_walk run's too
-        args.out.with_suffix(".svg").write_text(curve_svg(curve, f"{task} PPO: training survival", episode_s=episode_s))
+        _, episode_s = run_task(args.run)  # a g1_walk run's too
+        args.out.with_suffix(".svg").write_text(curve_svg(curve, f"{trained} PPO: training survival",
+                                                          episode_s=episode_s))
     else:
         print(f"no curve: {args.run / 'metrics.jsonl'} logs no episode/survival (a run from before it was logged)")
     return 0

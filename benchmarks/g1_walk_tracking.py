@@ -2,7 +2,8 @@
 
     python benchmarks/g1_walk_tracking.py <run dir> [--episodes 100] [--out docs/results/g1_walk/tracking.json]
 
-Evaluates ``<run>/policy`` (the exported artifact, through onnxruntime as ``robot-rl eval`` does) on ``g1_walk``: one
+Evaluates ``<run>/policy`` (the exported artifact, through onnxruntime as ``robot-rl eval`` does) on ``g1_walk``
+(``g1_walk_gait`` for a run of a gait-clock task): one
 deterministic 20 s episode per env, ``--episodes`` envs, commands drawn by the task (vx in [-0.5, 1.0] m/s, vy in
 [-0.3, 0.3] m/s, yaw rate in [-0.8, 0.8] rad/s, redrawn every 5 s, 10% of draws zero), under two conditions: no
 pushes (the task as registered) and the pushes a push-trained run saw (every 5-8 s, up to 0.5 m/s per axis). Per
@@ -24,7 +25,7 @@ from typing import Any
 
 import torch
 from _results import RESULTS, write_rows
-from g1_stand_survival import curve_rows, curve_svg, run_args, run_task
+from g1_stand_survival import curve_rows, curve_svg, evaluation_task, run_args, run_task, task_configs
 
 PUSHES = {"no pushes": None, "pushes 0.5 m/s (5-8 s)": ((5.0, 8.0), 0.5)}
 """Condition -> ``(push_interval_s, push_velocity)`` (None: g1_walk as registered, no pushes)."""
@@ -63,22 +64,23 @@ class Tracking:
                 "yaw_rate_error_standing_still": float(self.yaw_still.sum()) / n, "steps": int(n)}
 
 
-def evaluate_tracking(artifact: Path, episodes: int, seed: int, pushes: tuple | None) -> dict[str, Any]:
-    """Survival and tracking of the artifact over one ``g1_walk`` episode in each of ``episodes`` envs."""
+def evaluate_tracking(artifact: Path, episodes: int, seed: int, pushes: tuple | None,
+                      task: str = "g1_walk") -> dict[str, Any]:
+    """Survival and tracking of the artifact over one ``task`` (g1_walk or g1_walk_gait) episode in each of
+    ``episodes`` envs."""
     import sim
     from robot_rl.deploy.runtime import PolicyRuntime
     from robot_rl.deploy.validate import RobotSpec
     from robot_rl.train.artifact_eval import ArtifactPolicy
     from robot_rl.train.evaluation import survival_summary
     from sim.tasks import terms
-    from sim.tasks.g1_locomotion import g1_walk_cfg
 
     overrides = {}
     if pushes is not None:
         interval, velocity = pushes
-        overrides["randomization"] = dataclasses.replace(g1_walk_cfg().randomization, push_interval_s=interval,
-                                                         push_velocity=velocity)
-    env = sim.make_env("g1_walk", num_envs=episodes, seed=seed, **overrides)
+        overrides["randomization"] = dataclasses.replace(task_configs()[task].randomization,
+                                                         push_interval_s=interval, push_velocity=velocity)
+    env = sim.make_env(task, num_envs=episodes, seed=seed, **overrides)
     policy = ArtifactPolicy(PolicyRuntime(artifact, robot=RobotSpec.from_robot(env.robot.as_dict())))
     obs = env.reset(seed=seed)
     live = torch.ones(episodes, dtype=torch.bool)
@@ -102,21 +104,23 @@ def evaluate_tracking(artifact: Path, episodes: int, seed: int, pushes: tuple | 
 def main(argv: list[str]) -> int:
     """Evaluate the run's artifact under each condition; print and write the rows."""
     args = run_args(argv, __doc__, RESULTS / "g1_walk" / "tracking.json")
+    trained, episode_s = run_task(args.run)
+    task = evaluation_task(trained, "walk")
     rows = []
     for name, pushes in PUSHES.items():
-        row = evaluate_tracking(args.run / "policy", args.episodes, args.seed, pushes)
+        row = evaluate_tracking(args.run / "policy", args.episodes, args.seed, pushes, task)
         lo, hi = row["survival_ci95"]
         print(f"{name}: survival {100 * row['survival_rate']:.1f}% [95% CI {100 * lo:.1f}-{100 * hi:.1f}] of "
               f"{row['episodes']} episodes; |v_xy error| {row['lin_vel_error']:.3f} m/s (standing still: "
               f"{row['lin_vel_error_standing_still']:.3f}), |yaw rate error| {row['yaw_rate_error']:.3f} rad/s "
               f"(standing still: {row['yaw_rate_error_standing_still']:.3f})", flush=True)
-        rows.append({"condition": name, **row})
+        rows.append({"condition": name, "task": task, **row})
     metrics = args.run / "metrics.jsonl"
     curve = curve_rows(metrics) if metrics.is_file() else []
     write_rows(args.out, rows, run=str(args.run), curve=curve)
     if curve:
-        task, episode_s = run_task(args.run)
-        args.out.with_suffix(".svg").write_text(curve_svg(curve, f"{task} PPO: training survival", episode_s=episode_s))
+        args.out.with_suffix(".svg").write_text(curve_svg(curve, f"{trained} PPO: training survival",
+                                                          episode_s=episode_s))
     return 0
 
 

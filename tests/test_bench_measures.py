@@ -160,6 +160,12 @@ def test_g1_run_task_reads_the_runs_task_and_its_episode_length(tmp_path) -> Non
     assert g1.run_task(tmp_path) == ("g1_walk", 20.0)
     (tmp_path / "config.yaml").write_text("task:\n  name: g1_stand\n  env:\n    episode_s: 12.0\n")
     assert g1.run_task(tmp_path) == ("g1_stand", 12.0)
+    (tmp_path / "config.yaml").write_text("task:\n  name: g1_walk_gait\n  env: {}\n")
+    assert g1.run_task(tmp_path) == ("g1_walk_gait", 20.0)
+    # a gait-clock policy observes its clock: evaluated on the gait variant of the standing or walking task
+    assert [g1.evaluation_task(t, "stand") for t in ("g1_walk", "g1_stand_gait", "g1_walk_gait")] == \
+        ["g1_stand", "g1_stand_gait", "g1_stand_gait"]
+    assert g1.evaluation_task("g1_stand", "walk") == "g1_walk"
     (tmp_path / "config.yaml").write_text("task:\n  name: so101_reach\n  env: {}\n")
     with pytest.raises(SystemExit, match=r"task\.name = 'so101_reach'"):
         g1.run_task(tmp_path)
