@@ -56,6 +56,7 @@ def test_stand_gait_env_observes_its_clock_and_the_deploy_builder_rebuilds_it():
     obs = env.reset(seed=1)
     assert env.observation_layout["policy"][-1] == ("gait_phase", 2, 1.0)
     assert "gait_contact" in env.cfg.rewards and "feet_swing_height" in env.cfg.rewards
+    assert env.robot.control.action_scale == 1.0  # +-1 rad from the default pose: room for a step
     np.testing.assert_allclose(obs["policy"][:, -2:].numpy(), [[0.0, 1.0]] * 2, atol=1e-6)
     for _ in range(7):
         step = env.step(torch.zeros(2, env.action_dim))

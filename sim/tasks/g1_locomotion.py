@@ -38,6 +38,10 @@ FOOT_SITES = tuple(f"{foot}_{k}" for foot in FOOT_BODIES for k in range(FOOT_POI
 ARM_JOINTS = tuple(range(15, 29))
 """Indices (robot.yaml order) of the 14 arm joints; 0-11 are legs, 12-14 the waist."""
 HIP_ROLL_YAW_WAIST = (1, 2, 7, 8, 12, 13, 14)
+GAIT_ACTION_SCALE = 1.0
+"""Radians per unit action in the gait tasks: each joint's target reaches +-1 rad from the default pose (the policy's
+actions are clipped to [-1, 1]). robot.yaml's 0.25 (unitree_rl_gym's scale, whose actions are clipped at +-100, not 1)
+bounds every joint to +-0.25 rad, too little for a step; docs/results/g1_stand.md measures both."""
 STAND_PUSH_INTERVAL_S = (5.0, 8.0)
 """Seconds between pushes in g1_stand: one push per 10 s episode, at 5-8 s. legged_gym pushes every 15 s
 (``push_interval_s``; unitree_rl_gym's G1: 5 s), Isaac Lab's G1 every 10-15 s; this is the issue's 5-8 s."""
@@ -255,14 +259,16 @@ def gait_rewards(group: str = "locomotion") -> dict[str, RewardTerm]:
 
 
 def with_gait(cfg: TaskCfg) -> TaskCfg:
-    """``cfg`` stepping to a gait clock: ``gait_phase`` (sin, cos) in both observation groups + :func:`gait_rewards`.
+    """``cfg`` stepping to a gait clock: ``gait_phase`` (sin, cos) in both observation groups + :func:`gait_rewards`,
+    and actions of :data:`GAIT_ACTION_SCALE` rad.
 
-    unitree_rl_gym's G1 recipe: the robot always steps (in place under the zero command), so a push meets
+    unitree_rl_gym's G1 recipe: the robot is paid to step (in place under the zero command), so a push meets
     a gait already under way instead of a standing pose that must invent a recovery step.
     """
     clock = {"gait_phase": ObsTerm(terms.gait_phase)}
     observations = {group: {**obs, **clock} for group, obs in cfg.observations.items()}
-    return cfg.replace(observations=observations, rewards={**cfg.rewards, **gait_rewards()})
+    return cfg.replace(observations=observations, rewards={**cfg.rewards, **gait_rewards()},
+                       control={**cfg.control, "action_scale": GAIT_ACTION_SCALE})
 
 
 def g1_walk_cfg() -> TaskCfg:
