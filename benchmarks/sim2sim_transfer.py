@@ -86,11 +86,17 @@ def main() -> None:
     parser.add_argument("--sim-rt-priority", type=int, default=DEFAULT_SIM_RT_PRIORITY,
                         help="without --rt-priority: SCHED_FIFO priority of the simulated robot alone, where this "
                              "user may, as robot-rl deploy sim2sim (default %(default)s; 0: normal scheduling)")
+    parser.add_argument("--max-step-change", type=float, default=0.0,
+                        help="override the policy node's rate limit (rad per tick, all joints) to measure what the "
+                             "robot.yaml limit costs a policy (default 0: robot.yaml's safety.max_step_change)")
     parser.add_argument("--json", type=Path, default=RESULTS / "deploy" / "sim2sim_transfer.json",
                         help="write the rows here (default: %(default)s)")
     args = parser.parse_args()
     if args.episodes < 1 or args.sim_episodes < 1:
         parser.error("--episodes and --sim-episodes must be >= 1")
+    if not (math.isfinite(args.max_step_change) and args.max_step_change >= 0):
+        parser.error(f"--max-step-change {args.max_step_change}: must be a finite number of rad >= 0 (0: robot.yaml's)")
+    node_params: dict[str, object] = {"max_step_change": f"[{args.max_step_change}]"} if args.max_step_change else {}
 
     realtime = plan_realtime(args.rt_priority, args.sim_rt_priority)
     print(realtime.note, flush=True)
@@ -104,7 +110,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             stats_file = Path(tmp) / "stats.json"
             ros = run_episodes(policy, args.robot, args.episodes, args.episode_s, args.latency_ms, args.noise,
-                               args.domain_id, seed=1 + i, policy_params={"stats_file": str(stats_file)},
+                               args.domain_id, seed=1 + i, policy_params={"stats_file": str(stats_file), **node_params},
                                rt_priority=realtime.priority, rt_nodes=realtime.nodes)
             stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
         median = sorted(d for _, d in ros)[len(ros) // 2]  # final distance (m), or episode length (s)

@@ -49,24 +49,30 @@ def test_trained_so101_reach_policy_keeps_its_in_sim_success_over_ros(monkeypatc
     assert high >= 0.9 * in_sim["success_rate"], (successes, in_sim["success_rate"], finals_cm, realtime.note)
 
 
-def test_trained_g1_stand_policy_stands_as_long_over_ros_as_in_sim(monkeypatch):
-    """The trained g1_stand artifact (``tests/fixtures/policies/g1_stand``, 24M env steps; docs/results/g1_stand.md)
-    through the simulated G1 and the policy node over DDS, with the task's pushes in the simulated robot: its mean
-    episode length over 6 ROS episodes must reach 0.6x the 8.3 s its training evaluation records (it stands until
-    a push at 5-8 s and survives ~29% of them, so 6 episodes may average ~6.5 s; a broken deploy path falls within
-    ~1-2 s). Measured over 20 episodes: survival
-    35% vs 29-30% in sim (docs/deploy.md)."""
-    policy = POLICIES / "g1_stand"
+def test_trained_g1_stand_policy_survives_pushes_over_ros_as_in_sim(monkeypatch):
+    """The trained g1_stand_gait artifact (``tests/fixtures/policies/g1_stand_gait``; docs/results/g1_stand.md)
+    through the simulated G1 and the policy node over DDS (its gait clock included), with the task's pushes in the
+    simulated robot, 6 episodes of 10 s: the mean episode length must reach 0.8x the training evaluation's and the
+    99% Wilson upper bound of the ROS survival 0.9x its survival (a broken deploy path falls within ~1-2 s; 1 of 6
+    survived fails). The policy node's rate limit is raised to 2 rad per tick here: this policy's targets jump more
+    than the G1's packaged 0.15 rad per tick (p50 0.23 rad), which costs it survival in any sim (83% -> 57% in the
+    training sim); measured over 20 episodes: 14/20 and 18/20 with the limit raised, 8/20 with the packaged one
+    (docs/deploy.md "The G1 through sim2sim"). This test checks the deploy path, the limit's cost is documented."""
+    policy = POLICIES / "g1_stand_gait"
     meta = load_meta(policy)
     in_sim = meta.training["eval"]
     in_sim_s = in_sim["length_mean"] / meta.control_hz
-    assert in_sim["episodes"] == 100 and in_sim_s > 7.0
+    assert in_sim["episodes"] == 100 and in_sim_s > 8.0 and in_sim["survival_rate"] >= 0.5
     domain = fresh_domain_id()
     monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     realtime = plan_realtime(0, DEFAULT_SIM_RT_PRIORITY)
     results = run_episodes(policy, "unitree_g1", 6, latency_ms=5.0, noise=0.002, domain_id=domain, seed=1,
-                           policy_params=STALL_TOLERANT, rt_priority=realtime.priority, rt_nodes=realtime.nodes)
+                           policy_params={**STALL_TOLERANT, "max_step_change": "[2.0]"},
+                           rt_priority=realtime.priority, rt_nodes=realtime.nodes)
     lengths = [length for _, length in results]
+    survived = sum(int(ok) for ok, _ in results)
     assert len(lengths) == 6 and max(lengths) <= 10.05
-    assert sum(lengths) / len(lengths) >= 0.6 * in_sim_s, (lengths, in_sim_s, realtime.note)
+    _, high = wilson_interval(survived, 6, z=Z99)
+    assert sum(lengths) / len(lengths) >= 0.8 * in_sim_s, (lengths, in_sim_s, realtime.note)
+    assert high >= 0.9 * in_sim["survival_rate"], (survived, lengths, in_sim["survival_rate"], realtime.note)
