@@ -6,6 +6,8 @@ collision geometry (the foot spheres) just touches the floor. A velocity command
 is drawn per env at reset and redrawn every ``command_resample_s``; a ``standing_fraction`` of draws
 is the zero command. ``g1_stand`` is the same task with only the zero command, 10 s episodes and random
 pushes (:data:`STAND_PUSH_INTERVAL_S`, :data:`STAND_PUSH_VELOCITY`): surviving them is its figure of merit.
+``g1_stand_gait`` and ``g1_walk_gait`` add unitree_rl_gym's gait clock and actions of 1 rad per unit
+(:func:`with_gait`, :data:`GAIT_ACTION_SCALE`).
 
 Reward groups: ``locomotion`` (command tracking with exp kernels, feet air time, alive) and
 ``posture`` (tilt, base height, vertical and roll/pitch rates, default-pose deviation, action
@@ -311,7 +313,7 @@ def make_walk_gait(num_envs: int = 1, device: str = "cpu", seed: int = 0, **over
 
 
 def make_stand_gait(num_envs: int = 1, device: str = "cpu", seed: int = 0, **overrides) -> G1LocomotionEnv:
-    """Registry factory of g1_stand_gait (g1_stand with :func:`with_gait`: stepping in place through pushes)."""
+    """Registry factory of g1_stand_gait (g1_stand with :func:`with_gait`)."""
     return make_task_env(G1LocomotionEnv, with_gait(g1_stand_cfg()), "g1_stand_gait", num_envs, device, seed,
                          **overrides)
 
