@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 
 import sim
@@ -47,6 +48,7 @@ def test_sim_and_deploy_gait_phase_agree():
     np.testing.assert_allclose(deploy_obs.gait_phase(0.2), [1.0, 0.0], atol=1e-12)  # a quarter cycle
 
 
+@pytest.mark.robot_assets("unitree_g1")
 def test_stand_gait_env_observes_its_clock_and_the_deploy_builder_rebuilds_it():
     """g1_stand_gait: gait_phase is the policy group's last term, (0, 1) after a reset, the episode's clock after
     steps, restarted at a reset; the deploy builder's rebuild from RobotState (gait_time_s = steps x period)
