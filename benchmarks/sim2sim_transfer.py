@@ -68,6 +68,17 @@ def task_metric(task: str) -> str:
     return "success" if sim.make_env(task, num_envs=1).has_success else "survival"
 
 
+def rate_limit_params(max_step_change: float) -> dict[str, object]:
+    """Policy node parameters for ``--max-step-change`` (rad per tick, every joint): none for 0 (robot.yaml's limit).
+
+    Raises:
+        ValueError: naming the value, for a negative or non-finite one.
+    """
+    if not (math.isfinite(max_step_change) and max_step_change >= 0):
+        raise ValueError(f"--max-step-change {max_step_change}: must be a finite number of rad >= 0 (0: robot.yaml's)")
+    return {"max_step_change": f"[{max_step_change}]"} if max_step_change else {}
+
+
 def main() -> None:
     """Evaluate every policy both ways and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,9 +105,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.episodes < 1 or args.sim_episodes < 1:
         parser.error("--episodes and --sim-episodes must be >= 1")
-    if not (math.isfinite(args.max_step_change) and args.max_step_change >= 0):
-        parser.error(f"--max-step-change {args.max_step_change}: must be a finite number of rad >= 0 (0: robot.yaml's)")
-    node_params: dict[str, object] = {"max_step_change": f"[{args.max_step_change}]"} if args.max_step_change else {}
+    try:
+        node_params = rate_limit_params(args.max_step_change)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     realtime = plan_realtime(args.rt_priority, args.sim_rt_priority)
     print(realtime.note, flush=True)

@@ -89,6 +89,14 @@ def test_sim2sim_ratio_and_its_katz_interval() -> None:
     assert transfer.rate(45, 50) == "45/50 = 90.0% [78.6-95.7]"  # Wilson 95% interval
 
 
+def test_sim2sim_rate_limit_override_parameters() -> None:
+    assert transfer.rate_limit_params(0.0) == {}  # robot.yaml's limit
+    assert transfer.rate_limit_params(0.3) == {"max_step_change": "[0.3]"}  # one value: every joint
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--max-step-change"):
+            transfer.rate_limit_params(bad)
+
+
 def test_world_model_labels_and_seed_mean_curves() -> None:
     runs = [{"arm": "sac", "seed": 0, "curve": [[0, 1.0], [10, 3.0]]},
             {"arm": "sac", "seed": 1, "curve": [[0, 3.0], [10, 5.0]]},
