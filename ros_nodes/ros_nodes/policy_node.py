@@ -289,7 +289,7 @@ class PolicyNode(Node):
         why = self.vla.missing(now)
         hold, chunks = why is not None, self._no_chunk
         if hold:
-            self.vla.log("missing", f"holding the command: {why}", expected=self.vla.awaiting_new_scene(now))
+            self.vla.log("missing", f"holding the command: {why}", expected=self.vla.waiting_for_new_scene(now))
         elif self.chunks.needs_query()[0]:
             t0 = time.perf_counter()
             chunk = self.vla.chunk(self.state.joint_pos)  # None (logged) when the runtime refuses an input

@@ -111,17 +111,18 @@ class VLAInputs:
         self.node.get_logger().info(f"instruction: {quoted(msg.data)}")
         self.on_instruction()
 
-    def awaiting_new_scene(self, now: float) -> bool:
-        """True within ``image_timeout`` of :meth:`forget_images` (monotonic ``now``): an image missing then is the
-        expected wait for the reset scene's first frame, not yet a fault."""
-        return now - self.reset_time <= self.timeout
+    def waiting_for_new_scene(self, now: float) -> bool:
+        """True while a camera has no image yet within ``image_timeout`` of :meth:`forget_images` (monotonic ``now``):
+        the expected wait for the reset scene's first frame, not yet a fault (what :meth:`missing` then reports)."""
+        return now - self.reset_time <= self.timeout and any(c not in self.images for c in self.runtime.vla.cameras)
 
     def missing(self, now: float) -> str | None:
         """Why no chunk can be computed at monotonic time ``now`` (a phrase), or None when every input is there."""
+        waiting = self.waiting_for_new_scene(now)
         for camera in self.runtime.vla.cameras:
-            if camera not in self.images and self.awaiting_new_scene(now):
-                return f"waiting for the new episode's first image from camera {camera!r} ({self.topics[camera]})"
             if camera not in self.images:
+                if waiting:
+                    return f"waiting for the new episode's first image from camera {camera!r} ({self.topics[camera]})"
                 return f"no image yet from camera {camera!r} ({self.topics[camera]})"
             age = now - self.image_time[camera]
             if age > self.timeout:
