@@ -142,7 +142,7 @@ def run_args(argv: list[str], doc: str, out: Path) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     """Evaluate the run's artifact under every push condition; write rows, curve and SVG."""
     args = run_args(argv, __doc__, RESULTS / "g1_stand" / "survival.json")
-    trained, _ = run_task(args.run)
+    trained, episode_s = run_task(args.run)
     task = evaluation_task(trained, "stand")
     rows = []
     for name, push in CONDITIONS.items():
@@ -157,8 +157,7 @@ def main(argv: list[str]) -> int:
     training = {"env_steps": last["step"], "wall_s": round(last["perf/wall_s"], 1),
                 "final_eval": json.loads(final_eval.read_text()) if final_eval.is_file() else None}
     write_rows(args.out, rows, curve=curve, run=str(args.run), training=training)
-    if curve:
-        _, episode_s = run_task(args.run)  # a g1_walk run's too
+    if curve:  # a g1_walk run's too
         args.out.with_suffix(".svg").write_text(curve_svg(curve, f"{trained} PPO: training survival",
                                                           episode_s=episode_s))
     else:

@@ -51,9 +51,8 @@ def test_sim_and_deploy_gait_phase_agree():
 @pytest.mark.robot_assets("unitree_g1")
 def test_stand_gait_env_observes_its_clock_and_the_deploy_builder_rebuilds_it():
     """g1_stand_gait: gait_phase is the policy group's last term, (0, 1) after a reset, the episode's clock after
-    steps, restarted at a reset; the deploy builder's rebuild from RobotState (gait_time_s = steps x period)
-    matches the whole policy observation; the
-    contact-schedule reward counts the feet in step with the clock."""
+    steps; the deploy builder's rebuild from RobotState (gait_time_s = steps x period) matches the whole policy
+    observation; the contact-schedule reward counts the feet in step with the clock."""
     env = sim.make_env("g1_stand_gait", num_envs=2, seed=1, **QUIET)
     obs = env.reset(seed=1)
     assert env.observation_layout["policy"][-1] == ("gait_phase", 2, 1.0)

@@ -265,7 +265,8 @@ def with_gait(cfg: TaskCfg) -> TaskCfg:
     and actions of :data:`GAIT_ACTION_SCALE` rad.
 
     unitree_rl_gym's G1 recipe: the robot is paid to step (in place under the zero command), so a push meets
-    a gait already under way instead of a standing pose that must invent a recovery step.
+    a gait already under way instead of a standing pose that must invent a recovery step. At the budgets of
+    docs/results/g1_stand.md the policies do not step; the action scale is what raised their survival.
     """
     clock = {"gait_phase": ObsTerm(terms.gait_phase)}
     observations = {group: {**obs, **clock} for group, obs in cfg.observations.items()}
