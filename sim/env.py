@@ -6,9 +6,9 @@ weights, success, randomisation) plus, where it keeps commands or targets, a sub
 ``[N, k]`` for observations) that read ``env.state`` (a backend-neutral :class:`SimState`) and
 the task's own buffers, so a GPU backend only has to fill the same state.
 
-Step order: clip action -> noise and latency -> pushes -> PD targets -> physics (``decimation`` substeps)
--> read state -> task update -> terminations, rewards, success -> final observations ->
-reset done envs -> observations.
+Step order: clip action -> noise and latency -> pushes -> PD targets (rate-limited if the task says)
+-> physics (``decimation`` substeps) -> read state -> task update -> terminations, rewards, success
+-> final observations -> reset done envs -> observations.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import torch
 
 from sim.backends import make_backend
 from sim.backends.base import SimBackend
+from sim.control import override_control, rate_limit, split_rate_limit
 from sim.errors import SimInputError
 from sim.randomization import DomainRandCfg, DomainRandomizer, actuator_history_edit
 from sim.robots import RobotConfig, build_model, load_robot, site_name
-from sim.robots.config import ACTION_TYPES
 from sim.robots.model import SpecEdit
 from sim.state import SimSnapshot, SimState
 from sim.vecenv import Obs, Step, VecEnv
@@ -74,7 +74,8 @@ class TaskCfg:
     """Half-width (rad) of the uniform noise added to the default pose at reset."""
     randomization: DomainRandCfg = field(default_factory=DomainRandCfg)
     control: dict[str, Any] = field(default_factory=dict)
-    """Overrides of robot.yaml's ``control`` for this task, e.g. ``{"action_type": "joint_torque"}``."""
+    """Overrides of robot.yaml's ``control`` for this task, e.g. ``{"action_type": "joint_torque"}``, and
+    ``max_step_change`` (rad per policy step: train under the deploy rate limit; see :mod:`sim.control`)."""
     observation_noise: bool = True
     """Add each policy term's ``noise`` (sim-to-real robustness); evaluation may turn it off."""
     params: dict[str, Any] = field(default_factory=dict)
@@ -113,19 +114,6 @@ class TaskCfg:
         return dataclasses.replace(self, params=params, **changes)
 
 
-def override_control(robot: RobotConfig, changes: dict[str, Any]) -> RobotConfig:
-    """``robot`` with fields of its ``control`` replaced (``action_type``, ``action_scale``)."""
-    if not changes:
-        return robot
-    allowed = {"action_type", "action_scale"}
-    unknown = sorted(set(changes) - allowed)
-    if unknown:
-        raise ValueError(f"TaskCfg.control has unknown key {unknown[0]!r}; valid keys: {sorted(allowed)}")
-    if changes.get("action_type", robot.control.action_type) not in ACTION_TYPES:
-        raise ValueError(f"TaskCfg.control action_type {changes['action_type']!r}: use one of {ACTION_TYPES}")
-    return dataclasses.replace(robot, control=dataclasses.replace(robot.control, **changes))
-
-
 def _compose(*edits: SpecEdit | None) -> SpecEdit:
     def edit(spec) -> None:
         for one in edits:
@@ -161,7 +149,11 @@ class TaskEnv(VecEnv):
         self.cfg = cfg
         self.has_success = cfg.success is not None
         self.has_terminations = bool(cfg.terminations)
-        self.robot: RobotConfig = override_control(load_robot(cfg.robot), cfg.control)
+        self.max_step_change, robot_control = split_rate_limit(cfg.control)
+        self.robot: RobotConfig = override_control(load_robot(cfg.robot), robot_control)
+        if self.max_step_change is not None and self.robot.control.action_type == "joint_torque":
+            raise SimInputError(f"task setting control.max_step_change = {self.max_step_change} limits joint "
+                                f"targets, but {self.robot.name} is torque-controlled here: leave it out")
         self.num_envs = num_envs
         self.device = torch.device(device)
         history = actuator_history_edit(cfg.randomization, self.robot.control.physics_dt)
@@ -193,6 +185,8 @@ class TaskEnv(VecEnv):
         self.episode_step = torch.zeros(n, dtype=torch.long, device=self.device)
         self.action = torch.zeros(n, self.action_dim, device=self.device)
         self.last_action = torch.zeros_like(self.action)
+        self.applied_ctrl = torch.zeros(n, self.action_dim, device=self.device)
+        """``[N, nu]`` the actuator command (ctrl) held since the last step: what a rate limit moves from."""
         self._episode_sums = {name: torch.zeros(n, device=self.device) for name in cfg.rewards}
         self._episode_return = torch.zeros(n, device=self.device)
         self._step_cache: dict[str, torch.Tensor] = {}
@@ -292,7 +286,11 @@ class TaskEnv(VecEnv):
         self.action = torch.clamp(action.to(self.device, torch.float32), self.action_low, self.action_high)
         applied = self.randomizer.perturb_action(self.action)
         self.randomizer.push()
-        self.backend.step(self.actuator_command(applied))
+        ctrl = self.actuator_command(applied)
+        if self.max_step_change is not None:
+            ctrl = rate_limit(ctrl, self.applied_ctrl, self.max_step_change)
+        self.applied_ctrl = ctrl
+        self.backend.step(ctrl)
         self.episode_step += 1
         self._read_state()
         self._pre_step()
@@ -370,7 +368,7 @@ class TaskEnv(VecEnv):
     def _per_env_buffers(self) -> dict[str, torch.Tensor]:
         """The live per-env tensors ``[N, ...]`` a snapshot holds, by name."""
         live = {"episode_step": self.episode_step, "action": self.action, "last_action": self.last_action,
-                "episode_return": self._episode_return}
+                "applied_ctrl": self.applied_ctrl, "episode_return": self._episode_return}
         live.update({f"episode_sum/{name}": sums for name, sums in self._episode_sums.items()})
         live.update({name: getattr(self, name) for name in self.task_buffers})
         return live
@@ -495,6 +493,7 @@ class TaskEnv(VecEnv):
         zero = torch.zeros(len(ids), self.action_dim, device=self.device)
         ctrl = self.actuator_command(zero) if self.robot.control.action_type != "joint_torque" else zero
         self.backend.reset(ids.cpu().numpy(), qpos, qvel, ctrl)
+        self.applied_ctrl[ids] = ctrl
         self._reset_task(ids)
         self.episode_step[ids] = 0
         self.action[ids] = 0.0

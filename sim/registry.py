@@ -85,7 +85,11 @@ def make_env(task: str, num_envs: int = 1, device: str = "cpu", seed: int = 0, b
 
 
 def apply_overrides(cfg: Any, overrides: dict[str, Any], task: str) -> Any:
-    """A copy of a TaskCfg with ``overrides`` applied to its fields or its ``params``."""
+    """A copy of a TaskCfg with ``overrides`` applied to its fields or its ``params``.
+
+    A mapping for a dataclass field replaces those of its settings; one for a dict field (``control``) is merged
+    into the task's own, so ``control={"max_step_change": 0.15}`` keeps a task's ``action_scale``.
+    """
     fields = {f.name for f in dataclasses.fields(cfg)} - {"params"}
     top = {k: v for k, v in overrides.items() if k in fields}
     for key, value in top.items():  # a mapping for a dataclass field (from YAML/Hydra) builds it
@@ -97,6 +101,8 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any], task: str) -> Any:
                 raise SimInputError(f"task {task!r}: {key} has no setting {unknown[0]!r}; valid: {sorted(valid)}")
             top[key] = dataclasses.replace(default, **{k: tuple(v) if isinstance(v, list) else v
                                                        for k, v in value.items()})
+        elif isinstance(default, dict) and isinstance(value, Mapping):  # control: merged, so a task's own keys stay
+            top[key] = {**default, **value}
     params = {k: v for k, v in overrides.items() if k not in fields}
     unknown = sorted(set(params) - set(cfg.params))
     if unknown:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import sim
-from sim.env import TaskCfg, override_control
+from sim.control import override_control
+from sim.env import TaskCfg
 from sim.math import clip_norm, dls_step
 from sim.robots import load_robot
 from sim.tasks.panda_reach import panda_reach_cfg

@@ -16,7 +16,7 @@ from robot_rl.config.checks import check, fail, non_finite_fields
 from robot_rl.config.registry import key_of, register_config
 from robot_rl.errors import InputError
 
-POSITIVE_ENV_KEYS = ("episode_s", "physics_dt", "policy_hz", "decimation", "max_episode_steps")
+POSITIVE_ENV_KEYS = ("episode_s", "physics_dt", "policy_hz", "decimation", "max_episode_steps", "max_step_change")
 """``task.env`` settings (at any depth, e.g. ``task.env.control.physics_dt``) that must be > 0."""
 EXPORT_FORMATS = ("onnx", "torchscript")
 """What ``export_formats`` may list (``robot_rl.export.FORMATS``, not imported here: it loads the exporters)."""
