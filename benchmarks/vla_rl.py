@@ -3,7 +3,8 @@ from, per seed.
 
 For one SFT run (``--policy``, an ``agent=vla`` run directory: its task and cameras are read from its
 ``config.yaml``): evaluate the SFT policy (``robot-rl eval --wrong-instruction``, ``--episodes`` from ``--eval-seed``);
-then per seed train ``agent=vla_rl agent.method=<--method>`` (``agent=vla_ppo`` for ``--method flow_ppo``) through
+then per seed train ``agent=vla_rl agent.method=<--method>`` (``agent=vla_ppo`` for ``--method flow_ppo``,
+``agent=vla_guided`` for ``--method q_guided``) through
 the normal command (``robot-rl train``, one torch thread, ``nice -n 5``, ``--steps`` env steps or ``--minutes`` of
 wall, whichever comes first) and evaluate it the same way. Rows (one per seed, each with the SFT figure of the same
 run, the training curve from the run's ``metrics.jsonl`` and the wall time) go to ``--out/<method>-<tag>.json``;
@@ -36,15 +37,17 @@ from robot_rl.agents.vla_rl import METHODS as NOISE_METHODS
 from robot_rl.data.lerobot.meta import load_info
 from robot_rl.train.runner import DATASET_DESCRIPTION_DIR
 
-METHODS = (*NOISE_METHODS, "flow_ppo")
-"""``agent=vla_rl agent.method=<m>`` for the noise-space methods; ``flow_ppo`` is ``agent=vla_ppo``."""
+OWN_AGENTS = {"flow_ppo": "vla_ppo", "q_guided": "vla_guided"}
+"""Methods that are an agent of their own: ``--method`` -> ``agent=``."""
+METHODS = (*NOISE_METHODS, *OWN_AGENTS)
+"""``agent=vla_rl agent.method=<m>`` for the noise-space methods; the others are their :data:`OWN_AGENTS`."""
 BASELINE = "baseline"
 """``method`` of a :func:`baseline_row` (a ``--baseline`` run's row)."""
 
 
 def agent_args(method: str, critic: str | None) -> list[str]:
     """The ``robot-rl train`` arguments choosing ``method`` and its critic (None: the agent's default)."""
-    chosen = ["agent=vla_ppo"] if method == "flow_ppo" else ["agent=vla_rl", f"agent.method={method}"]
+    chosen = [f"agent={OWN_AGENTS[method]}"] if method in OWN_AGENTS else ["agent=vla_rl", f"agent.method={method}"]
     return chosen + ([f"critic={critic}"] if critic else [])
 
 
@@ -198,7 +201,7 @@ def main() -> None:
                                                "--table-only)")
     p.add_argument("--method", choices=METHODS, default="dsrl")
     p.add_argument("--critic", default=None, help="critic= option (default: the agent's own, ensemble_ln for "
-                                                  "dsrl and best_of_n, mlp for flow_ppo)")
+                                                  "dsrl, best_of_n and q_guided, mlp for flow_ppo)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=100_000, help="env steps per seed (all envs)")
     p.add_argument("--minutes", type=float, default=60.0, help="training wall budget per seed")

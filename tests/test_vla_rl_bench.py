@@ -56,7 +56,8 @@ def test_each_method_trains_its_agent_with_the_critic_asked_for() -> None:
     assert bench.agent_args("dsrl", None) == ["agent=vla_rl", "agent.method=dsrl"]
     assert bench.agent_args("best_of_n", "ensemble") == ["agent=vla_rl", "agent.method=best_of_n", "critic=ensemble"]
     assert bench.agent_args("flow_ppo", None) == ["agent=vla_ppo"]
-    assert set(bench.METHODS) == {"dsrl", "best_of_n", "flow_ppo"}
+    assert bench.agent_args("q_guided", None) == ["agent=vla_guided"]
+    assert set(bench.METHODS) == {"dsrl", "best_of_n", "flow_ppo", "q_guided"}
 
 
 def test_the_sft_evaluation_is_reused_only_for_the_same_checkpoint_and_settings(tmp_path: Path) -> None:
