@@ -1,11 +1,13 @@
 """g1_stand survival of a trained policy artifact, with and without pushes, plus the run's training curve.
 
     python benchmarks/g1_stand_survival.py <run dir> [--episodes 100] [--out docs/results/g1_stand/survival.json]
+        [--max-step-change 0.15]
 
 Evaluates ``<run>/policy`` (the exported artifact, through onnxruntime as ``robot-rl eval`` does) on
 ``g1_stand`` (``g1_stand_gait`` for a run of a gait-clock task, whose policy observes the clock) over
 ``--episodes`` deterministic 10 s episodes under each push condition: the task's own
-pushes (every 5-8 s, up to 0.5 m/s per axis), none, a gentler 0.25 m/s and a harder 1.0 m/s. Survival is
+pushes (every 5-8 s, up to 0.5 m/s per axis), none, a gentler 0.25 m/s and a harder 1.0 m/s, with the run's own
+``task.env.control`` (``--max-step-change``: under the deploy safety layer's rate limit instead). Survival is
 the share of episodes ending by the time limit rather than a fall or tip, with its Wilson 95% interval. The curve
 rows are the run's ``metrics.jsonl`` training window (last 200 episodes, stochastic policy, task pushes): env steps,
 survival, mean episode length and return; an SVG of survival and length against env steps goes beside the
@@ -45,9 +47,10 @@ def evaluation_task(trained: str, kind: str) -> str:
 
 
 def survival_condition(artifact: Path, episodes: int, seed: int, push_velocity: float | None,
-                       task: str = "g1_stand") -> dict[str, Any]:
+                       task: str = "g1_stand", control: dict[str, Any] | None = None) -> dict[str, Any]:
     """Evaluation summary (:meth:`robot_rl.train.evaluation.EvalResult.summary`) of the artifact on ``task``
-    (g1_stand or g1_stand_gait) with ``push_velocity`` (None: the task's pushes; 0: none), one env per episode."""
+    (g1_stand or g1_stand_gait) with ``push_velocity`` (None: the task's pushes; 0: none), one env per episode;
+    ``control``: the task's control overrides (:func:`evaluation_control`)."""
     import sim
     from robot_rl.deploy.runtime import PolicyRuntime
     from robot_rl.deploy.validate import RobotSpec
@@ -60,6 +63,8 @@ def survival_condition(artifact: Path, episodes: int, seed: int, push_velocity: 
         rand = dataclasses.replace(rand, push_velocity=push_velocity,
                                    push_interval_s=rand.push_interval_s if push_velocity else None)
         overrides["randomization"] = rand
+    if control:
+        overrides["control"] = control
     env = sim.make_env(task, num_envs=episodes, seed=seed, **overrides)
     policy = ArtifactPolicy(PolicyRuntime(artifact, robot=RobotSpec.from_robot(env.robot.as_dict())))
     start = time.perf_counter()
@@ -122,6 +127,17 @@ def run_task(run: Path) -> tuple[str, float]:
     return task["name"], float((task.get("env") or {}).get("episode_s", configs[task["name"]].episode_s))
 
 
+def evaluation_control(run: Path, max_step_change: float | None) -> dict[str, Any]:
+    """The task ``control`` overrides to evaluate the run with: the run's own ``task.env.control`` (its action scale
+    and the rate limit it trained under, if any), the rate limit replaced by ``max_step_change`` where given (the
+    deploy safety layer's limit, applied in sim as ``sim.control.rate_limit``)."""
+    task = yaml.safe_load((run / "config.yaml").read_text())["task"]
+    control = dict((task.get("env") or {}).get("control") or {})
+    if max_step_change is not None:
+        control["max_step_change"] = max_step_change
+    return control
+
+
 def run_args(argv: list[str], doc: str, out: Path) -> argparse.Namespace:
     """The G1 evaluation benchmarks' command line: a run directory with its exported ``policy/``, ``--episodes``,
     ``--seed`` and ``--out`` (default ``out``); a bad count or a run without an artifact exits 2 naming it."""
@@ -130,9 +146,15 @@ def run_args(argv: list[str], doc: str, out: Path) -> argparse.Namespace:
     p.add_argument("--episodes", type=int, default=100)
     p.add_argument("--seed", type=int, default=20_000, help="evaluation seed (not the training seed)")
     p.add_argument("--out", type=Path, default=out)
+    p.add_argument("--max-step-change", type=float, default=None,
+                   help="evaluate under this joint-target rate limit (rad per policy step, as the deploy safety layer "
+                        "applies robot.yaml's safety.max_step_change; default: the limit the run trained under, "
+                        "none if it trained without)")
     args = p.parse_args(argv)
     if args.episodes < 1:
         p.error(f"--episodes {args.episodes}: must be >= 1")
+    if args.max_step_change is not None and not 0 < args.max_step_change < float("inf"):
+        p.error(f"--max-step-change {args.max_step_change}: must be a finite number > 0 (rad per policy step)")
     if not (args.run / "policy").is_dir():
         p.error(f"{args.run / 'policy'}: no exported artifact there; give a run directory of robot-rl train "
                 "(or export one: robot-rl export <run>)")
@@ -144,13 +166,14 @@ def main(argv: list[str]) -> int:
     args = run_args(argv, __doc__, RESULTS / "g1_stand" / "survival.json")
     trained, episode_s = run_task(args.run)
     task = evaluation_task(trained, "stand")
+    control = evaluation_control(args.run, args.max_step_change)
     rows = []
     for name, push in CONDITIONS.items():
-        summary = survival_condition(args.run / "policy", args.episodes, args.seed, push, task)
+        summary = survival_condition(args.run / "policy", args.episodes, args.seed, push, task, control)
         lo, hi = summary["survival_ci95"]
         print(f"{name}: survival {100 * summary['survival_rate']:.1f}% [95% CI {100 * lo:.1f}-{100 * hi:.1f}] "
               f"over {summary['episodes']} episodes, mean length {summary['length_mean'] / 50:.2f} s", flush=True)
-        rows.append({"condition": name, "task": task, "push_velocity": push, **summary})
+        rows.append({"condition": name, "task": task, "push_velocity": push, "control": control, **summary})
     curve = curve_rows(args.run / "metrics.jsonl")
     last = json.loads((args.run / "metrics.jsonl").read_text().splitlines()[-1])
     final_eval = args.run / "eval.json"  # absent where the run was stopped before its final evaluation

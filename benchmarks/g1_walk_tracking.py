@@ -25,7 +25,15 @@ from typing import Any
 
 import torch
 from _results import RESULTS, write_rows
-from g1_stand_survival import curve_rows, curve_svg, evaluation_task, run_args, run_task, task_configs
+from g1_stand_survival import (
+    curve_rows,
+    curve_svg,
+    evaluation_control,
+    evaluation_task,
+    run_args,
+    run_task,
+    task_configs,
+)
 
 PUSHES = {"no pushes": None, "pushes 0.5 m/s (5-8 s)": ((5.0, 8.0), 0.5)}
 """Condition -> ``(push_interval_s, push_velocity)`` (None: g1_walk as registered, no pushes)."""
@@ -65,9 +73,9 @@ class Tracking:
 
 
 def evaluate_tracking(artifact: Path, episodes: int, seed: int, pushes: tuple | None,
-                      task: str = "g1_walk") -> dict[str, Any]:
+                      task: str = "g1_walk", control: dict[str, Any] | None = None) -> dict[str, Any]:
     """Survival and tracking of the artifact over one ``task`` (g1_walk or g1_walk_gait) episode in each of
-    ``episodes`` envs."""
+    ``episodes`` envs; ``control``: the task's control overrides (``evaluation_control``)."""
     import sim
     from robot_rl.deploy.runtime import PolicyRuntime
     from robot_rl.deploy.validate import RobotSpec
@@ -80,6 +88,8 @@ def evaluate_tracking(artifact: Path, episodes: int, seed: int, pushes: tuple | 
         interval, velocity = pushes
         overrides["randomization"] = dataclasses.replace(task_configs()[task].randomization,
                                                          push_interval_s=interval, push_velocity=velocity)
+    if control:
+        overrides["control"] = control
     env = sim.make_env(task, num_envs=episodes, seed=seed, **overrides)
     policy = ArtifactPolicy(PolicyRuntime(artifact, robot=RobotSpec.from_robot(env.robot.as_dict())))
     obs = env.reset(seed=seed)
@@ -106,15 +116,16 @@ def main(argv: list[str]) -> int:
     args = run_args(argv, __doc__, RESULTS / "g1_walk" / "tracking.json")
     trained, episode_s = run_task(args.run)
     task = evaluation_task(trained, "walk")
+    control = evaluation_control(args.run, args.max_step_change)
     rows = []
     for name, pushes in PUSHES.items():
-        row = evaluate_tracking(args.run / "policy", args.episodes, args.seed, pushes, task)
+        row = evaluate_tracking(args.run / "policy", args.episodes, args.seed, pushes, task, control)
         lo, hi = row["survival_ci95"]
         print(f"{name}: survival {100 * row['survival_rate']:.1f}% [95% CI {100 * lo:.1f}-{100 * hi:.1f}] of "
               f"{row['episodes']} episodes; |v_xy error| {row['lin_vel_error']:.3f} m/s (standing still: "
               f"{row['lin_vel_error_standing_still']:.3f}), |yaw rate error| {row['yaw_rate_error']:.3f} rad/s "
               f"(standing still: {row['yaw_rate_error_standing_still']:.3f})", flush=True)
-        rows.append({"condition": name, "task": task, **row})
+        rows.append({"condition": name, "task": task, "control": control, **row})
     metrics = args.run / "metrics.jsonl"
     curve = curve_rows(metrics) if metrics.is_file() else []
     write_rows(args.out, rows, run=str(args.run), curve=curve)

@@ -160,6 +160,21 @@ def test_g1_benchmarks_refuse_a_run_without_an_artifact_and_a_bad_count(tmp_path
         g1.run_args([str(tmp_path), "--episodes", "0"], "doc", tmp_path / "out.json")
     assert "--episodes 0: must be >= 1" in capsys.readouterr().err
     assert g1.run_args([str(tmp_path)], "doc", tmp_path / "out.json").out == tmp_path / "out.json"
+    for bad in ("0", "-0.1", "nan", "inf"):
+        with pytest.raises(SystemExit):
+            g1.run_args([str(tmp_path), "--max-step-change", bad], "doc", tmp_path / "out.json")
+        assert f"--max-step-change {float(bad)}: must be a finite number > 0" in capsys.readouterr().err
+
+
+def test_g1_evaluation_control_is_the_runs_own_or_the_given_rate_limit(tmp_path) -> None:
+    g1 = load("g1_stand_survival")
+    (tmp_path / "config.yaml").write_text("task:\n  name: g1_stand_gait\n  env: {}\n")
+    assert g1.evaluation_control(tmp_path, None) == {}
+    assert g1.evaluation_control(tmp_path, 0.15) == {"max_step_change": 0.15}
+    (tmp_path / "config.yaml").write_text("task:\n  name: g1_stand_gait\n  env:\n    control:\n"
+                                          "      action_scale: 1.0\n      max_step_change: 0.15\n")
+    assert g1.evaluation_control(tmp_path, None) == {"action_scale": 1.0, "max_step_change": 0.15}
+    assert g1.evaluation_control(tmp_path, 0.3) == {"action_scale": 1.0, "max_step_change": 0.3}
 
 
 def test_g1_run_task_reads_the_runs_task_and_its_episode_length(tmp_path) -> None:
