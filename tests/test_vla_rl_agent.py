@@ -404,3 +404,34 @@ def test_flow_ppo_with_head_lr_trains_the_keypoint_head_from_the_stored_features
     resumed = Runner(ppo_config(film, *extra, "task.total_steps=200"), run, resume=True)
     assert resumed.agent.head_opt.state_dict()["state"].keys() == agent.head_opt.state_dict()["state"].keys()
     assert resumed.agent.num_updates == saved["num_updates"] > 0
+
+
+def test_flow_ppo_with_a_world_model_value_learns_its_latent_from_each_chunks_successor(sft_run: Path,
+                                                                                      tmp_path: Path) -> None:
+    """``critic=world_model`` (WCM-style value): each rollout row keeps its successor's critic observation, which is
+    the next row of the same env wherever the episode went on; training logs finite consistency and reward losses
+    and moves the world model's dynamics head along with its value."""
+    run = tmp_path / "run"
+    runner = Runner(ppo_config(sft_run, "critic=world_model", "agent.rollout_chunks=32", "agent.minibatches=2",
+                               "agent.epochs=1", "task.total_steps=160"), run)
+    agent = runner.agent
+    before = {k: v.clone() for k, v in agent.critic.state_dict().items()}
+
+    def successors_in_order(batch: dict[str, torch.Tensor]) -> None:
+        went_on = 0
+        for env in batch["env"].unique():
+            idx = torch.nonzero(batch["env"] == env).squeeze(1)
+            for i, j in zip(idx[:-1].tolist(), idx[1:].tolist(), strict=True):
+                if batch["discount"][i] > 0:
+                    assert torch.equal(batch["next_obs"][i], batch["obs"][j])
+                    went_on += 1
+        assert went_on > 0
+
+    checked = check_first_rollout(agent, successors_in_order)
+    runner.learn(evaluate_and_export=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    learned = [r for r in rows if "consistency_loss" in r]
+    assert checked and learned and all(torch.isfinite(torch.tensor([r["consistency_loss"], r["reward_loss"],
+                                                                     r["loss/value"]])).all() for r in learned)
+    moved = {n for n, v in agent.critic.state_dict().items() if not torch.equal(before[n], v)}
+    assert any(n.startswith("dynamics") for n in moved), sorted(moved)

@@ -19,7 +19,8 @@ kept with the context tokens it attended to. After ``rollout_chunks`` finished c
    (:func:`~robot_rl.math.flow_sde.chain_log_prob`, no re-rendering: the stored context is the frozen prefix's, or
    with ``head_lr`` re-encoded from the stored features),
    :func:`~robot_rl.math.ppo_objective.clipped_surrogate` on the normalised advantages, and the value critic
-   regressed onto the GAE returns; with ``demo_coef`` > 0 the expert's loss adds ``demo_coef`` times its
+   regressed onto the GAE returns (``critic=world_model``: a World-Critic-Model value whose latent must also predict
+   the next chunk's latent and the chunk's return, ``WorldModelCritic.aux_loss`` on the chunk transitions); with ``demo_coef`` > 0 the expert's loss adds ``demo_coef`` times its
    flow-matching loss on a batch of the SFT run's own demonstrations (a BC anchor: the demonstrations stay in the
    loop; the frozen prefix's keypoints of every frame are computed once, ``VLAAgent.demonstration_batches``; with
    ``head_lr`` the frozen backbone's features instead, so the loss trains the head as SFT did, without its keypoint
@@ -82,7 +83,7 @@ class VLAPPOConfig(AgentConfig):
             0: they stay as SFT left them, only the expert is trained).
     """
 
-    critics: ClassVar[tuple[str, ...]] = ("mlp",)
+    critics: ClassVar[tuple[str, ...]] = ("mlp", "world_model")
 
     policy: str | None = None
     execute_len: int = 0
@@ -196,7 +197,8 @@ class VLAPPOAgent(VLAChunkAgent):
         with torch.no_grad():
             next_value = self.critic(next_obs)[:, 0]
         self.rollout.append({**{k: v[rows].clone() for k, v in self.pending_rows.items()}, "env": rows.clone(),
-                             "reward": reward.clone(), "discount": discount.clone(), "next_value": next_value})
+                             "reward": reward.clone(), "discount": discount.clone(), "next_value": next_value,
+                             "next_obs": next_obs.clone()})
         self.rollout_size += len(rows)
 
     @torch.no_grad()
@@ -274,15 +276,21 @@ class VLAPPOAgent(VLAChunkAgent):
             nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], cfg.max_grad_norm)
             opt.step()
         value_loss, _ = self.critic.loss(mb["obs"], None, returns.unsqueeze(1))
+        critic_loss, model_metrics = value_loss, {}
+        if self.critic.needs_successors:  # a world-model value also predicts the next chunk's latent and return
+            model_loss, model_metrics = self.critic.aux_loss({
+                "critic_obs": mb["obs"], "next_critic_obs": mb["next_obs"], "rewards": mb["reward"].unsqueeze(1),
+                "next_valid": mb["discount"] > 0})
+            critic_loss = value_loss + model_loss
         self.critic_opt.zero_grad(set_to_none=True)
-        value_loss.backward()
+        critic_loss.backward()
         nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
         self.critic_opt.step()
         with torch.no_grad():
             approx_kl = (old_log_prob - log_prob).mean()
         demo = {} if demo_loss is None else {"loss/demo": demo_loss.detach()}
         return {"loss/policy": policy_loss.detach(), "loss/value": value_loss.detach(),
-                "ratio_max": ratio.detach().max(), "approx_kl": approx_kl, **demo}
+                "ratio_max": ratio.detach().max(), "approx_kl": approx_kl, **demo, **model_metrics}
 
     def _element_log_prob(self, context: Any, states: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """``[B, execute_len, A]`` elementwise log-likelihood of chains ``states [B, K + 1, H, A]`` at their one
