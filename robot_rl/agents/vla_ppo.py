@@ -17,14 +17,14 @@ kept with the context tokens it attended to. After ``rollout_chunks`` finished c
    that ends inside a chunk is terminal: the critic sees the elapsed fraction of the episode);
 2. ``epochs`` x ``minibatches`` PPO steps: the chains are re-scored under the expert being trained
    (:func:`~robot_rl.math.flow_sde.chain_log_prob`, no re-rendering: the stored context is the frozen prefix's, or
-   with ``head_lr`` re-encoded from the stored features),
-   :func:`~robot_rl.math.ppo_objective.clipped_surrogate` on the normalised advantages, and the value critic
-   regressed onto the GAE returns (``critic=world_model``: a World-Critic-Model value whose latent must also predict
-   the next chunk's latent and the chunk's return, ``WorldModelCritic.aux_loss`` on the chunk transitions); with ``demo_coef`` > 0 the expert's loss adds ``demo_coef`` times its
-   flow-matching loss on a batch of the SFT run's own demonstrations (a BC anchor: the demonstrations stay in the
-   loop; the frozen prefix's keypoints of every frame are computed once, ``VLAAgent.demonstration_batches``; with
-   ``head_lr`` the frozen backbone's features instead, so the loss trains the head as SFT did, without its keypoint
-   supervision).
+   with ``head_lr`` re-encoded from the stored features), :func:`~robot_rl.math.ppo_objective.clipped_surrogate` on
+   the normalised advantages, and the value critic regressed onto the GAE returns (``critic=world_model``: a
+   World-Critic-Model value whose latent must also predict the next chunk's latent and the chunk's return,
+   ``WorldModelCritic.aux_loss`` on the chunk transitions); with ``demo_coef`` > 0 the expert's loss adds
+   ``demo_coef`` times its flow-matching loss on a batch of the SFT run's own demonstrations (a BC anchor: the
+   demonstrations stay in the loop; the frozen prefix's keypoints of every frame are computed once,
+   ``VLAAgent.demonstration_batches``; with ``head_lr`` the frozen backbone's features instead, so the loss trains
+   the head as SFT did, without its keypoint supervision).
 
 With ``sde_step=one`` (RLinf's default mixed ODE-SDE sampling) only one uniformly drawn denoising step of each chain
 is Gaussian and the rest are Euler steps; PPO's ratio is then taken per element of the executed actions at that step
