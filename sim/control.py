@@ -33,6 +33,10 @@ def override_control(robot: RobotConfig, changes: dict[str, Any]) -> RobotConfig
                          f"{sorted((*ROBOT_CONTROL_KEYS, 'max_step_change'))}")
     if changes.get("action_type", robot.control.action_type) not in ACTION_TYPES:
         raise ValueError(f"TaskCfg.control action_type {changes['action_type']!r}: use one of {ACTION_TYPES}")
+    scale = changes.get("action_scale", robot.control.action_scale)
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale) or scale <= 0:
+        raise SimInputError(f"task setting control.action_scale = {scale!r} must be a finite number > 0 (rad per "
+                            "unit action)")
     return dataclasses.replace(robot, control=dataclasses.replace(robot.control, **changes))
 
 

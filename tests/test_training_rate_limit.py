@@ -12,9 +12,11 @@ import torch
 
 import sim
 from robot_rl.deploy.safety import rate_limit as deploy_rate_limit
-from sim.control import rate_limit, split_rate_limit
+from robot_rl.train.artifact_eval import training_control
+from sim.control import override_control, rate_limit, split_rate_limit
 from sim.errors import SimInputError
 from sim.registry import apply_overrides
+from sim.robots import load_robot
 from sim.tasks.so101_reach import so101_reach_cfg
 
 
@@ -84,3 +86,16 @@ def test_control_override_merges_into_the_task_control():
     cfg = so101_reach_cfg().replace(control={"action_scale": 0.8})
     merged = apply_overrides(cfg, {"control": {"max_step_change": 0.1}}, "so101_reach")
     assert merged.control == {"action_scale": 0.8, "max_step_change": 0.1}
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.nan, "big", True])
+def test_a_bad_action_scale_is_refused(bad):
+    with pytest.raises(SimInputError, match=r"control\.action_scale = .* must be a finite number > 0"):
+        override_control(load_robot("so101"), {"action_scale": bad})
+
+
+def test_an_artifact_is_evaluated_with_its_runs_control():
+    config = {"task": {"name": "g1_stand_gait", "env": {"control": {"action_scale": 1.0, "max_step_change": 0.15}}}}
+    assert training_control(config) == {"action_scale": 1.0, "max_step_change": 0.15}
+    for without in ({}, {"task": {"env": {}}}, {"task": None}, {"task": {"env": {"control": None}}}, "x"):
+        assert training_control(without) == {}

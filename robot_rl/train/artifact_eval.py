@@ -96,11 +96,22 @@ class VLAArtifactPlayer(EnvPlayer):
             self.executor.reset(done.cpu().numpy())
 
 
+def training_control(config: dict[str, Any]) -> dict[str, Any]:
+    """The ``task.env.control`` the artifact's run trained with (its policy.yaml ``config``; ``{}`` if none): an
+    action scale other than robot.yaml's changes what the policy's actions mean, and a training rate limit
+    (``max_step_change``) is the robot the policy learned, so the artifact's task is rebuilt with them."""
+    task = config.get("task") if isinstance(config, dict) else None
+    env = task.get("env") if isinstance(task, dict) else None
+    control = env.get("control") if isinstance(env, dict) else None
+    return dict(control) if isinstance(control, dict) else {}
+
+
 def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
                       video: Path | None = None, task: str | None = None,
                       execute_len: int | None = None, instruction_shift: int = 0) -> dict[str, Any]:
     """Summary of ``episodes`` episodes of the artifact on ``task`` (default: the artifact's).
 
+    The task is built with the run's ``task.env.control`` (:func:`training_control`) when it is the artifact's own.
     A VLA artifact (policy.yaml ``vla``) runs through :class:`VLAArtifactPlayer` on its task built with its
     cameras at its image size; ``instruction_shift`` != 0 (VLA only) adds a second evaluation on the same episode
     seeds told another target's instruction, under ``"wrong_instruction"``.
@@ -114,9 +125,11 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
     if not task:
         raise ArtifactError("names no task", file=Path(artifact) / META_FILE, key="task", value="",
                             fix="pass --task")
-    vla = load_meta(artifact).vla
+    meta = load_meta(artifact)
+    vla = meta.vla
     scene = {} if vla is None else {"cameras": list(vla.cameras), "image_size": vla.height, "camera_obs": False}
-    env = sim.make_env(task, num_envs=num_envs, seed=seed, **scene)
+    control = training_control(meta.config) if task == meta.task else {}
+    env = sim.make_env(task, num_envs=num_envs, seed=seed, **scene, **({"control": control} if control else {}))
     # the deploy validator, against the env's robot: joints, limits, default pose, ONNX I/O
     robot = RobotSpec.from_robot(env.robot.as_dict())
     if vla is None:
