@@ -124,3 +124,15 @@ def test_bad_input_is_a_clear_error(sft_runs, tmp_path: Path) -> None:
         guided_config(sft_runs["mlp"], "agent.eta=-1")
     with pytest.raises(ValueError, match="critic"):
         guided_config(sft_runs["mlp"], "critic=quantile")
+
+
+def test_the_demonstrations_stay_in_the_loop(sft_runs, tmp_path: Path) -> None:
+    """``agent.demo_coef``: expert steps add the SFT demonstrations' flow-matching loss, logged as ``loss/demo``."""
+    run = tmp_path / "run"
+    runner = Runner(guided_config(sft_runs["mlp"], "agent.demo_coef=1.0", "agent.demo_batch=8",
+                                  "task.total_steps=160"), run)
+    assert runner.agent.demos is not None
+    runner.learn(evaluate_and_export=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    demo = [r["loss/demo"] for r in rows if "loss/demo" in r]
+    assert demo and all(torch.isfinite(torch.tensor(demo)))

@@ -87,6 +87,32 @@ class VLAChunkAgent(Agent):
         self.discount = torch.ones(n, device=self.device)
         self.chunks_collected = 0
 
+    def open_demonstrations(self, base_policy: BasePolicy | None, frozen_prefix: bool) -> None:
+        """``self.demos`` / ``self.demo_weights``: the SFT run's demonstrations where ``cfg.demo_coef`` > 0 (agents that
+        fine-tune the expert keep them in the loop as a BC anchor), else None; ``frozen_prefix``: their frozen prefix's
+        keypoints cached (``VLAAgent.demonstration_batches``) rather than the backbone's features.
+
+        Raises:
+            InputError: ``demo_coef`` > 0 without the SFT run's demonstrations.
+        """
+        self.demos, self.demo_weights = None, None
+        if self.cfg.demo_coef > 0:
+            if base_policy is None or base_policy.demonstrations is None:
+                raise InputError("agent.demo_coef needs the SFT run's demonstrations", key="agent.demo_coef",
+                                 value=self.cfg.demo_coef, fix="agent.policy=<an agent=vla run>, or agent.demo_coef=0")
+            self.demos, self.demo_weights = base_policy.demonstrations(frozen_prefix)
+
+    def demo_loss(self) -> torch.Tensor:
+        """The acting model's flow-matching loss on ``cfg.demo_batch`` frames of the SFT run's demonstrations, drawn as
+        SFT drew them (its frame weights); :meth:`open_demonstrations` first."""
+        from robot_rl.data.vla_batches import batch_to
+        from robot_rl.models.vla import flow
+
+        batch = batch_to(self.demos.sample(self.cfg.demo_batch, self.generator, self.demo_weights), self.device)
+        noise = torch.randn(batch["action"].shape, generator=self.generator).to(self.device)
+        t = flow.sample_time(len(noise), self.generator).to(self.device)
+        return self.acting_model().losses(batch, batch["action"], noise, t, batch["action_is_pad"])["flow"]
+
     def acting_model(self) -> Any:
         """The VLA whose prefix encodes the envs at chunk boundaries: the frozen SFT model (a subclass that trains part
         of the prefix returns its own)."""

@@ -144,12 +144,7 @@ class VLAGuidedAgent(VLAChunkAgent):
         self.num_updates = 0
         self.expert_updates = 0
         self.owed = 0.0
-        self.demos, self.demo_weights = None, None
-        if cfg.demo_coef > 0:
-            if base_policy is None or base_policy.demonstrations is None:
-                raise InputError("agent.demo_coef needs the SFT run's demonstrations", key="agent.demo_coef",
-                                 value=cfg.demo_coef, fix="agent.policy=<an agent=vla run>, or agent.demo_coef=0")
-            self.demos, self.demo_weights = base_policy.demonstrations(True)
+        self.open_demonstrations(base_policy, frozen_prefix=True)
 
     # --- collecting -------------------------------------------------------------------------------------------
 
@@ -260,16 +255,6 @@ class VLAGuidedAgent(VLAChunkAgent):
             gain = (q(shifted) - q(chunks)).mean()
         out = {"loss/flow": parts["flow"], "loss/trust": parts["trust"], "guided_gain": gain}
         return out if demo is None else {**out, "loss/demo": demo.detach()}
-
-    def demo_loss(self) -> torch.Tensor:
-        """The expert's flow-matching loss on ``demo_batch`` frames of the SFT run's demonstrations (as SFT drew
-        them)."""
-        from robot_rl.data.vla_batches import batch_to
-
-        batch = batch_to(self.demos.sample(self.cfg.demo_batch, self.generator, self.demo_weights), self.device)
-        noise = torch.randn(batch["action"].shape, generator=self.generator).to(self.device)
-        t = flow.sample_time(len(noise), self.generator).to(self.device)
-        return self.model.losses(batch, batch["action"], noise, t, batch["action_is_pad"])["flow"]
 
     # --- what is saved and deployed ---------------------------------------------------------------------------
 

@@ -141,12 +141,7 @@ class VLAPPOAgent(VLAChunkAgent):
         self.rollout: list[dict[str, torch.Tensor]] = []  # finished transitions, in the order they finished
         self.rollout_size = 0
         self.num_updates = 0
-        self.demos, self.demo_weights = None, None
-        if cfg.demo_coef > 0:
-            if base_policy is None or base_policy.demonstrations is None:
-                raise InputError("agent.demo_coef needs the SFT run's demonstrations", key="agent.demo_coef",
-                                 value=cfg.demo_coef, fix="agent.policy=<an agent=vla run>, or agent.demo_coef=0")
-            self.demos, self.demo_weights = base_policy.demonstrations(self.head_opt is None)
+        self.open_demonstrations(base_policy, frozen_prefix=self.head_opt is None)
 
     # --- collecting -------------------------------------------------------------------------------------------
 
@@ -297,17 +292,6 @@ class VLAPPOAgent(VLAChunkAgent):
         Gaussian step ``step [B]`` under the expert, on the actions the env executes."""
         return flow_sde.step_log_prob(self._velocity(context), states, self.cfg.noise_level, step)[
             :, : self.execute_len]
-
-    def demo_loss(self) -> torch.Tensor:
-        """The expert's flow-matching loss on ``demo_batch`` frames of the SFT run's demonstrations, drawn as SFT drew
-        them (its frame weights)."""
-        from robot_rl.data.vla_batches import batch_to
-        from robot_rl.models.vla import flow
-
-        batch = batch_to(self.demos.sample(self.cfg.demo_batch, self.generator, self.demo_weights), self.device)
-        noise = torch.randn(batch["action"].shape, generator=self.generator).to(self.device)
-        t = flow.sample_time(len(noise), self.generator).to(self.device)
-        return self.model.losses(batch, batch["action"], noise, t, batch["action_is_pad"])["flow"]
 
     # --- what is saved and deployed ---------------------------------------------------------------------------
 
