@@ -115,3 +115,32 @@ def test_multirun_sweeps_seeds_into_numbered_run_dirs(tmp_path):
     assert [p.parent.name for p in configs] == ["0", "1"]
     assert ["seed: 3" in p.read_text() and "seed: 4" not in p.read_text() for p in configs] == [True, False]
     assert "seed: 4" in configs[1].read_text()
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
+    """SIGINT (Ctrl-C) during training: exit 130, no traceback, the run's checkpoints kept and the resume command
+    printed; a resumed run starts from a kept checkpoint."""
+    import signal
+    import time
+
+    from robot_rl.checkpoint import latest_checkpoint
+
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    args = [a for a in TINY if not a.startswith("task.total_steps")]
+    proc = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", "train", *args, "task.total_steps=10000000",
+                             "logger=none", f"hydra.run.dir={run}"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while latest_checkpoint(run) is None and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert latest_checkpoint(run) is not None, proc.stderr.read() if proc.poll() is not None else "no checkpoint"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and f"continue with robot-rl train resume={run}" in err
+    from robot_rl.config.io import load_train_config
+    from robot_rl.train.runner import Runner
+
+    resumed = Runner(load_train_config(run / "config.yaml"), run, resume=True)  # the newest intact checkpoint
+    assert resumed.env_steps > 0

@@ -33,7 +33,8 @@ Examples:
 Every key is typed (robot_rl/config): a typo, a wrong type or an out-of-range value fails naming the key.
 
 Exit codes: 0 trained; 2 bad input (a config value, a run directory, a corrupt checkpoint) or training
-that diverged (non-finite losses or weights: the last finite checkpoint is kept); 1 a bug (a traceback).
+that diverged (non-finite losses or weights: the last finite checkpoint is kept); 130 stopped by Ctrl-C (the
+checkpoints are kept; it prints the resume command); 1 a bug (a traceback).
 """
 
 
@@ -53,6 +54,27 @@ def _task(cfg: DictConfig) -> None:
     except user_error_types() as exc:
         print(f"robot-rl train: error: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+    except KeyboardInterrupt:
+        print(f"robot-rl train: {interrupted_message()}", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+
+
+EXIT_INTERRUPTED = 130
+"""Exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)."""
+
+
+def interrupted_message() -> str:
+    """What a user stopping a run with Ctrl-C needs: the newest checkpoint kept and the command that continues."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from robot_rl.checkpoint import latest_checkpoint
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    newest = latest_checkpoint(run_dir)
+    if newest is None:
+        return f"interrupted before the first checkpoint; nothing to resume in {run_dir}"
+    return (f"interrupted; {run_dir} keeps its checkpoints (newest: {newest.name}); continue with "
+            f"robot-rl train resume={run_dir}")
 
 
 def _train(cfg: DictConfig) -> None:
