@@ -186,7 +186,7 @@ class TaskEnv(VecEnv):
         self.action = torch.zeros(n, self.action_dim, device=self.device)
         self.last_action = torch.zeros_like(self.action)
         self.applied_ctrl = torch.zeros(n, self.action_dim, device=self.device)
-        """``[N, nu]`` the actuator command (ctrl) held since the last step: what a rate limit moves from."""
+        """``[N, A]`` the actuator command (ctrl) held since the last step: what a rate limit moves from."""
         self._episode_sums = {name: torch.zeros(n, device=self.device) for name in cfg.rewards}
         self._episode_return = torch.zeros(n, device=self.device)
         self._step_cache: dict[str, torch.Tensor] = {}
