@@ -130,7 +130,10 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     args = [a for a in TINY if not a.startswith("task.total_steps")]
     proc = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", "train", *args, "task.total_steps=10000000",
                              "logger=none", f"hydra.run.dir={run}"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # as from a terminal: a test runner started in the background by a non-interactive
+                            # shell (CI, nohup ... &) ignores SIGINT, and its children would inherit that
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     while latest_checkpoint(run) is None and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
