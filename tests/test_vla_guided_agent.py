@@ -56,6 +56,23 @@ class HandCritic(torch.nn.Module):
         return -(action - 0.5).pow(2).sum(1, keepdim=True)
 
 
+def test_the_replayed_feature_gives_the_expert_its_own_context(sft_runs, tmp_path: Path) -> None:
+    """The critic observation ``[f, elapsed]`` a replay row keeps rebuilds what the MLP expert reads: its velocity
+    from the rebuilt context equals its velocity from the VLA's own encoding of the same inputs."""
+    from robot_rl.models.vla.steering import context_feature
+
+    agent = Runner(guided_config(sft_runs["mlp"]), tmp_path / "r").agent
+    images = {c: torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8) for c in agent.sft.cameras}
+    tokens, mask = agent.sft.encode_text(["reach the red target", "go to the blue one"])
+    with torch.no_grad():
+        context = agent.model.encode({"images": images, "tokens": tokens, "token_mask": mask,
+                                      "state": torch.randn(2, 6)})
+        critic_obs = torch.cat([context_feature(context), torch.full((2, 1), 0.3)], dim=1)
+        x, t = torch.randn(2, *agent.chunk_shape), torch.tensor([0.9, 0.2])
+        torch.testing.assert_close(agent.model.velocity(x, t, agent._context(critic_obs)),
+                                   agent.model.velocity(x, t, context))
+
+
 def test_the_expert_step_follows_the_critic_and_trains_the_expert_alone(sft_runs, tmp_path: Path) -> None:
     """With a critic by hand, expert steps move the executed part of the sampled chunks toward the critic's maximum
     (0.5 in standardised units) and leave the unexecuted tail and the frozen prefix where SFT had them."""
