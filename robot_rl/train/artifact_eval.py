@@ -121,11 +121,11 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
     """
     import sim
 
-    task = task or load_meta(artifact).task  # manifest and policy.yaml checked before an env is built
+    meta = load_meta(artifact)  # manifest and policy.yaml checked before an env is built
+    task = task or meta.task
     if not task:
         raise ArtifactError("names no task", file=Path(artifact) / META_FILE, key="task", value="",
                             fix="pass --task")
-    meta = load_meta(artifact)
     vla = meta.vla
     scene = {} if vla is None else {"cameras": list(vla.cameras), "image_size": vla.height, "camera_obs": False}
     control = training_control(meta.config) if task == meta.task else {}
