@@ -131,8 +131,9 @@ def evaluation_control(run: Path, max_step_change: float | None) -> dict[str, An
     """The task ``control`` overrides to evaluate the run with: the run's own ``task.env.control`` (its action scale
     and the rate limit it trained under, if any), the rate limit replaced by ``max_step_change`` where given (the
     deploy safety layer's limit, applied in sim as ``sim.control.rate_limit``)."""
-    task = yaml.safe_load((run / "config.yaml").read_text())["task"]
-    control = dict((task.get("env") or {}).get("control") or {})
+    from robot_rl.train.artifact_eval import training_control
+
+    control = training_control(yaml.safe_load((run / "config.yaml").read_text()))
     if max_step_change is not None:
         control["max_step_change"] = max_step_change
     return control

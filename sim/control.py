@@ -23,6 +23,11 @@ ROBOT_CONTROL_KEYS = ("action_type", "action_scale")
 """robot.yaml ``control`` fields a task may replace."""
 
 
+def _finite_positive(value: Any) -> bool:
+    """A real number (not a bool), finite and > 0."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
 def override_control(robot: RobotConfig, changes: dict[str, Any]) -> RobotConfig:
     """``robot`` with fields of its ``control`` replaced (``action_type``, ``action_scale``)."""
     if not changes:
@@ -34,7 +39,7 @@ def override_control(robot: RobotConfig, changes: dict[str, Any]) -> RobotConfig
     if changes.get("action_type", robot.control.action_type) not in ACTION_TYPES:
         raise ValueError(f"TaskCfg.control action_type {changes['action_type']!r}: use one of {ACTION_TYPES}")
     scale = changes.get("action_scale", robot.control.action_scale)
-    if isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale) or scale <= 0:
+    if not _finite_positive(scale):
         raise SimInputError(f"task setting control.action_scale = {scale!r} must be a finite number > 0 (rad per "
                             "unit action)")
     return dataclasses.replace(robot, control=dataclasses.replace(robot.control, **changes))
@@ -50,7 +55,7 @@ def split_rate_limit(changes: dict[str, Any]) -> tuple[float | None, dict[str, A
     limit = changes.get("max_step_change")
     if limit is None:
         return None, rest
-    if isinstance(limit, bool) or not isinstance(limit, int | float) or not math.isfinite(limit) or limit <= 0:
+    if not _finite_positive(limit):
         raise SimInputError(f"task setting control.max_step_change = {limit!r} must be a finite number > 0 "
                             "(rad per policy step; robot.yaml's safety.max_step_change to train under the "
                             "deploy limit), or left out for no limit")

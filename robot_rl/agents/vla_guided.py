@@ -158,7 +158,7 @@ class VLAGuidedAgent(VLAChunkAgent):
         noise = torch.zeros(len(rows), *self.chunk_shape, device=self.device)
         if not deterministic:
             noise = self.cfg.noise_scale * torch.randn(noise.shape, generator=self.generator).to(self.device)
-        x0 = flow.euler_sample(lambda x, t: self.model.velocity(x, t, context), noise, self.model.config.num_steps)
+        x0 = self.model.denoise(context, noise)
         self.action_at[rows] = x0[:, : self.execute_len].flatten(1)
         return self.model.to_actions(x0, inputs["state"]).clamp(-1.0, 1.0)
 
@@ -201,14 +201,12 @@ class VLAGuidedAgent(VLAChunkAgent):
         return Context(condition.new_zeros(batch, 0, self.width), torch.zeros(batch, 0, dtype=torch.bool,
                                                                               device=self.device), condition)
 
-    def sample_chunks(self, critic_obs: torch.Tensor, model: Any | None = None) -> torch.Tensor:
-        """``[B, H, A]`` standardised chunks the expert (``model``: default the one being trained) samples at critic
-        observations ``[B, F + 1]`` from ``N(0, I)`` noise, without gradient."""
-        model = self.model if model is None else model
-        context = self._context(critic_obs)
+    def sample_chunks(self, critic_obs: torch.Tensor) -> torch.Tensor:
+        """``[B, H, A]`` standardised chunks the expert being trained samples at critic observations ``[B, F + 1]``
+        from ``N(0, I)`` noise, without gradient."""
         noise = torch.randn(len(critic_obs), *self.chunk_shape, generator=self.generator).to(self.device)
         with torch.no_grad():
-            return flow.euler_sample(lambda x, t: model.velocity(x, t, context), noise, model.config.num_steps)
+            return self.model.denoise(self._context(critic_obs), noise)
 
     def _executed(self, chunks: torch.Tensor) -> torch.Tensor:
         return chunks[:, : self.execute_len].flatten(1)

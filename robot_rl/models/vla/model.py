@@ -361,8 +361,12 @@ class VLA(nn.Module):
         """:meth:`sample` from the ``context`` of :meth:`encode`: the chunk ``[B, H, A]`` (dataset units)
         Euler-integrated from ``noise [B, H, A]``, anchored at ``state [B, S]`` (a caller that also reads the
         context, e.g. noise steering, encodes once)."""
-        x0 = flow.euler_sample(lambda x, t: self.velocity(x, t, context), noise, self.config.num_steps)
-        return self.to_actions(x0, state)
+        return self.to_actions(self.denoise(context, noise), state)
+
+    def denoise(self, context: Context, noise: torch.Tensor) -> torch.Tensor:
+        """The standardised chunks ``x0 [B, H, A]`` that :meth:`decode` maps to actions: Euler-integrated from
+        ``noise [B, H, A]`` at ``t = 1`` to ``t = 0`` (``config.num_steps`` steps) under the ``context``."""
+        return flow.euler_sample(lambda x, t: self.velocity(x, t, context), noise, self.config.num_steps)
 
     def to_actions(self, x0: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """Standardised chunks ``x0 [B, H, A]`` (the flow's samples) in dataset units, anchored at ``state [B, S]``
