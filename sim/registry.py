@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -88,7 +89,8 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any], task: str) -> Any:
     """A copy of a TaskCfg with ``overrides`` applied to its fields or its ``params``.
 
     A mapping for a dataclass field replaces those of its settings; one for a dict field (``control``) is merged
-    into the task's own, so ``control={"max_step_change": 0.15}`` keeps a task's ``action_scale``.
+    into the task's own, so ``control={"max_step_change": 0.15}`` keeps a task's ``action_scale``; ``rewards``
+    changes the weights (and parameters) of the task's own terms (:func:`override_rewards`).
     """
     fields = {f.name for f in dataclasses.fields(cfg)} - {"params"}
     top = {k: v for k, v in overrides.items() if k in fields}
@@ -101,6 +103,8 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any], task: str) -> Any:
                 raise SimInputError(f"task {task!r}: {key} has no setting {unknown[0]!r}; valid: {sorted(valid)}")
             top[key] = dataclasses.replace(default, **{k: tuple(v) if isinstance(v, list) else v
                                                        for k, v in value.items()})
+        elif key == "rewards" and isinstance(value, Mapping):
+            top[key] = override_rewards(default, value, task)
         elif isinstance(default, dict) and isinstance(value, Mapping):  # control: merged, so a task's own keys stay
             top[key] = {**default, **value}
     params = {k: v for k, v in overrides.items() if k not in fields}
@@ -109,6 +113,32 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any], task: str) -> Any:
         raise SimInputError(f"task {task!r} has no setting {unknown[0]!r}; valid: "
                          f"{sorted(fields | set(cfg.params))}")
     return cfg.replace(params=params, **top)
+
+
+def override_rewards(rewards: Mapping[str, Any], changes: Mapping[str, Any], task: str) -> dict[str, Any]:
+    """``rewards`` (name -> :class:`sim.env.RewardTerm`) with ``changes`` applied: name -> new weight, or
+    name -> ``{weight: w, params: {...}}`` (params merged into the term's own). Unknown names, non-finite weights
+    and unknown parameters are refused; weight 0 keeps the term in the episode logs but out of the reward."""
+    out = dict(rewards)
+    for name, change in changes.items():
+        if name not in rewards:
+            raise SimInputError(f"task {task!r} has no reward term {name!r}; its terms: {sorted(rewards)}. "
+                                "Fix: task.env.rewards={<term>: <weight>} with one of those names")
+        term = rewards[name]
+        change = dict(change) if isinstance(change, Mapping) else {"weight": change}
+        unknown = sorted(set(change) - {"weight", "params"})
+        if unknown:
+            raise SimInputError(f"task {task!r}: reward {name!r} has no setting {unknown[0]!r}; give a weight "
+                                f"({name}: 2.0) or {{weight: ..., params: {{...}}}}")
+        weight = change.get("weight", term.weight)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise SimInputError(f"task {task!r}: reward {name!r} weight {weight!r} must be a finite number")
+        params = dict(change.get("params") or {})
+        if sorted(set(params) - set(term.params)):
+            raise SimInputError(f"task {task!r}: reward {name!r} has no parameter "
+                                f"{sorted(set(params) - set(term.params))[0]!r}; its parameters: {sorted(term.params)}")
+        out[name] = dataclasses.replace(term, weight=float(weight), params={**term.params, **params})
+    return out
 
 
 def make_task_env(env_cls: type, cfg: Any, task: str, num_envs: int, device: str, seed: int,
