@@ -33,7 +33,7 @@ CONDITIONS = {"task pushes (5-8 s, 0.5 m/s)": None, "no pushes": 0.0, "pushes 0.
 
 
 def task_configs() -> dict[str, Any]:
-    """The G1 locomotion tasks these benchmarks evaluate: name -> default :class:`sim.env.TaskCfg`."""
+    """The G1 locomotion tasks these benchmarks evaluate: name -> default :class:`sim.task_cfg.TaskCfg`."""
     from sim.tasks.g1_locomotion import g1_stand_cfg, g1_walk_cfg, with_gait
 
     return {"g1_stand": g1_stand_cfg(), "g1_walk": g1_walk_cfg(), "g1_stand_gait": with_gait(g1_stand_cfg()),

@@ -2,7 +2,7 @@
 
 A factory is ``factory(num_envs, device, seed, **overrides) -> VecEnv``. For tasks built on
 :class:`sim.env.TaskEnv`, :func:`make_task_env` applies overrides to the task's config: a
-:class:`sim.env.TaskCfg` field (``episode_s=2.0``) or an entry of its ``params``
+:class:`sim.task_cfg.TaskCfg` field (``episode_s=2.0``) or an entry of its ``params``
 (``success_radius=0.03``); anything else is refused with the list of valid keys.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from sim.backends import check_backend, mujoco_4_missing
 from sim.errors import SimInputError, UnknownTaskError
+from sim.task_cfg import override_rewards
 from sim.vecenv import VecEnv
 
 _TASKS: dict[str, str] = {}
@@ -113,32 +113,6 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any], task: str) -> Any:
         raise SimInputError(f"task {task!r} has no setting {unknown[0]!r}; valid: "
                          f"{sorted(fields | set(cfg.params))}")
     return cfg.replace(params=params, **top)
-
-
-def override_rewards(rewards: Mapping[str, Any], changes: Mapping[str, Any], task: str) -> dict[str, Any]:
-    """``rewards`` (name -> :class:`sim.env.RewardTerm`) with ``changes`` applied: name -> new weight, or
-    name -> ``{weight: w, params: {...}}`` (params merged into the term's own). Unknown names, non-finite weights
-    and unknown parameters are refused; weight 0 keeps the term in the episode logs but out of the reward."""
-    out = dict(rewards)
-    for name, change in changes.items():
-        if name not in rewards:
-            raise SimInputError(f"task {task!r} has no reward term {name!r}; its terms: {sorted(rewards)}. "
-                                "Fix: task.env.rewards={<term>: <weight>} with one of those names")
-        term = rewards[name]
-        change = dict(change) if isinstance(change, Mapping) else {"weight": change}
-        unknown = sorted(set(change) - {"weight", "params"})
-        if unknown:
-            raise SimInputError(f"task {task!r}: reward {name!r} has no setting {unknown[0]!r}; give a weight "
-                                f"({name}: 2.0) or {{weight: ..., params: {{...}}}}")
-        weight = change.get("weight", term.weight)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
-            raise SimInputError(f"task {task!r}: reward {name!r} weight {weight!r} must be a finite number")
-        params = dict(change.get("params") or {})
-        if sorted(set(params) - set(term.params)):
-            raise SimInputError(f"task {task!r}: reward {name!r} has no parameter "
-                                f"{sorted(set(params) - set(term.params))[0]!r}; its parameters: {sorted(term.params)}")
-        out[name] = dataclasses.replace(term, weight=float(weight), params={**term.params, **params})
-    return out
 
 
 def make_task_env(env_cls: type, cfg: Any, task: str, num_envs: int, device: str, seed: int,

@@ -10,9 +10,9 @@ import torch
 
 import sim
 from sim.control import override_control
-from sim.env import TaskCfg
 from sim.math import clip_norm, dls_step
 from sim.robots import load_robot
+from sim.task_cfg import TaskCfg
 from sim.tasks.panda_reach import panda_reach_cfg
 
 

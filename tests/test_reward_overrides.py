@@ -8,7 +8,7 @@ import torch
 import sim
 from robot_rl.compose import compose
 from sim.errors import SimInputError
-from sim.registry import override_rewards
+from sim.task_cfg import override_rewards
 from sim.tasks.so101_reach import so101_reach_cfg
 
 

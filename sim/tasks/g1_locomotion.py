@@ -25,10 +25,11 @@ import mujoco
 import numpy as np
 import torch
 
-from sim.env import ObsTerm, RewardTerm, TaskCfg, TaskEnv
+from sim.env import TaskEnv
 from sim.randomization import DomainRandCfg
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
+from sim.task_cfg import ObsTerm, RewardTerm, TaskCfg
 from sim.tasks import g1_terms, terms
 
 ROBOT = "unitree_g1"

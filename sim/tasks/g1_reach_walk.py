@@ -15,9 +15,9 @@ import mujoco
 import numpy as np
 import torch
 
-from sim.env import ObsTerm, RewardTerm, TaskCfg
 from sim.math import quat_rotate, quat_rotate_inverse
 from sim.registry import make_task_env
+from sim.task_cfg import ObsTerm, RewardTerm, TaskCfg
 from sim.tasks import g1_locomotion as loco
 
 TARGET_BODY = "hand_target"

@@ -16,8 +16,8 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from sim.env import RewardTerm, TaskCfg
 from sim.registry import make_task_env
+from sim.task_cfg import RewardTerm, TaskCfg
 from sim.tasks import terms
 from sim.tasks.so101_reach import ReachEnv, add_target_marker, reach_observations, reach_rewards, reached
 

@@ -26,10 +26,11 @@ import mujoco
 import numpy as np
 import torch
 
-from sim.env import ObsTerm, RewardTerm, TaskCfg, TaskEnv
+from sim.env import TaskEnv
 from sim.math import clip_norm, dls_step, quat_from_yaw, quat_rotate, yaw_from_quat
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
+from sim.task_cfg import ObsTerm, RewardTerm, TaskCfg
 from sim.tasks import terms
 
 CUBE = "cube"

@@ -20,10 +20,11 @@ import math
 import mujoco
 import torch
 
-from sim.env import ObsTerm, RewardTerm, TaskCfg, TaskEnv
+from sim.env import TaskEnv
 from sim.math import quat_from_yaw
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
+from sim.task_cfg import ObsTerm, RewardTerm, TaskCfg
 from sim.tasks.lang import COLOURS, InstructedTask, InstructionSet, add_cameras, draw_separated, target_one_hot
 from sim.tasks.so101_lift import GRIPPER, replace_jaw_hulls, scripted_expert, so101_lift_cfg
 

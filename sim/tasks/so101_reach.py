@@ -13,11 +13,12 @@ import mujoco
 import numpy as np
 import torch
 
-from sim.env import ObsTerm, RewardTerm, TaskCfg, TaskEnv
+from sim.env import TaskEnv
 from sim.math import clip_norm, dls_step
 from sim.randomization import DomainRandCfg
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
+from sim.task_cfg import ObsTerm, RewardTerm, TaskCfg
 from sim.tasks import terms
 
 TARGET_BODY = "target"

@@ -17,9 +17,9 @@ from __future__ import annotations
 import mujoco
 import torch
 
-from sim.env import ObsTerm, TaskCfg
 from sim.registry import make_task_env
 from sim.robots import add_floor_and_light
+from sim.task_cfg import ObsTerm, TaskCfg
 from sim.tasks import terms
 from sim.tasks.lang import (
     COLOURS,
