@@ -125,6 +125,7 @@ class TaskEnv(VecEnv):
         """Camera observation groups (uint8 ``[N, 3, H, W]``, RGB), by group name; empty without cameras (or
         ``camera_obs`` off)."""
         self.cameras = cfg.cameras
+        self.image_size = size if cfg.cameras else 0
         self._camera = None
         if cfg.cameras:
             from sim.render import CameraGroup  # GL only for a task built with cameras

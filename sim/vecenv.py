@@ -74,6 +74,8 @@ class VecEnv(abc.ABC):
     (episodes that ran to the time limit) only where it can."""
     cameras: tuple[str, ...] = ()
     """Cameras :meth:`camera_images` renders (the task's ``cameras`` setting)."""
+    image_size: int = 0
+    """Side (pixels) of the square images :meth:`camera_images` renders; 0 without cameras."""
     has_instructions: bool = False
     """Whether each env carries a language instruction (:meth:`instructions`; the language tasks)."""
 

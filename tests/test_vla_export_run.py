@@ -1,5 +1,9 @@
 """A trained agent=vla run exports as a VLA artifact (`robot-rl export <run>` and the end of `robot-rl train`) that
-the torch-free runtime plays exactly as the run's torch policy does, and that `robot-rl deploy check` accepts."""
+the torch-free runtime plays exactly as the run's torch policy does, and that `robot-rl deploy check` accepts.
+
+The run trains on a dataset whose front camera is 48x80 (recorded at 32x32, stretched: tests/stretched_dataset.py)
+with ``agent.image_size=32``, as a user's camera of another shape would: the artifact takes 32x32 images and says
+``vla.resize: nearest``, so the node resamples the camera's 48x80 images as training did."""
 
 from __future__ import annotations
 
@@ -10,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from stretched_dataset import stretched_copy
 
 from robot_rl.compose import compose
 from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.deploy.actions import to_targets
 from robot_rl.deploy.artifact import load_meta
-from robot_rl.deploy.vla_runtime import VLARuntime
+from robot_rl.deploy.vla_runtime import VLARuntime, resize_nearest
 from robot_rl.train.run_loading import open_run
 from robot_rl.train.runner import Runner
 
@@ -29,11 +34,12 @@ TINY = ["agent=vla", "task=so101_reach_lang", "task.env.cameras=[front]", "task.
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
-    """Five gradient steps on 3 recorded episodes, exported at the end of training."""
+    """Five gradient steps on 3 recorded episodes (front camera stretched to 48x80), exported at the end of training."""
     root = tmp_path_factory.mktemp("vla_export")
     record("so101_reach_lang", expert_policy, root / "demos", 3, None, num_envs=3, seed=0,
            overrides={"episode_s": 1.0, "cameras": ["front"], "image_size": 32})
-    Runner(compose([*TINY, f"agent.dataset={root / 'demos'}"]), root / "run").learn()
+    stretched_copy(root / "demos", root / "wide", 48, 80)
+    Runner(compose([*TINY, f"agent.dataset={root / 'wide'}", "agent.image_size=32"]), root / "run").learn()
     return root / "run"
 
 
@@ -54,6 +60,17 @@ def test_train_exports_a_vla_artifact_the_runtime_plays_like_torch(run: Path) ->
     chunk = policy.act({"front": torch.from_numpy(image)[None]}, [text], torch.tensor(state, dtype=torch.float32)[None])
     want = to_targets(meta.action, chunk[0].double().numpy())
     np.testing.assert_allclose(ours, want, atol=1e-4)
+
+
+def test_the_artifact_resamples_camera_sized_images_as_training_did(run: Path) -> None:
+    meta = load_meta(run / "policy")
+    assert meta.vla.resize == "nearest"
+    runtime = VLARuntime(run / "policy")
+    camera = np.random.default_rng(1).integers(0, 256, (3, 48, 80), dtype=np.uint8)  # what the 48x80 camera sends
+    state = np.asarray(meta.default_joint_pos)
+    np.testing.assert_allclose(runtime.infer({"front": camera}, "reach the red target", state),
+                               runtime.infer({"front": resize_nearest(camera, 32, 32)}, "reach the red target", state),
+                               atol=1e-6)
 
 
 def test_the_artifact_plays_in_sim_as_the_runs_torch_policy_does(run: Path) -> None:
@@ -100,8 +117,8 @@ def test_the_run_still_exports_after_its_dataset_moves(run: Path, tmp_path: Path
     """The run kept its dataset's description (features, task strings): export needs no frames."""
     kept = run / "dataset_meta" / "meta"
     assert (kept / "info.json").is_file() and (kept / "tasks.parquet").is_file()
-    dataset = run.parent / "demos"
-    moved = dataset.rename(run.parent / "demos_moved")
+    dataset = run.parent / "wide"
+    moved = dataset.rename(run.parent / "wide_moved")
     try:
         out = tmp_path / "policy"
         done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "export", str(run), "--out", str(out)],

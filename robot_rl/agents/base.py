@@ -55,6 +55,7 @@ class EnvSpec:
             what a VLA reads of envs ``rows`` now (cameras rendered on the call, the instructions, the joints): for
             agents that act from cameras and instructions while collecting (``agent=vla_rl``); None where the env
             has no instructions or renders no camera.
+        image_size: side (pixels) of the square camera images the env renders (``VecEnv.image_size``); 0: none.
     """
 
     num_envs: int
@@ -70,6 +71,7 @@ class EnvSpec:
     image_position: Callable[[torch.Tensor, str], torch.Tensor] | None = None
     site_positions: Callable[[torch.Tensor, str], torch.Tensor] | None = None
     vla_inputs: Callable[[torch.Tensor], tuple[dict[str, torch.Tensor], list[str], torch.Tensor]] | None = None
+    image_size: int = 0
 
     @classmethod
     def from_env(cls, env: Any) -> EnvSpec:
@@ -89,6 +91,7 @@ class EnvSpec:
             image_position=env.image_position if cameras else None,
             site_positions=getattr(env, "site_positions", None),
             vla_inputs=_vla_inputs(env) if env.has_instructions and getattr(env, "cameras", None) else None,
+            image_size=int(getattr(env, "image_size", 0)),
         )
 
     @property

@@ -57,6 +57,12 @@ class VLAAgentConfig(AgentConfig):
             ``image_keypoints`` tokens per camera, 4 when 0; the frozen features of the dataset's frames are computed
             once at the first update; no ``image_shift``). docs/vla.md says which to pick.
         cameras: the dataset's cameras the policy sees, in this order.
+        image_size: 0 (default): the policy sees the dataset's frames as they are (square, every camera the same
+            size). N: every frame of every camera is resampled to N x N at load, by the deploy runtime's nearest-pixel
+            rule (:func:`~robot_rl.deploy.vla_runtime.resize_nearest`), so a dataset from a 480x640 camera trains a
+            64x64 policy (``agent.image_size=64``) and only N x N frames are kept in memory; the export then says
+            ``vla.resize: nearest`` and the node resamples the camera's images the same way. Evaluation in sim
+            renders at N (``task.env.image_size=N``).
         chunk_len: H, actions per chunk.
         execute_len: actions of each chunk played open loop before the next query (evaluation and export).
         execution: ``open_loop`` (a query every ``execute_len`` steps) or ``temporal_ensemble`` (a query every step,
@@ -133,6 +139,7 @@ class VLAAgentConfig(AgentConfig):
     width: int = 0
     image_encoder: str = "conv"
     cameras: list[str] = field(default_factory=lambda: ["front", "wrist"])
+    image_size: int = 0
     chunk_len: int = 16
     execute_len: int = 8
     execution: str = "open_loop"
@@ -174,7 +181,7 @@ class VLAAgentConfig(AgentConfig):
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
               at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift", "width",
-                          "expert_updates"),
+                          "expert_updates", "image_size"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES, "film_stride": (2, 4),
                        "film_kernel": (1, 3, 5), "action_expert": ("transformer", "mlp"), "execution": CHUNK_MODES,
                        "image_encoder": ("conv", "efficientnet_lite0", "efficientnet_lite0_film")})
@@ -280,12 +287,13 @@ class VLAAgent(Agent):
         if action_dim != env.action_dim:
             raise InputError(f"the dataset's actions have {action_dim} dims, the env's {env.action_dim}",
                              file=root, key="agent.dataset", fix="train on the task the dataset was recorded in")
-        height, width, _ = features[IMAGES_PREFIX + cfg.cameras[0]].shape
+        image_size = self.training_image_size(root, features, env)
         self.instructions = tuple(dict.fromkeys([*tasks, *env.instructions]))
         """Every instruction the policy accepts: the dataset's task strings, then the task's table."""
         self.tokenizer = InstructionTokenizer.train(self.instructions, cfg.vocab_size)
         sizes = {"chunk_len": cfg.chunk_len, "max_text_len": cfg.max_text_len, "cameras": tuple(cfg.cameras),
-                 "image_encoder": cfg.image_encoder, "image_size": int(height), "num_steps": cfg.flow_steps,
+                 "image_encoder": cfg.image_encoder, "image_size": image_size, "num_steps": cfg.flow_steps,
+                 "frame_resize": "nearest" if cfg.image_size else "none",
                  "global_condition": cfg.global_condition, "condition_text": cfg.condition_text,
                  "film_stride": cfg.film_stride, "film_kernel": cfg.film_kernel, "action_expert": cfg.action_expert}
         if cfg.image_grid:
@@ -297,9 +305,6 @@ class VLAAgent(Agent):
         preset = VLAConfig.cpu if cfg.size == "cpu" else VLAConfig.gpu
         self.model_config = preset(features[cfg.state_key].shape[0], action_dim, self.tokenizer.vocab_size,
                                    **sizes)
-        if height != width:
-            raise InputError("VLA images must be square", file=root, key=IMAGES_PREFIX + cfg.cameras[0],
-                             value=[height, width], fix="record with a square task.env.image_size")
         self.model = VLA(self.model_config).to(self.device)
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=cfg.lr,
                                            weight_decay=cfg.weight_decay)
@@ -317,6 +322,26 @@ class VLAAgent(Agent):
         """``agent.updates`` gradient steps, then ``agent.expert_updates``."""
         return self.cfg.updates + self.cfg.expert_updates
 
+    def training_image_size(self, root: Any, features: dict, env: EnvSpec) -> int:
+        """The square size the policy sees: ``agent.image_size``, or the dataset's frames (square, one size), checked
+        against the size the task env renders its cameras at (in-sim evaluation)."""
+        cfg = self.cfg
+        shapes = {cam: tuple(features[IMAGES_PREFIX + cam].shape[:2]) for cam in cfg.cameras}
+        size = cfg.image_size
+        if not size:
+            (height, width), *_ = shapes.values()
+            if height != width or len(set(shapes.values())) > 1:
+                raise InputError("VLA images must be square and every camera the same size", file=root,
+                                 key="agent.cameras", value={cam: list(hw) for cam, hw in shapes.items()},
+                                 fix=f"agent.image_size={min(64, height, width)} (every frame resampled to that square "
+                                     "at load), or record with a square task.env.image_size")
+            size = height
+        if env.image_size and env.image_size != size:
+            raise InputError(f"the policy sees {size}x{size} images, the task env renders {env.image_size}x"
+                             f"{env.image_size}", key="task.env.image_size", value=env.image_size,
+                             fix=f"task.env.image_size={size}")
+        return int(size)
+
     def load_batches(self) -> Any:
         """The dataset as :class:`~robot_rl.data.vla_batches.VLABatches`, as training reads it (frozen features
         cached where the image encoder has them, frame weights set); before the first update, also sets the model's
@@ -326,7 +351,8 @@ class VLAAgent(Agent):
         cfg, cameras = self.cfg, tuple(self.cfg.cameras)
         points = cfg.supervised_keypoints()
         batches = VLABatches(cfg.dataset, self.tokenizer, cfg.chunk_len, cfg.max_text_len, cameras,
-                             state_key=cfg.state_key, target_key=cfg.target_key if cfg.target_keypoint else None,
+                             image_size=cfg.image_size or None, state_key=cfg.state_key,
+                             target_key=cfg.target_key if cfg.target_keypoint else None,
                              target_map=self.keypoint_targets if points else None)
         if self.num_updates == 0:  # a resumed model has the stats in its buffers already
             if self.cfg.relative_actions:

@@ -2,7 +2,8 @@
 
 The dataset needs camera features ``observation.images.<camera>`` (video or image) and task strings
 (``robot-rl record`` of a language task stores each episode's instruction). At load every frame of every
-chosen camera is decoded once into memory (uint8, ``3*H*W`` bytes per frame and camera), every task
+chosen camera is decoded once into memory (uint8, ``3*H*W`` bytes per frame and camera; with ``image_size``
+resampled one episode at a time to ``image_size`` square, so only those bytes are kept), every task
 string is tokenised once, and each frame's action chunk rows are resolved with LeRobot's window rule
 (:func:`robot_rl.data.lerobot.windows.window`: steps past the episode end repeat its last action and are
 flagged in ``action_is_pad``).
@@ -28,7 +29,8 @@ class VLABatches:
     """Frames of a LeRobot dataset as VLA batches (see :meth:`batch` for the keys and shapes)."""
 
     def __init__(self, root: str | Path, tokenizer: InstructionTokenizer, chunk_len: int, max_text_len: int,
-                 cameras: tuple[str, ...] | None = None, state_key: str = "observation.state",
+                 cameras: tuple[str, ...] | None = None, image_size: int | None = None,
+                 state_key: str = "observation.state",
                  action_key: str = "action.policy", target_key: str | None = None,
                  target_map: Callable[[torch.Tensor | None, torch.Tensor], torch.Tensor] | None = None) -> None:
         """Load ``root``.
@@ -38,6 +40,8 @@ class VLABatches:
             chunk_len: H, actions per chunk.
             max_text_len: L, tokens kept per instruction.
             cameras: camera names (``front`` for ``observation.images.front``); None: all the dataset has.
+            image_size: resample every frame to ``image_size`` square (the deploy runtime's nearest-pixel rule,
+                :func:`~robot_rl.deploy.vla_runtime.resize_nearest`); None: keep the dataset's size.
             state_key: the state feature ``[S]``.
             action_key: the action feature ``[A]`` (``action.policy``: the env's action in [-1, 1];
                 ``action``: the actuator targets).
@@ -70,7 +74,8 @@ class VLABatches:
         if target_map is not None:
             self.target = target_map(self.target, self.state)
         self.action = torch.tensor(ds.column(action_key), dtype=torch.float32)  # [N, A]
-        self.images = {cam: self._decode(ds, IMAGES_PREFIX + cam) for cam in self.cameras}  # uint8 [N, 3, H, W]
+        self.images = {cam: self._decode(ds, IMAGES_PREFIX + cam, image_size)  # uint8 [N, 3, H, W]
+                       for cam in self.cameras}
         self.texts = list(ds.tasks)
         self.tokens, self.token_mask = tokenizer.encode(self.texts, max_text_len)  # [num_tasks, L]
         self.task_index = torch.tensor(ds.column("task_index"), dtype=torch.long)
@@ -91,14 +96,20 @@ class VLABatches:
         """``[N, C, K, 2]`` after :meth:`cache_keypoints`: batches then carry these, not images or features."""
 
     @staticmethod
-    def _decode(ds: LeRobotDataset, key: str) -> torch.Tensor:
-        """Every frame of camera ``key``, uint8 ``[N, 3, H, W]`` in global row order."""
+    def _decode(ds: LeRobotDataset, key: str, image_size: int | None) -> torch.Tensor:
+        """Every frame of camera ``key``, uint8 ``[N, 3, H, W]`` in global row order (``H = W = image_size`` if given,
+        each episode resampled as it is decoded)."""
+        from robot_rl.deploy.vla_runtime import resize_nearest
+
         height, width, _ = ds.features[key].shape
-        out = np.empty((len(ds), height, width, 3), dtype=np.uint8)
+        if image_size:
+            height = width = image_size
+        out = np.empty((len(ds), 3, height, width), dtype=np.uint8)
         for e in range(ds.num_episodes):
             start, stop = ds.episode_range(e)
-            out[start:stop] = ds.episode_frames(e, key)
-        return torch.from_numpy(out).permute(0, 3, 1, 2)
+            frames = ds.episode_frames(e, key).transpose(0, 3, 1, 2)  # [T, 3, h, w]
+            out[start:stop] = resize_nearest(frames, height, width) if image_size else frames
+        return torch.from_numpy(out)
 
     def __len__(self) -> int:
         """Number of frames."""

@@ -26,11 +26,12 @@ log = logging.getLogger(__name__)
 
 
 def resize_nearest(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """uint8 ``[3, height, width]`` of ``image [3, h, w]``, each pixel the nearest source pixel (centre aligned)."""
-    h, w = image.shape[1:]
+    """``[..., height, width]`` of ``image [..., h, w]`` (e.g. uint8 ``[3, h, w]`` or ``[T, 3, h, w]``), each pixel the
+    nearest source pixel (centre aligned). The one resampling rule of training (``agent.image_size``) and the node."""
+    h, w = image.shape[-2:]
     rows = np.minimum(((np.arange(height) + 0.5) * h / height).astype(np.int64), h - 1)
     cols = np.minimum(((np.arange(width) + 0.5) * w / width).astype(np.int64), w - 1)
-    return image[:, rows[:, None], cols[None, :]]
+    return image[..., rows[:, None], cols[None, :]]
 
 
 class VLARuntime:

@@ -80,5 +80,6 @@ def export_vla_run(agent: Agent, env: TaskEnv, out_dir: str | Path, cfg: TrainCo
     size = policy.model.config.image_size  # the training images' (square) size
     meta = make_vla_meta(policy, robot.name, robot.joint_names, [j.default for j in robot.joints], action,
                          robot.control.policy_hz, (size, size), chunk_execution=execution, task=cfg.task.name,
+                         resize=policy.model.config.frame_resize,
                          training=training, config=train_config_to_dict(cfg))
     return export_vla_policy(policy, meta, out_dir)

@@ -99,6 +99,10 @@ class VLAConfig:
     """``action_expert=mlp``: width of its residual stream (:class:`MLPExpert`, three blocks)."""
     num_steps: int = 10
     """Euler steps of :meth:`VLA.sample` (LeRobot's default for SmolVLA)."""
+    frame_resize: str = "none"
+    """How the training frames reached ``image_size``: ``none`` (they were that size) or ``nearest`` (resampled by
+    :func:`robot_rl.deploy.vla_runtime.resize_nearest`; the export lets the node resample camera images the same way,
+    policy.yaml ``vla.resize``)."""
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
@@ -112,6 +116,8 @@ class VLAConfig:
         check_film_head(self.film_stride, self.film_kernel)
         if self.image_encoder == "efficientnet_lite0_film" and self.image_keypoints < 1:
             raise ValueError("image_encoder 'efficientnet_lite0_film' needs image_keypoints >= 1")
+        if self.frame_resize not in ("none", "nearest"):
+            raise ValueError(f"frame_resize {self.frame_resize!r}: use 'none' or 'nearest'")
         if self.action_expert not in ACTION_EXPERTS:
             raise ValueError(f"action_expert {self.action_expert!r}: use one of {ACTION_EXPERTS}")
         if self.action_expert == "mlp" and not self.global_condition:
