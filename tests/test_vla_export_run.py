@@ -1,7 +1,7 @@
 """A trained agent=vla run exports as a VLA artifact (`robot-rl export <run>` and the end of `robot-rl train`) that
 the torch-free runtime plays exactly as the run's torch policy does, and that `robot-rl deploy check` accepts.
 
-The run trains on a dataset whose front camera is 48x80 (recorded at 32x32, stretched: tests/stretched_dataset.py)
+The run trains on a dataset whose front camera is 48x80 (recorded at 32x32, stretched: tests/vla_tiny.py)
 with ``agent.image_size=32``, as a user's camera of another shape would: the artifact takes 32x32 images and says
 ``vla.resize: nearest``, so the node resamples the camera's 48x80 images as training did."""
 
@@ -14,10 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from stretched_dataset import stretched_copy
+from vla_tiny import TINY_VLA, record_wide
 
 from robot_rl.compose import compose
-from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.deploy.actions import to_targets
 from robot_rl.deploy.artifact import load_meta
 from robot_rl.deploy.vla_runtime import VLARuntime, resize_nearest
@@ -26,20 +25,14 @@ from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.render
 
-TINY = ["agent=vla", "task=so101_reach_lang", "task.env.cameras=[front]", "task.env.image_size=32",
-        "task.env.camera_obs=false", "+task.env.episode_s=1.0", "task.num_envs=2", "agent.cameras=[front]",
-        "agent.chunk_len=4", "agent.execute_len=2", "agent.batch_size=8", "agent.warmup_updates=0",
-        "agent.updates=5", "eval_episodes=0", "export_formats=[onnx]", "sim.num_threads=1", "logger=none"]
+TINY = [*TINY_VLA, "agent.updates=5", "export_formats=[onnx]"]
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     """Five gradient steps on 3 recorded episodes (front camera stretched to 48x80), exported at the end of training."""
     root = tmp_path_factory.mktemp("vla_export")
-    record("so101_reach_lang", expert_policy, root / "demos", 3, None, num_envs=3, seed=0,
-           overrides={"episode_s": 1.0, "cameras": ["front"], "image_size": 32})
-    stretched_copy(root / "demos", root / "wide", 48, 80)
-    Runner(compose([*TINY, f"agent.dataset={root / 'wide'}", "agent.image_size=32"]), root / "run").learn()
+    Runner(compose([*TINY, f"agent.dataset={record_wide(root)}", "agent.image_size=32"]), root / "run").learn()
     return root / "run"
 
 

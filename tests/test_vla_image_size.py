@@ -2,7 +2,7 @@
 by the deploy runtime's own rule; without it such a dataset is refused naming the fix.
 
 The non-square dataset is a real LeRobot v3 dataset written by our writer: a recorded so101_reach_lang dataset
-(front camera, 32x32) whose frames are stretched to 48x80 (tests/stretched_dataset.py). The export of such a run
+(front camera, 32x32) whose frames are stretched to 48x80 (tests/vla_tiny.py). The export of such a run
 (``vla.resize: nearest``, camera-sized images at the node) is tested in tests/test_vla_export_run.py, whose run is
 trained on the same kind of dataset.
 """
@@ -14,12 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from stretched_dataset import FRONT, stretched_copy
+from vla_tiny import FRONT, TINY_VLA, record_wide
 
 from robot_rl.compose import compose
 from robot_rl.data.lerobot import LeRobotDataset
 from robot_rl.data.vla_batches import VLABatches
-from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.deploy.vla_runtime import resize_nearest
 from robot_rl.errors import InputError
 from robot_rl.models.vla import InstructionTokenizer
@@ -27,18 +26,12 @@ from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.render
 
-TINY = ["agent=vla", "task=so101_reach_lang", "task.env.cameras=[front]", "task.env.image_size=32",
-        "task.env.camera_obs=false", "+task.env.episode_s=1.0", "task.num_envs=2", "agent.cameras=[front]",
-        "agent.chunk_len=4", "agent.execute_len=2", "agent.batch_size=8", "agent.warmup_updates=0",
-        "agent.updates=3", "eval_episodes=0", "export_formats=[]", "sim.num_threads=1", "logger=none"]
+TINY = [*TINY_VLA, "agent.updates=3", "export_formats=[]"]
 
 
 @pytest.fixture(scope="module")
 def wide(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("vla_image_size")
-    record("so101_reach_lang", expert_policy, root / "demos", 3, None, num_envs=3, seed=0,
-           overrides={"episode_s": 1.0, "cameras": ["front"], "image_size": 32})
-    return stretched_copy(root / "demos", root / "wide", 48, 80)
+    return record_wide(tmp_path_factory.mktemp("vla_image_size"))
 
 
 def test_resize_nearest_of_a_batch_is_each_frame_resized_by_hand():
