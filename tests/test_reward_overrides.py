@@ -54,6 +54,7 @@ def test_bad_reward_overrides_name_the_term_and_the_fix(change, message):
         sim.make_env("so101_reach", 1, rewards=change)
 
 
+@pytest.mark.robot_assets("unitree_g1")
 def test_reward_weights_compose_from_the_command_line():
     cfg = compose(["task=g1_walk_gait", "+task.env.rewards={feet_air_time:0.0,track_lin_vel_xy:2.0}", "logger=none"])
     env = sim.make_env(cfg.task.name, 1, **dict(cfg.task.env))
