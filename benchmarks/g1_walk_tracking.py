@@ -41,18 +41,23 @@ PUSHES = {"no pushes": None, "pushes 0.5 m/s (5-8 s)": ((5.0, 8.0), 0.5)}
 
 @dataclasses.dataclass
 class Tracking:
-    """Sums over the control steps of each env's first episode (envs ``[N]``)."""
+    """Sums over the control steps of each env's first episode (envs ``[N]``; per axis vx, vy, yaw rate ``[N, 3]``)."""
 
     lin_error: torch.Tensor
     yaw_error: torch.Tensor
     lin_still: torch.Tensor
     yaw_still: torch.Tensor
     steps: torch.Tensor
+    commanded: torch.Tensor
+    measured: torch.Tensor
+    commanded_sq: torch.Tensor
+    product: torch.Tensor
 
     @classmethod
     def zeros(cls, n: int) -> Tracking:
         """Empty sums for ``n`` envs."""
-        return cls(*(torch.zeros(n, dtype=torch.float64) for _ in range(5)))
+        return cls(*(torch.zeros(n, dtype=torch.float64) for _ in range(5)),
+                   *(torch.zeros(n, 3, dtype=torch.float64) for _ in range(4)))
 
     def add(self, live: torch.Tensor, command: torch.Tensor, lin_vel_xy: torch.Tensor, yaw_rate: torch.Tensor) -> None:
         """One control step: ``live [N]`` bool (the env is still in its first episode), ``command [N, 3]`` (vx, vy,
@@ -63,13 +68,24 @@ class Tracking:
         self.lin_still += w * torch.linalg.norm(command[:, :2], dim=1).double()
         self.yaw_still += w * command[:, 2].abs().double()
         self.steps += w
+        cmd, got = command.double(), torch.cat([lin_vel_xy, yaw_rate[:, None]], dim=1).double()
+        self.commanded += w[:, None] * cmd
+        self.measured += w[:, None] * got
+        self.commanded_sq += w[:, None] * cmd**2
+        self.product += w[:, None] * cmd * got
 
     def summary(self) -> dict[str, float]:
-        """Step-weighted means over every env's steps (m/s, rad/s)."""
+        """Step-weighted means over every env's steps (m/s, rad/s), the mean measured yaw rate (a policy that turns
+        one way whatever the command shows here), and per axis the least-squares slope of the measured velocity on
+        the commanded one (1: follows the command, 0: ignores it)."""
         n = float(self.steps.sum())
+        c, m, cc, cm = (x.sum(dim=0) for x in (self.commanded, self.measured, self.commanded_sq, self.product))
+        slope = (n * cm - c * m) / (n * cc - c**2)
         return {"lin_vel_error": float(self.lin_error.sum()) / n, "yaw_rate_error": float(self.yaw_error.sum()) / n,
                 "lin_vel_error_standing_still": float(self.lin_still.sum()) / n,
-                "yaw_rate_error_standing_still": float(self.yaw_still.sum()) / n, "steps": int(n)}
+                "yaw_rate_error_standing_still": float(self.yaw_still.sum()) / n, "steps": int(n),
+                "yaw_rate_mean": float(m[2]) / n,
+                "slope_vx": float(slope[0]), "slope_vy": float(slope[1]), "slope_yaw_rate": float(slope[2])}
 
 
 def evaluate_tracking(artifact: Path, episodes: int, seed: int, pushes: tuple | None,
@@ -124,7 +140,9 @@ def main(argv: list[str]) -> int:
         print(f"{name}: survival {100 * row['survival_rate']:.1f}% [95% CI {100 * lo:.1f}-{100 * hi:.1f}] of "
               f"{row['episodes']} episodes; |v_xy error| {row['lin_vel_error']:.3f} m/s (standing still: "
               f"{row['lin_vel_error_standing_still']:.3f}), |yaw rate error| {row['yaw_rate_error']:.3f} rad/s "
-              f"(standing still: {row['yaw_rate_error_standing_still']:.3f})", flush=True)
+              f"(standing still: {row['yaw_rate_error_standing_still']:.3f}); measured on commanded slope vx "
+              f"{row['slope_vx']:.2f}, vy {row['slope_vy']:.2f}, yaw rate {row['slope_yaw_rate']:.2f}; mean yaw rate "
+              f"{row['yaw_rate_mean']:+.2f} rad/s", flush=True)
         rows.append({"condition": name, "task": task, "control": control, **row})
     metrics = args.run / "metrics.jsonl"
     curve = curve_rows(metrics) if metrics.is_file() else []

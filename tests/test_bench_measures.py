@@ -139,6 +139,15 @@ def test_g1_walk_tracking_sums_only_live_steps_against_hand_values() -> None:
     assert s["lin_vel_error"] == pytest.approx(0.3 / 3) and s["yaw_rate_error"] == pytest.approx(0.4 / 3)
     assert s["lin_vel_error_standing_still"] == pytest.approx((0.5 + 0.5 + 1.0) / 3)
     assert s["yaw_rate_error_standing_still"] == pytest.approx((0.5 + 0.5 + 0.2) / 3)
+    assert s["yaw_rate_mean"] == pytest.approx((0.1 + 0.5 - 0.2) / 3)
+    # pairs (commanded, measured) counted: vx (0.3, 0.0), (0.3, 0.3), (1.0, 1.0): slope by hand
+    c, m = torch.tensor([0.3, 0.3, 1.0]), torch.tensor([0.0, 0.3, 1.0])
+    want = float(((c - c.mean()) * (m - m.mean())).sum() / ((c - c.mean()) ** 2).sum())
+    assert s["slope_vx"] == pytest.approx(want)
+    # yaw (0.5, 0.1), (0.5, 0.5), (-0.2, -0.2): slope by hand
+    c, m = torch.tensor([0.5, 0.5, -0.2]), torch.tensor([0.1, 0.5, -0.2])
+    assert s["slope_yaw_rate"] == pytest.approx(float(((c - c.mean()) * (m - m.mean())).sum()
+                                                       / ((c - c.mean()) ** 2).sum()))
 
 
 @pytest.mark.robot_assets("unitree_g1")
