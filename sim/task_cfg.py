@@ -110,7 +110,7 @@ def compose_edits(*edits: SpecEdit | None) -> SpecEdit:
     return edit
 
 
-def override_rewards(rewards: Mapping[str, Any], changes: Mapping[str, Any], task: str) -> dict[str, Any]:
+def override_rewards(rewards: Mapping[str, RewardTerm], changes: Mapping[str, Any], task: str) -> dict[str, RewardTerm]:
     """``rewards`` (name -> :class:`RewardTerm`) with ``changes`` applied: name -> new weight, or
     name -> ``{weight: w, params: {...}}`` (params merged into the term's own). Unknown names, non-finite weights
     and unknown parameters are refused; weight 0 keeps the term in the episode logs but out of the reward."""
@@ -129,8 +129,9 @@ def override_rewards(rewards: Mapping[str, Any], changes: Mapping[str, Any], tas
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
             raise SimInputError(f"task {task!r}: reward {name!r} weight {weight!r} must be a finite number")
         params = dict(change.get("params") or {})
-        if sorted(set(params) - set(term.params)):
-            raise SimInputError(f"task {task!r}: reward {name!r} has no parameter "
-                                f"{sorted(set(params) - set(term.params))[0]!r}; its parameters: {sorted(term.params)}")
+        unknown = sorted(set(params) - set(term.params))
+        if unknown:
+            raise SimInputError(f"task {task!r}: reward {name!r} has no parameter {unknown[0]!r}; its parameters: "
+                                f"{sorted(term.params)}")
         out[name] = dataclasses.replace(term, weight=float(weight), params={**term.params, **params})
     return out
