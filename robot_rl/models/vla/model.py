@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from robot_rl.deploy.vla_schema import RESIZE_RULES
 from robot_rl.models.vla import flow
 from robot_rl.models.vla.encoders import (
     ConvImageEncoder,
@@ -116,8 +117,8 @@ class VLAConfig:
         check_film_head(self.film_stride, self.film_kernel)
         if self.image_encoder == "efficientnet_lite0_film" and self.image_keypoints < 1:
             raise ValueError("image_encoder 'efficientnet_lite0_film' needs image_keypoints >= 1")
-        if self.frame_resize not in ("none", "nearest"):
-            raise ValueError(f"frame_resize {self.frame_resize!r}: use 'none' or 'nearest'")
+        if self.frame_resize not in RESIZE_RULES:
+            raise ValueError(f"frame_resize {self.frame_resize!r}: use one of {RESIZE_RULES} (policy.yaml vla.resize)")
         if self.action_expert not in ACTION_EXPERTS:
             raise ValueError(f"action_expert {self.action_expert!r}: use one of {ACTION_EXPERTS}")
         if self.action_expert == "mlp" and not self.global_condition:
