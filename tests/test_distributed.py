@@ -1,6 +1,8 @@
 """Data-parallel training (robot_rl.distributed) with gloo on 2 CPU processes.
 
-Each test forks 2 ranks that join a real gloo process group; a rank's failed assertion fails the test.
+Each test spawns 2 ranks that join a real gloo process group; a rank's failed assertion fails the test.
+The ranks are spawned, not forked: a fork copies the parent's threads' locks mid-use (pytest's, tqdm's monitor,
+torch's pools), and a forked rank once hung in CI until the 600 s timeout.
 Checked: the optimiser hook averages gradients (hand values), the normaliser pools both ranks' batches
 (exact moments), PPO and SAC runners keep identical parameters across ranks while their envs differ,
 and only rank 0 writes files. The ``slow`` test runs ``robot-rl train distributed.nproc=2`` end to end.
@@ -51,8 +53,8 @@ def _rank_main(rank: int, port: int, body, args: tuple) -> None:
 
 
 def _run(body, *args) -> None:
-    """Run ``body(rank, *args)`` on 2 forked gloo ranks; raises if a rank fails."""
-    mp.start_processes(_rank_main, args=(_free_port(), body, args), nprocs=WORLD, start_method="fork")
+    """Run ``body(rank, *args)`` on 2 spawned gloo ranks; raises if a rank fails."""
+    mp.start_processes(_rank_main, args=(_free_port(), body, args), nprocs=WORLD, start_method="spawn")
 
 
 def _gathered(t: torch.Tensor) -> list[torch.Tensor]:
