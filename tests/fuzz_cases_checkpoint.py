@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from fuzz_harness import FuzzCase, GoodInputs
+from fuzz_harness import TRAIN_TINY, FuzzCase, GoodInputs
 
 NEW, OLD = "step_000000000256", "step_000000000128"
 PROTECT_OLD = (f"run/checkpoints/{OLD}",)
@@ -103,10 +103,14 @@ def _ckpt_case(name: str, command: str, edit: Edit, expect: tuple[str, ...]) -> 
 
 
 def _run_case(name: str, command: str, edit: Callable[[Path], None], expect: tuple[str, ...]) -> FuzzCase:
-    """Break the run directory itself (config.yaml, every checkpoint); ``command``: eval, export or resume."""
+    """Break the run directory itself (config.yaml, every checkpoint); ``command``: eval, export, resume, or
+    init_from (a new run, in the case directory, fine-tuning from it; ``init_from+<override>`` adds one)."""
     def make(case_dir: Path, good: GoodInputs) -> list[str]:
         run = _copy_run(case_dir, good)
         edit(run)
+        if command.startswith("init_from"):
+            extra = command.split("+")[1:]
+            return ["train", *TRAIN_TINY, f"init_from={run}", *extra, f"hydra.run.dir={case_dir / 'new'}"]
         return {"eval": ["eval", run, "--episodes", "1"], "export": ["export", run],
                 "resume": ["train", f"resume={run}"]}[command]
 
@@ -173,5 +177,11 @@ def cases() -> list[FuzzCase]:
          ("no intact checkpoint", st)),
         ("every state.yaml zero bytes", "resume", _every_checkpoint(truncate(sy, 0)), ("no intact checkpoint", sy)),
         ("no checkpoints", "resume", lambda run: shutil.rmtree(run / "checkpoints"), ("checkpoints",)),
+        ("no checkpoints", "init_from", lambda run: shutil.rmtree(run / "checkpoints"), ("init_from", "checkpoint")),
+        ("every checkpoint overwritten", "init_from", _every_checkpoint(overwrite(st, 0.3, 4096)),
+         ("init_from", "no intact checkpoint")),
+        ("another actor shape", "init_from+agent.actor_hidden_dims=[24]", lambda run: None,
+         ("init_from", "does not fit", "checkpoints/step_")),
+        ("with resume=", "init_from+resume=elsewhere", lambda run: None, ("init_from", "resume")),
     ]
     return ([_ckpt_case(n, c, e, x) for n, c, e, x in ckpt] + [_run_case(n, c, e, x) for n, c, e, x in cfg])

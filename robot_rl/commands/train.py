@@ -20,6 +20,7 @@ Usage:
   robot-rl train [KEY=VALUE ...]            one run, written to outputs/<date>/<time>/
   robot-rl train -m KEY=A,B [KEY=VALUE ...]  a sweep (one run per combination)
   robot-rl train resume=<run dir>           continue a run from its latest checkpoint
+  robot-rl train init_from=<run dir> ...    a new run from that run's weights (fine-tune under new overrides)
   robot-rl train distributed.nproc=N        data parallel: N processes (torchrun), each task.num_envs envs
 
 Examples:
@@ -140,6 +141,7 @@ def check_overrides(argv: list[str]) -> TrainConfig | None:
     from omegaconf.errors import OmegaConfBaseException
 
     import sim
+    from robot_rl.checkpoint import list_checkpoints, newest_intact
     from robot_rl.compose import compose
     from robot_rl.config.io import load_train_config
     from robot_rl.errors import InputError
@@ -159,6 +161,9 @@ def check_overrides(argv: list[str]) -> TrainConfig | None:
         resumed = load_train_config(Path(cfg.resume) / "config.yaml")
         resumed.resume = cfg.resume
         cfg = resumed
+    if cfg.init_from and newest_intact(list_checkpoints(cfg.init_from)) is None:
+        raise InputError("has no intact checkpoint to start from", key="init_from", value=cfg.init_from,
+                         fix="init_from=<a run directory robot-rl train wrote, with checkpoints/step_*>")
     name = cfg.task.name
     if cfg.sim.backend == "isaaclab":
         from sim.isaaclab_adapter import check_task

@@ -150,6 +150,9 @@ class TrainConfig:
         distributed: data-parallel settings (:class:`DistributedConfig`).
         seed: seeds the env, torch and the agent.
         resume: a run directory to continue from its last checkpoint (its config is reused).
+        init_from: a run directory whose newest checkpoint's agent (networks, normalisers, optimiser; not a
+            replay buffer) starts this new run, which keeps its own config and counts its steps from 0:
+            fine-tune with new reward weights, limits or commands. Same observations and actions required.
         checkpoint_interval: agent updates between checkpoints (>= 1).
         eval_episodes: episodes of the final deterministic evaluation (0 = skip).
         export_formats: policy artifact formats written at the end (``onnx``, ``torchscript``).
@@ -169,6 +172,7 @@ class TrainConfig:
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     seed: int = 0
     resume: str | None = None
+    init_from: str | None = None
     checkpoint_interval: int = 25
     eval_episodes: int = 100
     export_formats: list[str] = field(default_factory=lambda: ["onnx", "torchscript"])
@@ -183,6 +187,11 @@ class TrainConfig:
                                      fix=f"set {key} to a finite value (or drop the override for the default)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= SEED_MAX:
             raise fail(self, "", "seed", "is out of range", f"an integer in [0, {SEED_MAX}]")
+        if self.resume and self.init_from:
+            raise InputError("cannot be combined with resume= (resume continues a run with its own config; "
+                             "init_from starts a new run from another run's weights)", key="init_from",
+                             value=self.init_from, fix="drop one: resume=<run dir> continues that run, "
+                             "init_from=<run dir> fine-tunes its weights under the new config")
         check(self, "", at_least_1=("checkpoint_interval",), at_least_0=("eval_episodes",),
               non_negative=("max_train_s",))
         unknown = [f for f in self.export_formats if f not in EXPORT_FORMATS]

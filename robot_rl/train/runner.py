@@ -165,9 +165,33 @@ class Runner:
         self.elapsed_s = 0.0
         if resume:
             self._resume_all_ranks(strict)
-        elif distributed.is_main():
+            return
+        if distributed.is_main():
             save_train_config(cfg, self.run_dir / "config.yaml")
             self._keep_dataset_description(cfg)
+        if cfg.init_from:
+            self._init_from(Path(cfg.init_from))
+
+    def _init_from(self, source: Path) -> None:
+        """Start from the agent of ``source``'s newest intact checkpoint (every rank reads the same one); the
+        replay buffer, counters and RNG stay this run's. :class:`CheckpointError` when none fits this config."""
+        ckpt = newest_intact(list_checkpoints(source))
+        if ckpt is None:
+            raise CheckpointError("init_from: no intact checkpoint", file=source / "checkpoints",
+                                  fix="init_from=<a run directory that has trained (robot-rl train wrote it)>")
+        _, state = load_checkpoint(ckpt, self.cfg.sim.device)
+        state["agent"].pop("buffer", None)  # transitions of the old rewards and env count: collected afresh
+        try:
+            self.agent.load_state_dict(state["agent"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:  # another agent, network or obs/action size
+            text = " ".join(str(exc).split())[:400]
+            raise CheckpointError(f"init_from: does not fit this run's config ({type(exc).__name__}: {text})",
+                                  file=ckpt, fix="keep the agent, network sizes, observations and actions of "
+                                  "the run it was trained in; change rewards, limits, commands, learning settings",
+                                  ) from None
+        if distributed.is_main():
+            print(f"robot-rl: starting from the weights of {ckpt} (env step {int(state['runner']['env_steps']):,})",
+                  file=sys.stderr)
 
     def _keep_dataset_description(self, cfg: TrainConfig) -> None:
         """Copy the description of the dataset the agent is built from (:attr:`robot_rl.agents.Agent.dataset_key`)
