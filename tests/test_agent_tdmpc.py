@@ -74,6 +74,7 @@ def _collect(agent, env, steps) -> list[dict[str, float]]:
 
 
 @pytest.mark.parametrize("value_head", ["scalar", "two_hot"])
+@pytest.mark.slow
 def test_tdmpc_learns_toy_reach_its_world_model_losses_fall_and_planning_reaches_too(value_head):
     env = ToyReach(num_envs=16, seed=0)
     agent = _agent(env, value_head=value_head)

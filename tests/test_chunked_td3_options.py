@@ -108,6 +108,7 @@ def test_success_only_actor_marks_successful_episodes_and_trains_only_on_them(tm
         agent._track_success(torch.zeros(2, dtype=torch.bool), {})
 
 
+@pytest.mark.slow
 def test_dqc_agent_acts_on_partial_chunks_bootstraps_with_the_partial_critic_and_learns_toy_reach():
     env = ToyReach(num_envs=16, seed=0)
     agent = _agent(env, H=4, partial=2, target_policy_noise=0.0)

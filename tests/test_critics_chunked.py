@@ -191,6 +191,7 @@ def _collect(agent, env, steps):
     return drive(agent, env, steps)[1]
 
 
+@pytest.mark.slow
 def test_chunked_td3_learns_toy_reach_with_open_loop_chunks():
     env = ToyReach(num_envs=16, seed=0)
     agent = _chunked_agent(env)

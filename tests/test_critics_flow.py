@@ -50,6 +50,7 @@ def _true_q(x, a, steps=60):
     return total
 
 
+@pytest.mark.slow
 def test_flow_critic_learns_true_q_values_by_td_flow_matching():
     torch.manual_seed(0)
     critic = make_critic(FlowCriticConfig(hidden_dims=[64, 64], num_steps=4), CriticSpec(obs_dim=1, action_dim=1))

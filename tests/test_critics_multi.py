@@ -79,6 +79,7 @@ def _success(agent, env) -> float:
     return float(step.info["success"].float().mean())
 
 
+@pytest.mark.slow
 def test_ppo_with_per_group_critics_learns_toy_reach():
     env = ToyReach(num_envs=64, seed=0)
     agent = _ppo(env, per_group=True)

@@ -84,6 +84,7 @@ def _mean(history, key, part):
 
 
 @pytest.mark.parametrize("key", ["consistency_loss", "reward_loss"])
+@pytest.mark.slow
 def test_model_losses_decrease_on_a_deterministic_toy_system(trained, key):
     critic, history = trained
     first, last = _mean(history, key, "first"), _mean(history, key, "last")
@@ -106,6 +107,7 @@ def _true_value(s, a, steps=60):
     return total
 
 
+@pytest.mark.slow
 def test_q_heads_learn_the_policy_value_through_the_latent_model(trained):
     critic, history = trained
     torch.manual_seed(3)
@@ -123,6 +125,7 @@ def test_q_heads_learn_the_policy_value_through_the_latent_model(trained):
     assert err < (0.75 if critic.two_hot else 0.25) * truth.abs().mean().item()
 
 
+@pytest.mark.slow
 def test_latent_rollout_predicts_rewards_of_unseen_sequences(trained):
     critic, _ = trained
     torch.manual_seed(4)
@@ -136,6 +139,7 @@ def test_latent_rollout_predicts_rewards_of_unseen_sequences(trained):
     assert max(errs) < 0.1 * rewards.abs().mean().item()
 
 
+@pytest.mark.slow
 def test_mppi_plans_towards_the_origin_better_than_random(trained):
     critic, _ = trained
     s = torch.tensor([[0.6, -0.4], [-0.3, 0.5]])

@@ -215,7 +215,8 @@ def test_deploy_check_reports_a_vla_artifact(exported):
 
 
 @pytest.mark.parametrize(("global_condition", "action_expert"),
-                         [(False, "transformer"), (True, "transformer"), (True, "mlp")])
+                         [pytest.param(False, "transformer", marks=pytest.mark.slow),
+                          pytest.param(True, "transformer", marks=pytest.mark.slow), (True, "mlp")])
 def test_the_instructed_efficientnet_encoder_exports_with_its_frozen_layers(tmp_path, global_condition,
                                                                           action_expert):
     """``efficientnet_lite0_film``: the frozen EfficientNet-Lite0 blocks and the FiLM head are in the graph (and the

@@ -25,6 +25,7 @@ def _agent(env, **kw) -> FastTD3:
     return FastTD3(FastTD3Config(**cfg), critic, EnvSpec.from_env(env))
 
 
+@pytest.mark.slow
 def test_fast_td3_learns_pendulum_with_many_envs():
     torch.manual_seed(0)
     env = PendulumVecEnv(32, seed=0)

@@ -135,7 +135,7 @@ def _evaluate(agent, env: ToyReach) -> float:
     return float(step.info["success"].float().mean())
 
 
-@pytest.mark.parametrize("per_group", [False, True])
+@pytest.mark.parametrize("per_group", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_ppo_learns_toy_reach(per_group):
     env = ToyReach(num_envs=64, seed=0)
     agent = _agent(env, per_group_values=per_group, group_weights=[1.0, 0.5] if per_group else [])

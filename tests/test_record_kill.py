@@ -59,7 +59,8 @@ def kill_recorder_after(root: Path, episodes: int, cwd: Path, argv: list[str] = 
     return max(seen, 0)
 
 
-@pytest.mark.parametrize("kill_after", [0, 1, 4])
+@pytest.mark.parametrize("kill_after", [pytest.param(0, marks=pytest.mark.slow), 1,
+                                        pytest.param(4, marks=pytest.mark.slow)])
 def test_sigkilled_recorder_keeps_every_complete_episode_and_resumes(tmp_path: Path, kill_after: int) -> None:
     root = tmp_path / "demos"
     committed = kill_recorder_after(root, kill_after, tmp_path)

@@ -25,6 +25,7 @@ def _agent(env, **kw) -> SAC:
     return SAC(SACConfig(**cfg), EnsembleCriticConfig(hidden_dims=[64, 64]), EnvSpec.from_env(env))
 
 
+@pytest.mark.slow
 def test_sac_learns_pendulum():
     torch.manual_seed(0)
     env = PendulumVecEnv(8, seed=0)

@@ -25,6 +25,7 @@ def _agent(env, ddpg: bool = False, **kw) -> TD3:
     return TD3(TD3Config(**cfg), critic, EnvSpec.from_env(env))
 
 
+@pytest.mark.slow
 def test_td3_learns_pendulum():
     torch.manual_seed(0)
     env = PendulumVecEnv(8, seed=0)
@@ -33,6 +34,7 @@ def test_td3_learns_pendulum():
     assert ret > THRESHOLD, f"TD3 mean return {ret:.0f} <= {THRESHOLD} after 8k transitions"
 
 
+@pytest.mark.slow
 def test_ddpg_setting_learns_pendulum():
     torch.manual_seed(0)
     env = PendulumVecEnv(8, seed=0)

@@ -25,6 +25,7 @@ def _agent(env, drop=1, **kw) -> TQC:
     return TQC(TQCConfig(**cfg), critic, EnvSpec.from_env(env))
 
 
+@pytest.mark.slow
 def test_tqc_learns_pendulum():
     torch.manual_seed(0)
     env = PendulumVecEnv(8, seed=0)

@@ -23,7 +23,7 @@ from robot_rl.deploy.vla_runtime import VLARuntime, resize_nearest
 from robot_rl.train.run_loading import open_run
 from robot_rl.train.runner import Runner
 
-pytestmark = pytest.mark.render
+pytestmark = [pytest.mark.render, pytest.mark.slow]  # ~8 min: trains, exports and plays VLA artifacts
 
 TINY = [*TINY_VLA, "agent.updates=5", "export_formats=[onnx]"]
 
@@ -97,7 +97,6 @@ def test_deploy_check_accepts_the_trained_artifact(run: Path) -> None:
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-@pytest.mark.slow
 def test_export_command_writes_the_same_artifact_kind(run: Path, tmp_path: Path) -> None:
     out = tmp_path / "policy"
     done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "export", str(run), "--out", str(out)],

@@ -95,6 +95,7 @@ def test_the_expert_step_follows_the_critic_and_trains_the_expert_alone(sft_runs
     assert agent.expert_updates == 60
 
 
+@pytest.mark.slow
 def test_training_through_the_command_learns_resumes_and_exports(sft_runs, tmp_path: Path) -> None:
     """240 env steps with 4 envs: critic steps after 8 chunks, expert steps after 16, finite losses logged; a resumed
     run keeps the replay, the expert and the counters; the run exports the SFT artifact kind; the critic report

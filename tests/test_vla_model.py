@@ -280,6 +280,7 @@ def test_dataset_batches_hold_chunks_images_and_instructions(reach_dataset: Path
 
 
 @pytest.mark.render
+@pytest.mark.slow
 def test_the_model_overfits_two_recorded_episodes(reach_dataset: Path, tokenizer) -> None:
     torch.manual_seed(0)
     batches = VLABatches(reach_dataset, tokenizer, chunk_len=8, max_text_len=12)

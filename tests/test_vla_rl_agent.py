@@ -133,6 +133,7 @@ def test_the_steered_policy_plays_the_actors_noise_and_ignores_its_noise_input(s
     assert all(not p.requires_grad for p in agent.sft.parameters())  # the VLA is frozen
 
 
+@pytest.mark.slow
 def test_training_through_the_command_learns_and_resumes(sft_run: Path, tmp_path: Path) -> None:
     """240 env steps with 4 envs: SAC steps after the warm-up, finite losses logged; a resumed run keeps the
     replay, the actor and the counters and goes on to its new budget."""
@@ -258,6 +259,7 @@ def test_flow_ppo_chunk_gae_by_hand(sft_run: Path, tmp_path: Path) -> None:
     assert returns.tolist() == pytest.approx([1.3125, 3.5, 2.0])
 
 
+@pytest.mark.slow
 def test_flow_ppo_trains_the_expert_only_through_the_command_and_exports(sft_run: Path, tmp_path: Path) -> None:
     """240 env steps, a PPO update every 32 chunk transitions: finite losses; the expert moved, the prefix did not;
     a resumed run goes on; the run exports the same VLA artifact kind."""

@@ -21,7 +21,7 @@ from robot_rl.deploy.artifact import load_meta
 from robot_rl.deploy.node_procs import DEFAULT_SIM_RT_PRIORITY, plan_realtime
 from robot_rl.train.evaluation import wilson_interval
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.slow]  # ~3 min: trained policies, tens of episodes over DDS
 
 POLICIES = Path(__file__).resolve().parents[1] / "fixtures" / "policies"
 EPISODES = 20

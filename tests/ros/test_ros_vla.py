@@ -168,6 +168,7 @@ def test_policy_node_runs_a_vla_artifact_from_image_and_instruction_topics_and_h
     assert summary["inferences"] >= 3 and summary["vla_hold"] > 0 and summary["invalid_state"] > 0, summary
 
 
+@pytest.mark.slow
 def test_sim2sim_so101_reach_lang_with_an_untrained_vla_artifact(tmp_path):
     """The simulated robot plays so101_reach_lang: the task's instruction and 32x32 front images out, episodes
     reported; the policy node runs the VLA on them and commands the arm (an untrained policy: no success asked)."""
@@ -191,6 +192,7 @@ def test_sim2sim_so101_reach_lang_with_an_untrained_vla_artifact(tmp_path):
     assert summary["inferences"] > 10, summary
 
 
+@pytest.mark.slow
 def test_sim2sim_so101_pick_lang_with_an_untrained_vla_artifact(tmp_path):
     """The simulated robot plays so101_pick_lang: its cube scene, the task's instruction naming a cube, front and wrist
     images out (the wrist camera moves with the arm), each episode scored by the task's own success rule and reported
