@@ -39,6 +39,10 @@ PUSHES = {"no pushes": None, "pushes 0.5 m/s (5-8 s)": ((5.0, 8.0), 0.5)}
 """Condition -> ``(push_interval_s, push_velocity)`` (None: g1_walk as registered, no pushes)."""
 
 
+def _slope(value: float | None) -> str:
+    return "n/a (constant command)" if value is None else f"{value:.2f}"
+
+
 @dataclasses.dataclass
 class Tracking:
     """Sums over the control steps of each env's first episode (envs ``[N]``; per axis vx, vy, yaw rate ``[N, 3]``)."""
@@ -77,15 +81,17 @@ class Tracking:
     def summary(self) -> dict[str, float]:
         """Step-weighted means over every env's steps (m/s, rad/s), the mean measured yaw rate (a policy that turns
         one way whatever the command shows here), and per axis the least-squares slope of the measured velocity on
-        the commanded one (1: follows the command, 0: ignores it)."""
+        the commanded one (1: follows the command, 0: ignores it; None on an axis whose command never varied,
+        e.g. a task that commands no yaw rate: there is no slope to fit)."""
         n = float(self.steps.sum())
         c, m, cc, cm = (x.sum(dim=0) for x in (self.commanded, self.measured, self.commanded_sq, self.product))
-        slope = (n * cm - c * m) / (n * cc - c**2)
+        spread = n * cc - c**2
+        slope = [float(a / b) if b > 1e-9 * n * n else None for a, b in zip(n * cm - c * m, spread, strict=True)]
         return {"lin_vel_error": float(self.lin_error.sum()) / n, "yaw_rate_error": float(self.yaw_error.sum()) / n,
                 "lin_vel_error_standing_still": float(self.lin_still.sum()) / n,
                 "yaw_rate_error_standing_still": float(self.yaw_still.sum()) / n, "steps": int(n),
                 "yaw_rate_mean": float(m[2]) / n,
-                "slope_vx": float(slope[0]), "slope_vy": float(slope[1]), "slope_yaw_rate": float(slope[2])}
+                "slope_vx": slope[0], "slope_vy": slope[1], "slope_yaw_rate": slope[2]}
 
 
 def evaluate_tracking(artifact: Path, episodes: int, seed: int, pushes: tuple | None,
@@ -141,7 +147,8 @@ def main(argv: list[str]) -> int:
               f"{row['episodes']} episodes; |v_xy error| {row['lin_vel_error']:.3f} m/s (standing still: "
               f"{row['lin_vel_error_standing_still']:.3f}), |yaw rate error| {row['yaw_rate_error']:.3f} rad/s "
               f"(standing still: {row['yaw_rate_error_standing_still']:.3f}); measured on commanded slope vx "
-              f"{row['slope_vx']:.2f}, vy {row['slope_vy']:.2f}, yaw rate {row['slope_yaw_rate']:.2f}; mean yaw rate "
+              f"{_slope(row['slope_vx'])}, vy {_slope(row['slope_vy'])}, yaw rate {_slope(row['slope_yaw_rate'])}; "
+              "mean yaw rate "
               f"{row['yaw_rate_mean']:+.2f} rad/s", flush=True)
         rows.append({"condition": name, "task": task, "control": control, **row})
     metrics = args.run / "metrics.jsonl"

@@ -148,6 +148,12 @@ def test_g1_walk_tracking_sums_only_live_steps_against_hand_values() -> None:
     c, m = torch.tensor([0.5, 0.5, -0.2]), torch.tensor([0.1, 0.5, -0.2])
     assert s["slope_yaw_rate"] == pytest.approx(float(((c - c.mean()) * (m - m.mean())).sum()
                                                        / ((c - c.mean()) ** 2).sum()))
+    # an axis never commanded (vy always 0 here) has no slope to fit: None (JSON null), not NaN
+    still = walk.Tracking.zeros(1)
+    for vx in (0.2, 0.6):
+        still.add(torch.tensor([True]), torch.tensor([[vx, 0.0, 0.1]]), torch.tensor([[vx, 0.05]]), torch.tensor([0.1]))
+    s = still.summary()
+    assert s["slope_vx"] == pytest.approx(1.0) and s["slope_vy"] is None and s["slope_yaw_rate"] is None
 
 
 @pytest.mark.robot_assets("unitree_g1")
