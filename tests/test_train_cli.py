@@ -117,9 +117,10 @@ def test_multirun_sweeps_seeds_into_numbered_run_dirs(tmp_path):
     assert "seed: 4" in configs[1].read_text()
 
 
-def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
-    """SIGINT (Ctrl-C) during training: exit 130, no traceback, the run's checkpoints kept and the resume command
-    printed; a resumed run starts from a kept checkpoint."""
+@pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_or_sigterm_stops_cleanly_and_says_how_to_resume(tmp_path, signame, code):
+    """SIGINT (Ctrl-C) or SIGTERM (kill, a scheduler's preemption) during training: exit 130 / 143, no traceback,
+    the run's checkpoints kept and the resume command printed; a resumed run starts from a kept checkpoint."""
     import signal
     import time
 
@@ -138,9 +139,9 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     while latest_checkpoint(run) is None and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
     assert latest_checkpoint(run) is not None, proc.stderr.read() if proc.poll() is not None else "no checkpoint"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signame))
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]
+    assert proc.returncode == code, err[-2000:]
     assert "Traceback" not in err and f"continue with robot-rl train resume={run}" in err
     from robot_rl.config.io import load_train_config
     from robot_rl.train.runner import Runner

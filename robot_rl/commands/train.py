@@ -34,8 +34,8 @@ Examples:
 Every key is typed (robot_rl/config): a typo, a wrong type or an out-of-range value fails naming the key.
 
 Exit codes: 0 trained; 2 bad input (a config value, a run directory, a corrupt checkpoint) or training
-that diverged (non-finite losses or weights: the last finite checkpoint is kept); 130 stopped by Ctrl-C (the
-checkpoints are kept; it prints the resume command); 1 a bug (a traceback).
+that diverged (non-finite losses or weights: the last finite checkpoint is kept); 130 stopped by Ctrl-C, 143 by
+SIGTERM (kill, a scheduler's preemption: the checkpoints are kept; it prints the resume command); 1 a bug.
 """
 
 
@@ -48,24 +48,43 @@ def _run_dir(resume: str | None) -> str:
 
 def _task(cfg: DictConfig) -> None:
     """Hydra's task function: train one run; bad input exits 2 with one line on stderr (no traceback)."""
+    import signal
+
     from robot_rl.errors import EXIT_BAD_INPUT, user_error_types
 
+    # SIGTERM (kill, a scheduler's preemption or time limit) stops a run as Ctrl-C does. A run started in the
+    # background by a non-interactive shell (nohup ... &) ignores SIGINT: there, SIGTERM is the way to stop it.
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         _train(cfg)
     except user_error_types() as exc:
         print(f"robot-rl train: error: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+    except Terminated:
+        print(f"robot-rl train: {interrupted_message('SIGTERM')}", file=sys.stderr)
+        raise SystemExit(EXIT_TERMINATED) from None
     except KeyboardInterrupt:
-        print(f"robot-rl train: {interrupted_message()}", file=sys.stderr)
+        print(f"robot-rl train: {interrupted_message('Ctrl-C')}", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 EXIT_INTERRUPTED = 130
 """Exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)."""
+EXIT_TERMINATED = 143
+"""Exit status of a run stopped by SIGTERM (128 + SIGTERM)."""
 
 
-def interrupted_message() -> str:
-    """What a user stopping a run with Ctrl-C needs: the newest checkpoint kept and the command that continues."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: unwinds like Ctrl-C (no checkpoint is half written: saves are atomic renames)."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def interrupted_message(by: str = "Ctrl-C") -> str:
+    """What a user stopping a run (``by`` Ctrl-C or SIGTERM) needs: the newest checkpoint kept and the command that
+    continues."""
     from hydra.core.hydra_config import HydraConfig
 
     from robot_rl.checkpoint import latest_checkpoint
@@ -73,8 +92,8 @@ def interrupted_message() -> str:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     newest = latest_checkpoint(run_dir)
     if newest is None:
-        return f"interrupted before the first checkpoint; nothing to resume in {run_dir}"
-    return (f"interrupted; {run_dir} keeps its checkpoints (newest: {newest.name}); continue with "
+        return f"interrupted ({by}) before the first checkpoint; nothing to resume in {run_dir}"
+    return (f"interrupted ({by}); {run_dir} keeps its checkpoints (newest: {newest.name}); continue with "
             f"robot-rl train resume={run_dir}")
 
 
