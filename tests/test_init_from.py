@@ -6,14 +6,17 @@ run is not touched. Refusals (no checkpoint, another network shape, with ``resum
 """
 
 import hashlib
+import shutil
 
 import pytest
 import torch
 from pendulum_vecenv import PendulumVecEnv
 from test_checkpoint import OVERRIDES, toy_factory
 
+from robot_rl.commands.train import check_overrides
 from robot_rl.compose import compose
 from robot_rl.config.io import load_train_config
+from robot_rl.errors import InputError
 from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -47,7 +50,12 @@ def test_ppo_fine_tunes_from_another_runs_weights_under_its_own_config(tmp_path,
     assert [p.name for p in (tmp_path / "tuned" / "checkpoints").iterdir()] == ["step_000000000256"]
     assert _digests(source) == before
 
-    # resuming the fine-tuned run continues it (its own checkpoint), it does not start over from the source
+    # resuming the fine-tuned run continues it (its own checkpoint), it does not start over from the source, which
+    # it no longer needs
+    shutil.rmtree(source)
+    with pytest.raises(InputError) as refused:  # toy_reach is this suite's task, not sim's: checked after init_from
+        check_overrides([f"resume={tmp_path / 'tuned'}"])
+    assert refused.value.key == "task.name"
     resumed = Runner(saved, tmp_path / "tuned", env_factory=toy_factory, resume=True)
     assert resumed.env_steps == 256
     torch.testing.assert_close(_params(resumed.agent), _params(tuned.agent), rtol=0, atol=0)

@@ -180,7 +180,7 @@ def check_overrides(argv: list[str]) -> TrainConfig | None:
         resumed = load_train_config(Path(cfg.resume) / "config.yaml")
         resumed.resume = cfg.resume
         cfg = resumed
-    if cfg.init_from and newest_intact(list_checkpoints(cfg.init_from)) is None:
+    elif cfg.init_from and newest_intact(list_checkpoints(cfg.init_from)) is None:  # (a resumed run has its weights)
         raise InputError("has no intact checkpoint to start from", key="init_from", value=cfg.init_from,
                          fix="init_from=<a run directory robot-rl train wrote, with checkpoints/step_*>")
     name = cfg.task.name
