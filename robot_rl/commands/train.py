@@ -49,12 +49,14 @@ def _run_dir(resume: str | None) -> str:
 def _task(cfg: DictConfig) -> None:
     """Hydra's task function: train one run; bad input exits 2 with one line on stderr (no traceback)."""
     import signal
+    import threading
 
     from robot_rl.errors import EXIT_BAD_INPUT, user_error_types
 
     # SIGTERM (kill, a scheduler's preemption or time limit) stops a run as Ctrl-C does. A run started in the
     # background by a non-interactive shell (nohup ... &) ignores SIGINT: there, SIGTERM is the way to stop it.
-    signal.signal(signal.SIGTERM, _terminated)
+    if threading.current_thread() is threading.main_thread():  # (a launcher may run the task in a worker thread)
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         _train(cfg)
     except user_error_types() as exc:
