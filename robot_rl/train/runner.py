@@ -136,6 +136,11 @@ DATASET_DESCRIPTION_DIR = "dataset_meta"
 """Under a run: the description (features, task strings) of the dataset its agent is built from."""
 
 
+def _mismatch(exc: Exception) -> str:
+    """``<Type>: <message>`` on one line, at most 400 characters: why a checkpoint's state did not load."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+
+
 class Runner:
     """Own the loop for one run directory; resumes from its latest checkpoint when there is one."""
 
@@ -184,8 +189,7 @@ class Runner:
         try:
             self.agent.load_state_dict(state["agent"])
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:  # another agent, network or obs/action size
-            text = " ".join(str(exc).split())[:400]
-            raise CheckpointError(f"init_from: does not fit this run's config ({type(exc).__name__}: {text})",
+            raise CheckpointError(f"init_from: does not fit this run's config ({_mismatch(exc)})",
                                   file=ckpt, fix="keep the agent, network sizes, observations and actions of "
                                   "the run it was trained in; change rewards, limits, commands, learning settings",
                                   ) from None
@@ -270,8 +274,7 @@ class Runner:
             elapsed_s = float(runner["elapsed_s"])
             torch.set_rng_state(runner["torch_rng"])
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:  # shapes or keys of another config
-            text = " ".join(str(exc).split())[:400]
-            raise CheckpointError(f"does not fit the run's config.yaml ({type(exc).__name__}: {text})", file=ckpt,
+            raise CheckpointError(f"does not fit the run's config.yaml ({_mismatch(exc)})", file=ckpt,
                                   fix="restore the config.yaml this run was trained with") from None
         self.env_steps, self.updates, self.elapsed_s = env_steps, updates, elapsed_s
 
