@@ -68,13 +68,16 @@ def test_bc_reduces_loss_and_reproduces_the_expert(reach_demos: Path) -> None:
 
 @pytest.mark.slow
 def test_bc_lifts_some_cubes(tmp_path: Path) -> None:
-    """Closed loop on so101_lift: 16 expert episodes cloned lift some cubes (0 without acting; ~50 s)."""
-    record("so101_lift", expert_policy, tmp_path / "lift", 16, "lift", num_envs=4, seed=2,
+    """Closed loop on so101_lift: 32 expert episodes cloned lift some cubes (0 without acting; ~25 s).
+
+    Measured on 64 episodes: 30% with one torch thread, 47% with two (the thread count changes the float sums,
+    so the fit); 16 demos gave 12% and 9%, too close to a threshold to be a check."""
+    record("so101_lift", expert_policy, tmp_path / "lift", 32, "lift", num_envs=4, seed=2,
            only_success=True)
     agent, _ = clone(tmp_path / "lift", "so101_lift", "agent.actor=deterministic")
     env = sim.make_env("so101_lift", num_envs=16, seed=77)
-    assert evaluate(agent.policy(), env, 32, seed=77).summary()["success_rate"] >= 2 / 32
-    idle = evaluate(lambda obs: torch.zeros(obs.shape[0], 6), env, 32, seed=77).summary()["success_rate"]
+    assert evaluate(agent.policy(), env, 64, seed=77).summary()["success_rate"] >= 8 / 64
+    idle = evaluate(lambda obs: torch.zeros(obs.shape[0], 6), env, 64, seed=77).summary()["success_rate"]
     assert idle == 0.0
 
 
