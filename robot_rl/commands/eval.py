@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from robot_rl.commands._args import add_episode_args, command_parser, positive
+from robot_rl.commands._args import add_episode_args, command_parser, number, positive
 
 SUMMARY = "Evaluate a run or a policy artifact: return, success, length with 95% intervals (+ mp4)"
 
@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--execute-len", type=positive, default=None,
                    help="artifact only: play each chunk open loop for this many steps before the next inference "
                         "(1: re-plan every step, the chunk's first action) instead of policy.yaml's chunk_execution")
+    p.add_argument("--latency-ms", type=number(0.0, 1000.0), default=None,
+                   help="artifact only: every command reaches the motors this many ms late (MuJoCo actuator "
+                        "delay, replacing the task's own delay range): evaluate at the latency your ROS 2 loop adds "
+                        "(sim2sim's --latency-ms plus the policy node's compute, printed by sim2sim) before you deploy")
     p.add_argument("--wrong-instruction", action="store_true",
                    help="a VLA run or artifact is evaluated twice on the same episode seeds, told the named target's "
                         "instruction and then another target's (same paraphrase, target shifted by one) while the "
@@ -45,8 +49,13 @@ def main(argv: list[str]) -> int:
     if (args.path / "policy.yaml").is_file():
         from robot_rl.train.artifact_eval import evaluate_artifact
 
+        latency_s = None if args.latency_ms is None else args.latency_ms / 1e3
         summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task, args.execute_len,
-                                    instruction_shift=int(args.wrong_instruction))
+                                    instruction_shift=int(args.wrong_instruction), latency_s=latency_s)
+    elif args.latency_ms is not None:
+        print(f"robot-rl eval: --latency-ms evaluates a policy artifact; {args.path} is a run. Fix: export it "
+              f"(robot-rl export {args.path}) and pass {args.path / 'policy'}", file=sys.stderr)
+        return 2
     elif (args.path / "config.yaml").is_file():
         from robot_rl.train.evaluation import evaluate, playable
         from robot_rl.train.run_loading import open_run

@@ -108,7 +108,8 @@ def training_control(config: dict[str, Any]) -> dict[str, Any]:
 
 def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
                       video: Path | None = None, task: str | None = None,
-                      execute_len: int | None = None, instruction_shift: int = 0) -> dict[str, Any]:
+                      execute_len: int | None = None, instruction_shift: int = 0,
+                      latency_s: float | None = None) -> dict[str, Any]:
     """Summary of ``episodes`` episodes of the artifact on ``task`` (default: the artifact's).
 
     The task is built with the run's ``task.env.control`` (:func:`training_control`) when it is the artifact's own.
@@ -118,6 +119,10 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
 
     ``execute_len``: play the chunks open loop, re-querying every ``execute_len`` steps (1: re-planned every
     step), instead of policy.yaml's ``chunk_execution``; InputError unless in ``[1, chunk_length]``.
+
+    ``latency_s``: every command reaches the motors this many seconds late in every env (MuJoCo's actuator delay, at
+    physics resolution; it replaces the task's own ``actuator_delay_s`` range), the latency a ROS 2 loop adds
+    (``sim2sim --latency-ms`` plus the policy node's compute); the summary carries it as ``latency_ms``.
     """
     import sim
 
@@ -129,7 +134,11 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
     vla = meta.vla
     scene = {} if vla is None else {"cameras": list(vla.cameras), "image_size": vla.height, "camera_obs": False}
     control = training_control(meta.config) if task == meta.task else {}
-    env = sim.make_env(task, num_envs=num_envs, seed=seed, **scene, **({"control": control} if control else {}))
+    if control:
+        scene["control"] = control
+    if latency_s is not None:
+        scene["randomization"] = {"actuator_delay_s": (latency_s, latency_s)}
+    env = sim.make_env(task, num_envs=num_envs, seed=seed, **scene)
     # the deploy validator, against the env's robot: joints, limits, default pose, ONNX I/O
     robot = RobotSpec.from_robot(env.robot.as_dict())
     if vla is None:
@@ -152,5 +161,7 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
         summary["wrong_instruction"] = evaluate(wrong, env, episodes, seed, on_done=wrong.reset).summary()
     if execute_len is not None:
         summary["execute_len"] = execute_len
+    if latency_s is not None:
+        summary["latency_ms"] = 1e3 * latency_s
     summary["task"] = task
     return summary
