@@ -132,13 +132,13 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
         raise ArtifactError("names no task", file=Path(artifact) / META_FILE, key="task", value="",
                             fix="pass --task")
     vla = meta.vla
-    scene = {} if vla is None else {"cameras": list(vla.cameras), "image_size": vla.height, "camera_obs": False}
+    overrides = {} if vla is None else {"cameras": list(vla.cameras), "image_size": vla.height, "camera_obs": False}
     control = training_control(meta.config) if task == meta.task else {}
     if control:
-        scene["control"] = control
+        overrides["control"] = control
     if latency_s is not None:
-        scene["randomization"] = {"actuator_delay_s": (latency_s, latency_s)}
-    env = sim.make_env(task, num_envs=num_envs, seed=seed, **scene)
+        overrides["randomization"] = {"actuator_delay_s": (latency_s, latency_s)}
+    env = sim.make_env(task, num_envs=num_envs, seed=seed, **overrides)
     # the deploy validator, against the env's robot: joints, limits, default pose, ONNX I/O
     robot = RobotSpec.from_robot(env.robot.as_dict())
     if vla is None:
