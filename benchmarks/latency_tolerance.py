@@ -19,7 +19,6 @@ success to that alone (docs/deploy.md "Before you touch hardware"). Train with `
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,15 +27,18 @@ from _results import RESULTS, write_rows
 from sim2sim_transfer import rate as rate_text
 from sim2sim_transfer import task_metric
 
+from robot_rl.commands._args import number, positive
+
 
 def tolerance_rows(policy: Path, latencies_ms: list[float], episodes: int, seed: int) -> list[dict[str, Any]]:
     """One row per latency: ``{policy, task, metric, latency_ms, k, n, rate, ci95, length_mean, ratio_to_first}``."""
     from robot_rl.train.artifact_eval import evaluate_artifact
 
     rows: list[dict[str, Any]] = []
+    metric = None
     for latency in latencies_ms:
         summary = evaluate_artifact(policy, episodes, min(episodes, 64), seed, latency_s=latency / 1e3)
-        metric = task_metric(summary["task"])
+        metric = metric or task_metric(summary["task"])  # the artifact's task: the same at every latency
         rate = summary[f"{metric}_rate"]
         rows.append({"policy": str(policy), "task": summary["task"], "metric": metric, "latency_ms": latency,
                      "k": round(rate * summary["episodes"]), "n": summary["episodes"], "rate": rate,
@@ -60,28 +62,16 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def latency(text: str) -> float:
-    """A latency in ms: finite, in [0, 1000]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of ms") from None
-    if not (math.isfinite(value) and 0.0 <= value <= 1000.0):
-        raise argparse.ArgumentTypeError(f"{text}: must be a finite latency in [0, 1000] ms")
-    return value
-
-
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--policy", type=Path, action="append", required=True,
                    help="an exported artifact (policy.yaml + policy.onnx); repeat for several")
-    p.add_argument("--latency-ms", type=latency, nargs="+", default=[0.0, 5.0, 10.0, 20.0])
-    p.add_argument("--episodes", type=int, default=100)
+    p.add_argument("--latency-ms", type=number(0.0, 1000.0), nargs="+", default=[0.0, 5.0, 10.0, 20.0],
+                   help="command latencies to evaluate at, ms in [0, 1000] (as robot-rl eval --latency-ms)")
+    p.add_argument("--episodes", type=positive, default=100)
     p.add_argument("--seed", type=int, default=20_000, help="evaluation seed, the same at every latency")
     p.add_argument("--out", type=Path, default=RESULTS / "deploy" / "latency_tolerance.json")
     args = p.parse_args(argv)
-    if args.episodes < 1:
-        p.error(f"--episodes {args.episodes}: must be >= 1")
     for policy in args.policy:
         if not (policy / "policy.yaml").is_file():
             p.error(f"{policy}: no policy.yaml there; give an exported artifact (robot-rl export <run>)")

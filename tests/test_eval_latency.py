@@ -43,6 +43,8 @@ def test_a_run_directory_is_told_to_export_first(tmp_path, capsys):
     (tmp_path / "config.yaml").write_text("task: {name: so101_reach}\n")
     assert main(["eval", str(tmp_path), "--latency-ms", "5"]) == 2
     assert "robot-rl export" in capsys.readouterr().err
+    assert main(["eval", str(tmp_path / "checkpoints"), "--latency-ms", "5"]) == 2  # neither a run nor an artifact
+    assert "has neither config.yaml" in capsys.readouterr().err
 
 
 def test_the_benchmark_writes_one_row_per_latency(tmp_path):

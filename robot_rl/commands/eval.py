@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
         latency_s = None if args.latency_ms is None else args.latency_ms / 1e3
         summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task, args.execute_len,
                                     instruction_shift=int(args.wrong_instruction), latency_s=latency_s)
-    elif args.latency_ms is not None:
+    elif args.latency_ms is not None and (args.path / "config.yaml").is_file():
         print(f"robot-rl eval: --latency-ms evaluates a policy artifact; {args.path} is a run. Fix: export it "
               f"(robot-rl export {args.path}) and pass {args.path / 'policy'}", file=sys.stderr)
         return 2
