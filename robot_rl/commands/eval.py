@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from robot_rl.commands._args import add_episode_args, command_parser, number, positive
+from robot_rl.commands._args import add_episode_args, command_parser, integer, number, positive
 
 SUMMARY = "Evaluate a run or a policy artifact: return, success, length with 95% intervals (+ mp4)"
 
@@ -34,6 +34,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="artifact only: every command reaches the motors this many ms late (MuJoCo actuator "
                         "delay, replacing the task's own delay range): evaluate at the latency your ROS 2 loop adds "
                         "(sim2sim's --latency-ms plus the policy node's compute, printed by sim2sim) before you deploy")
+    p.add_argument("--image-lag", type=integer(0, 100), default=0, metavar="STEPS",
+                   help="VLA artifact only: every inference sees camera images this many control steps older than "
+                        "the joint positions, as the ROS 2 policy node sees its cameras' latest frames (sim2sim "
+                        "renders after publishing the joint states: 1 step), before you deploy")
     p.add_argument("--wrong-instruction", action="store_true",
                    help="a VLA run or artifact is evaluated twice on the same episode seeds, told the named target's "
                         "instruction and then another target's (same paraphrase, target shifted by one) while the "
@@ -51,9 +55,11 @@ def main(argv: list[str]) -> int:
 
         latency_s = None if args.latency_ms is None else args.latency_ms / 1e3
         summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task, args.execute_len,
-                                    instruction_shift=int(args.wrong_instruction), latency_s=latency_s)
-    elif args.latency_ms is not None and (args.path / "config.yaml").is_file():
-        print(f"robot-rl eval: --latency-ms evaluates a policy artifact; {args.path} is a run. Fix: export it "
+                                    instruction_shift=int(args.wrong_instruction), latency_s=latency_s,
+                                    image_lag=args.image_lag)
+    elif (args.latency_ms is not None or args.image_lag) and (args.path / "config.yaml").is_file():
+        flag = "--latency-ms" if args.latency_ms is not None else "--image-lag"
+        print(f"robot-rl eval: {flag} evaluates a policy artifact; {args.path} is a run. Fix: export it "
               f"(robot-rl export {args.path}) and pass {args.path / 'policy'}", file=sys.stderr)
         return 2
     elif (args.path / "config.yaml").is_file():

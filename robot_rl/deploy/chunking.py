@@ -77,6 +77,13 @@ class ChunkExecutor:
             return np.ones(self.index.shape, dtype=bool)
         return self.index >= self.execute_len
 
+    def steps_to_query(self) -> np.ndarray:
+        """``[N]`` int: in how many :meth:`step` calls each env queries a fresh chunk (1: the next one; a reset env
+        queries at the next, whatever this says before its reset)."""
+        if self.mode == "temporal_ensemble":
+            return np.ones(self.index.shape, dtype=np.int64)
+        return np.maximum(self.execute_len - self.index, 0) + 1
+
     def step(self, chunks: np.ndarray) -> np.ndarray:
         """The action ``[N, A]`` of this step, given fresh ``chunks`` ``[n, H, A]`` for the ``n`` rows of
         :meth:`needs_query` (in order; ``n = 0`` allowed)."""

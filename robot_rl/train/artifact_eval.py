@@ -68,32 +68,73 @@ class VLAArtifactPlayer(EnvPlayer):
     map back to env actions (:func:`robot_rl.deploy.actions.to_raw`, as the policy node's action spec) and the deploy
     :class:`~robot_rl.deploy.chunking.ChunkExecutor` plays them with policy.yaml's ``chunk_execution`` (or open
     loop every ``execute_len`` steps). ``instruction_shift`` != 0 tells it another target's instruction while the
-    env scores the named one (``--wrong-instruction``)."""
+    env scores the named one (``--wrong-instruction``).
 
-    def __init__(self, runtime: Any, execute_len: int | None = None, instruction_shift: int = 0) -> None:
-        self.runtime, self.execute_len, self.shift = runtime, execute_len, instruction_shift
+    ``image_lag`` = ``L`` control steps: a query sees the camera images rendered ``L`` steps earlier beside the
+    current joint positions, as a ROS 2 policy node sees a camera's latest frame (the simulated robot renders after it
+    publishes the joint states; a real camera's frame arrives late too). An episode's first query sees its first
+    frame (the node waits for the new scene's image), and a query fewer than ``L`` steps into an episode its oldest.
+    Each step renders only the envs that query within ``L`` steps (``L`` = 1: one render per query, as without a
+    lag)."""
+
+    def __init__(self, runtime: Any, execute_len: int | None = None, instruction_shift: int = 0,
+                 image_lag: int = 0) -> None:
+        if image_lag < 0:
+            raise ValueError(f"image_lag must be >= 0 control steps, got {image_lag}")
+        self.runtime, self.execute_len, self.shift, self.lag = runtime, execute_len, instruction_shift, image_lag
         self.H, self.A = runtime.meta.chunk_length, runtime.meta.action_dim
         self.executor: ChunkExecutor | None = None
+        self.frames: list[list[tuple[int, dict[str, np.ndarray]]]] = []  # per env: (step, images), oldest first
+        self.t = 0
 
     def act(self, env: Any, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Action ``[N, A]`` for this step of ``env`` (a language task rendering the artifact's cameras)."""
         if self.executor is None:
             self.executor = chunk_executor(self.runtime.meta, env.num_envs, self.execute_len)
+            self.frames = [[] for _ in range(env.num_envs)]
         rows = np.flatnonzero(self.executor.needs_query())
         chunks = np.zeros((len(rows), self.H, self.A))
         if len(rows):
             texts, state = env.instructions(self.shift), env.joint_positions().cpu().numpy()
-            images = {c: v.cpu().numpy() for c, v in env.camera_images(rows).items()}
+            images = self._images(env, rows)
             for k, i in enumerate(rows):
-                targets = self.runtime.infer({c: v[k] for c, v in images.items()}, texts[i], state[i])
+                targets = self.runtime.infer(images[k], texts[i], state[i])
                 chunks[k] = to_raw(self.runtime.meta.action, targets)
         action = self.executor.step(chunks.astype(np.float32)).astype(np.float32)
+        if self.lag:
+            self._remember(env)
+        self.t += 1
         return torch.from_numpy(action).to(env.device)
 
+    def _images(self, env: Any, rows: np.ndarray) -> list[dict[str, np.ndarray]]:
+        """The images each of ``rows`` queries with: rendered now, or the remembered frame ``L`` steps old."""
+        out: list[dict[str, np.ndarray] | None] = [self.frames[i][0][1] if self.frames[i] else None for i in rows]
+        fresh = [k for k, images in enumerate(out) if images is None]
+        if fresh:
+            now = {c: v.cpu().numpy() for c, v in env.camera_images(rows[fresh]).items()}
+            for j, k in enumerate(fresh):
+                out[k] = {c: v[j] for c, v in now.items()}
+        return out  # type: ignore[return-value]
+
+    def _remember(self, env: Any) -> None:
+        """Render (before this step's physics) the envs that query within ``L`` steps; forget the frames no query
+        can use any more."""
+        due = np.flatnonzero(self.executor.steps_to_query() <= self.lag)
+        if len(due):
+            now = {c: v.cpu().numpy() for c, v in env.camera_images(due).items()}
+            for j, i in enumerate(due):
+                self.frames[i].append((self.t, {c: v[j] for c, v in now.items()}))
+        oldest = self.t + 1 - self.lag  # the next step's queries use frames from this step on
+        for kept in self.frames:
+            while len(kept) > 1 and kept[1][0] <= oldest:
+                kept.pop(0)
+
     def reset(self, done: torch.Tensor) -> None:
-        """Forget the plans of the envs where ``done`` ``[N]`` bool is set."""
+        """Forget the plans and remembered frames of the envs where ``done`` ``[N]`` bool is set."""
         if self.executor is not None:
             self.executor.reset(done.cpu().numpy())
+            for i in np.flatnonzero(done.cpu().numpy()):
+                self.frames[i] = []
 
 
 def training_control(config: dict[str, Any]) -> dict[str, Any]:
@@ -109,7 +150,7 @@ def training_control(config: dict[str, Any]) -> dict[str, Any]:
 def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
                       video: Path | None = None, task: str | None = None,
                       execute_len: int | None = None, instruction_shift: int = 0,
-                      latency_s: float | None = None) -> dict[str, Any]:
+                      latency_s: float | None = None, image_lag: int = 0) -> dict[str, Any]:
     """Summary of ``episodes`` episodes of the artifact on ``task`` (default: the artifact's).
 
     The task is built with the run's ``task.env.control`` (:func:`training_control`) when it is the artifact's own.
@@ -123,6 +164,9 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
     ``latency_s``: every command reaches the motors this many seconds late in every env (MuJoCo's actuator delay, at
     physics resolution; it replaces the task's own ``actuator_delay_s`` range), the latency a ROS 2 loop adds
     (``sim2sim --latency-ms`` plus the policy node's compute); the summary carries it as ``latency_ms``.
+
+    ``image_lag``: VLA only, every query sees camera images this many control steps old (:class:`VLAArtifactPlayer`),
+    the summary carries it as ``image_lag_steps``; InputError for another artifact.
     """
     import sim
 
@@ -151,17 +195,23 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
     if execute_len is not None and not 1 <= execute_len <= H:
         raise InputError(f"must be in [1, {H}], the artifact's chunk length", key="--execute-len", value=execute_len,
                          fix=f"pass 1 (re-plan every step) .. {H} (play whole chunks)")
+    if vla is None and image_lag:
+        raise InputError("an image lag needs a VLA artifact (one with cameras)", key="--image-lag", value=image_lag,
+                         fix="drop --image-lag for this artifact")
     if vla is None and instruction_shift:
         raise InputError("a wrong instruction needs a VLA artifact", key="--wrong-instruction",
                          fix="drop --wrong-instruction for this artifact")
-    policy = ArtifactPolicy(runtime, execute_len) if vla is None else VLAArtifactPlayer(runtime, execute_len)
+    policy = (ArtifactPolicy(runtime, execute_len) if vla is None
+              else VLAArtifactPlayer(runtime, execute_len, image_lag=image_lag))
     summary = evaluate(policy, env, episodes, seed, video, on_done=policy.reset).summary()
     if instruction_shift:
-        wrong = VLAArtifactPlayer(runtime, execute_len, instruction_shift)
+        wrong = VLAArtifactPlayer(runtime, execute_len, instruction_shift, image_lag)
         summary["wrong_instruction"] = evaluate(wrong, env, episodes, seed, on_done=wrong.reset).summary()
     if execute_len is not None:
         summary["execute_len"] = execute_len
     if latency_s is not None:
         summary["latency_ms"] = 1e3 * latency_s
+    if image_lag:
+        summary["image_lag_steps"] = image_lag
     summary["task"] = task
     return summary
