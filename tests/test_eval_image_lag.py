@@ -8,8 +8,6 @@ tests/test_export_vla.py and tests/test_vla_export_run.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from robot_rl.cli import main
 from robot_rl.deploy.artifact import ActionSpec, ChunkExecution
 from robot_rl.deploy.chunking import ChunkExecutor
 from robot_rl.train.artifact_eval import VLAArtifactPlayer
@@ -79,15 +78,15 @@ def test_each_query_sees_the_frame_lag_steps_old_and_a_new_episode_its_first(lag
     np.testing.assert_array_equal(log.seen[-1], fresh)  # after a reset: the new scene, never the old one
 
 
-def test_image_lag_is_refused_for_an_artifact_without_cameras_and_for_a_run(tmp_path: Path) -> None:
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "robot_rl.cli", "eval", *args, "--episodes", "1"],
-                              capture_output=True, text=True, timeout=300)
-
-    done = run(str(SO101_REACH_DEPLOY), "--image-lag", "1")
-    assert done.returncode == 2 and "--image-lag" in done.stderr and "VLA" in done.stderr, done.stderr[-800:]
+def test_image_lag_is_refused_for_an_artifact_without_cameras_and_for_a_run(tmp_path: Path, capsys) -> None:
+    assert main(["eval", str(SO101_REACH_DEPLOY), "--image-lag", "1", "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--image-lag" in err and "VLA" in err, err[-800:]
     (tmp_path / "config.yaml").write_text("task: {}\n")
-    done = run(str(tmp_path), "--image-lag", "1")
-    assert done.returncode == 2 and "export it" in done.stderr and "--image-lag" in done.stderr, done.stderr
-    done = run(str(SO101_REACH_DEPLOY), "--image-lag", "-1")
-    assert done.returncode == 2 and "--image-lag" in done.stderr and "Traceback" not in done.stderr
+    assert main(["eval", str(tmp_path), "--image-lag", "1", "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "export it" in err and "--image-lag" in err, err
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", str(SO101_REACH_DEPLOY), "--image-lag", "-1", "--episodes", "1"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--image-lag" in err and "Traceback" not in err

@@ -57,12 +57,12 @@ def main(argv: list[str]) -> int:
         summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task, args.execute_len,
                                     instruction_shift=int(args.wrong_instruction), latency_s=latency_s,
                                     image_lag=args.image_lag)
-    elif (args.latency_ms is not None or args.image_lag) and (args.path / "config.yaml").is_file():
-        flag = "--latency-ms" if args.latency_ms is not None else "--image-lag"
-        print(f"robot-rl eval: {flag} evaluates a policy artifact; {args.path} is a run. Fix: export it "
-              f"(robot-rl export {args.path}) and pass {args.path / 'policy'}", file=sys.stderr)
-        return 2
     elif (args.path / "config.yaml").is_file():
+        if args.latency_ms is not None or args.image_lag:
+            flag = "--latency-ms" if args.latency_ms is not None else "--image-lag"
+            print(f"robot-rl eval: {flag} evaluates a policy artifact; {args.path} is a run. Fix: export it "
+                  f"(robot-rl export {args.path}) and pass {args.path / 'policy'}", file=sys.stderr)
+            return 2
         from robot_rl.train.evaluation import evaluate, playable
         from robot_rl.train.run_loading import open_run
 

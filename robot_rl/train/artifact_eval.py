@@ -106,24 +106,28 @@ class VLAArtifactPlayer(EnvPlayer):
         self.t += 1
         return torch.from_numpy(action).to(env.device)
 
+    @staticmethod
+    def _render(env: Any, rows: np.ndarray) -> list[dict[str, np.ndarray]]:
+        """``{camera: uint8 [3, H, W]}`` of each env of ``rows``, rendered now (one render call for all)."""
+        if not len(rows):
+            return []
+        images = {c: v.cpu().numpy() for c, v in env.camera_images(rows).items()}
+        return [{c: v[k] for c, v in images.items()} for k in range(len(rows))]
+
     def _images(self, env: Any, rows: np.ndarray) -> list[dict[str, np.ndarray]]:
         """The images each of ``rows`` queries with: rendered now, or the remembered frame ``L`` steps old."""
         out: list[dict[str, np.ndarray] | None] = [self.frames[i][0][1] if self.frames[i] else None for i in rows]
         fresh = [k for k, images in enumerate(out) if images is None]
-        if fresh:
-            now = {c: v.cpu().numpy() for c, v in env.camera_images(rows[fresh]).items()}
-            for j, k in enumerate(fresh):
-                out[k] = {c: v[j] for c, v in now.items()}
+        for k, images in zip(fresh, self._render(env, rows[fresh]), strict=True):
+            out[k] = images
         return out  # type: ignore[return-value]
 
     def _remember(self, env: Any) -> None:
         """Render (before this step's physics) the envs that query within ``L`` steps; forget the frames no query
         can use any more."""
         due = np.flatnonzero(self.executor.steps_to_query() <= self.lag)
-        if len(due):
-            now = {c: v.cpu().numpy() for c, v in env.camera_images(due).items()}
-            for j, i in enumerate(due):
-                self.frames[i].append((self.t, {c: v[j] for c, v in now.items()}))
+        for i, images in zip(due, self._render(env, due), strict=True):
+            self.frames[i].append((self.t, images))
         oldest = self.t + 1 - self.lag  # the next step's queries use frames from this step on
         for kept in self.frames:
             while len(kept) > 1 and kept[1][0] <= oldest:
