@@ -79,6 +79,17 @@ def rate_limit_params(max_step_change: float) -> dict[str, object]:
     return {"max_step_change": f"[{max_step_change}]"} if max_step_change else {}
 
 
+NODE_COUNTS = ("commands", "inferences", "rate_limited", "clamped", "vla_hold", "watchdog_ticks")
+"""Policy node counts a row keeps (events of :mod:`ros_nodes.stats`; absent ones are 0)."""
+
+
+def node_counts(stats: dict) -> dict[str, float | int]:
+    """What a row keeps of the policy node's statistics beside its latency: the counts of :data:`NODE_COUNTS` and,
+    for a VLA, the age of each query's camera frames behind its joint state (p50/p99/max ms; NaN without one)."""
+    ages = {f"image_age_{q}_ms": stats.get(f"image_age_{q}_ms", float("nan")) for q in ("p50", "p99", "max")}
+    return {f"node_{k}": int(stats.get(k, 0)) for k in NODE_COUNTS} | ages
+
+
 def main() -> None:
     """Evaluate every policy both ways and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -135,10 +146,15 @@ def main() -> None:
             **({"ros_median_length_s": median} if metric == "survival" else {"ros_median_cm": 100 * median}),
             "latency_p50_ms": stats.get("latency_p50_ms", float("nan")),
             "latency_p99_ms": stats.get("latency_p99_ms", float("nan")),
+            **node_counts(stats),
             "load": (load0, os.getloadavg()[0]),
         }
         rows.append(row)
-        print(f"[{i + 1}/{len(args.policy)}] {policy}: ROS {rate(row['ros_k'], row['ros_n'])}", flush=True)
+        print(f"[{i + 1}/{len(args.policy)}] {policy}: ROS {rate(row['ros_k'], row['ros_n'])}; node: "
+              f"{row['node_rate_limited']}/{row['node_commands']} commands rate-limited, "
+              f"{row['node_inferences']} inferences, {row['node_vla_hold']} VLA holds"
+              + (f", camera frames {row['image_age_p50_ms']:.0f}/{row['image_age_p99_ms']:.0f} ms (p50/p99) behind "
+                 "the joint state" if math.isfinite(row["image_age_p50_ms"]) else ""), flush=True)
 
     pooled = {k: sum(r[k] for r in rows) for k in ("train_k", "train_n", "sim_k", "sim_n", "ros_k", "ros_n")}
     scheduling = "normal scheduling"

@@ -58,3 +58,25 @@ def test_the_benchmark_writes_one_row_per_latency(tmp_path):
     assert rows[1]["k"] <= 1 and rows[1]["ratio_to_first"] <= 1 / 6
     with pytest.raises(SystemExit):
         bench.main(["--policy", str(tmp_path), "--out", str(out)])  # not an artifact
+
+
+def test_rate_limit_builds_the_task_with_robot_yamls_limit(monkeypatch):
+    """``--rate-limit``: the env steps under hardware/so101/robot.yaml's safety.max_step_change (0.1 rad per step), as
+    the policy node's safety layer limits each command; without it the task's own (none for so101_reach_deploy)."""
+    import sim
+
+    built = []
+    make_env = sim.make_env
+    monkeypatch.setattr(sim, "make_env", lambda *a, **k: built.append(make_env(*a, **k)) or built[-1])
+    limited = evaluate_artifact(REACH, 2, 2, seed=0, rate_limit=True)
+    free = evaluate_artifact(REACH, 2, 2, seed=0)
+    assert limited["max_step_change"] == pytest.approx(0.1) and "max_step_change" not in free
+    assert built[0].max_step_change == pytest.approx(0.1) and built[1].max_step_change is None
+
+
+def test_eval_cli_prints_the_rate_limit_and_refuses_it_for_a_run(tmp_path, capsys):
+    assert main(["eval", str(REACH), "--episodes", "2", "--rate-limit"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_step_change"] == pytest.approx(0.1)
+    (tmp_path / "config.yaml").write_text("task: {name: so101_reach}\n")
+    assert main(["eval", str(tmp_path), "--rate-limit"]) == 2
+    assert "--rate-limit evaluates a policy artifact" in capsys.readouterr().err

@@ -38,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="VLA artifact only: every inference sees camera images this many control steps older than "
                         "the joint positions, as the ROS 2 policy node sees its cameras' latest frames (sim2sim "
                         "renders after publishing the joint states: 1 step), before you deploy")
+    p.add_argument("--rate-limit", action="store_true",
+                   help="artifact only: every command moves each joint at most robot.yaml's safety.max_step_change "
+                        "from the last one, as the policy node's safety layer does; with --latency-ms and "
+                        "--image-lag the loop a ROS 2 deployment runs, in the batched sim")
     p.add_argument("--wrong-instruction", action="store_true",
                    help="a VLA run or artifact is evaluated twice on the same episode seeds, told the named target's "
                         "instruction and then another target's (same paraphrase, target shifted by one) while the "
@@ -56,10 +60,12 @@ def main(argv: list[str]) -> int:
         latency_s = None if args.latency_ms is None else args.latency_ms / 1e3
         summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task, args.execute_len,
                                     instruction_shift=int(args.wrong_instruction), latency_s=latency_s,
-                                    image_lag=args.image_lag)
+                                    image_lag=args.image_lag, rate_limit=args.rate_limit)
     elif (args.path / "config.yaml").is_file():
-        if args.latency_ms is not None or args.image_lag:
-            flag = "--latency-ms" if args.latency_ms is not None else "--image-lag"
+        artifact_flags = {"--latency-ms": args.latency_ms is not None, "--image-lag": args.image_lag > 0,
+                          "--rate-limit": args.rate_limit}
+        if any(artifact_flags.values()):
+            flag = next(name for name, given in artifact_flags.items() if given)
             print(f"robot-rl eval: {flag} evaluates a policy artifact; {args.path} is a run. Fix: export it "
                   f"(robot-rl export {args.path}) and pass {args.path / 'policy'}", file=sys.stderr)
             return 2

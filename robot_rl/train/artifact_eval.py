@@ -154,7 +154,8 @@ def training_control(config: dict[str, Any]) -> dict[str, Any]:
 def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
                       video: Path | None = None, task: str | None = None,
                       execute_len: int | None = None, instruction_shift: int = 0,
-                      latency_s: float | None = None, image_lag: int = 0) -> dict[str, Any]:
+                      latency_s: float | None = None, image_lag: int = 0,
+                      rate_limit: bool = False) -> dict[str, Any]:
     """Summary of ``episodes`` episodes of the artifact on ``task`` (default: the artifact's).
 
     The task is built with the run's ``task.env.control`` (:func:`training_control`) when it is the artifact's own.
@@ -171,6 +172,10 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
 
     ``image_lag``: VLA only, every query sees camera images this many control steps old (:class:`VLAArtifactPlayer`),
     the summary carries it as ``image_lag_steps``; InputError for another artifact.
+
+    ``rate_limit``: every command moves each joint at most the robot's ``safety.max_step_change`` (robot.yaml) from
+    the last one, as the policy node's safety layer does (it replaces a training limit); the summary carries it as
+    ``max_step_change``.
     """
     import sim
 
@@ -182,6 +187,10 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
     vla = meta.vla
     overrides = {} if vla is None else {"cameras": list(vla.cameras), "image_size": vla.height, "camera_obs": False}
     control = training_control(meta.config) if task == meta.task else {}
+    if rate_limit:
+        from sim.robots import load_robot
+
+        control["max_step_change"] = load_robot(meta.robot).safety.max_step_change
     if control:
         overrides["control"] = control
     if latency_s is not None:
@@ -217,5 +226,7 @@ def evaluate_artifact(artifact: Path, episodes: int, num_envs: int, seed: int,
         summary["latency_ms"] = 1e3 * latency_s
     if image_lag:
         summary["image_lag_steps"] = image_lag
+    if rate_limit:
+        summary["max_step_change"] = control["max_step_change"]
     summary["task"] = task
     return summary

@@ -142,6 +142,7 @@ class PolicyNode(Node):
         self._bad_state_logged = False
         self._receive_ms = float("nan")
         self._inference_ms = float("nan")
+        self._image_age_ms = float("nan")
         self._next_diagnostics = 0.0
         self.stats = LoopStats(p["stats_capacity"])
         self.observation = ObservationBuilder(self.meta)
@@ -294,6 +295,8 @@ class PolicyNode(Node):
             t0 = time.perf_counter()
             chunk = self.vla.chunk(self.state.joint_pos)  # None (logged) when the runtime refuses an input
             self._inference_ms = 1e3 * (time.perf_counter() - t0)
+            # how much older than the joint state the query's camera frames are (both stamped by the robot's clock)
+            self._image_age_ms = 1e3 * (self.state_stamp - self.vla.oldest_stamp())
             self.stats.count("inferences")
             hold = chunk is None
             chunks = self._no_chunk if hold else chunk[None]
@@ -308,7 +311,7 @@ class PolicyNode(Node):
         on_time = now - self._next_tick < self.period
         self._next_tick = self._next_tick + self.period if on_time else now + self.period
         self._watchdog.reset()
-        self._inference_ms = float("nan")
+        self._inference_ms = self._image_age_ms = float("nan")
         fresh = self.measured is not None and self.safety.enabled and not self.safety.estopped
         stale = self.state_time is None or now - self.state_time > self.safety_cfg.stale_state_timeout
         target = self._policy_target(now) if fresh and not stale else None
@@ -326,7 +329,8 @@ class PolicyNode(Node):
         if out.command is not None:
             self.pub.publish(self.command.fill(out.command))
             latency = float("nan") if "stale" in out.events else 1e3 * (time.time() - self.state_stamp)
-            self.stats.tick(now, latency, self._receive_ms, 1e3 * (time.monotonic() - now), self._inference_ms)
+            self.stats.tick(now, latency, self._receive_ms, 1e3 * (time.monotonic() - now), self._inference_ms,
+                            self._image_age_ms)
         if now >= self._next_diagnostics:  # after the command: its cost never delays one
             self._next_diagnostics = now + 1.0
             self._publish_diagnostics()

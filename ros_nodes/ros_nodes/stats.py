@@ -11,10 +11,11 @@ from collections import Counter
 
 import numpy as np
 
-TICK_FIELDS = ("tick_time", "period_ms", "latency_ms", "receive_ms", "compute_ms", "inference_ms")
+TICK_FIELDS = ("tick_time", "period_ms", "latency_ms", "receive_ms", "compute_ms", "inference_ms", "image_age_ms")
 """One row per published command: monotonic time (s), period since the previous command, observation
 (JointState stamp) to command latency, its receive (stamp -> callback) and compute (callback ->
-publish) parts, and the policy inference time (NaN when the tick reused a chunk)."""
+publish) parts, the policy inference time (NaN when the tick reused a chunk) and, for a VLA query, how much older
+than the joint state its camera frames were (stamp difference; NaN otherwise)."""
 
 
 class LoopStats:
@@ -33,12 +34,12 @@ class LoopStats:
         self._col = {name: i for i, name in enumerate(TICK_FIELDS)}
 
     def tick(self, now: float, latency_ms: float, receive_ms: float, compute_ms: float,
-             inference_ms: float) -> None:
+             inference_ms: float, image_age_ms: float = float("nan")) -> None:
         """Record a command published at monotonic ``now`` (NaN for a part that does not apply)."""
         row = self.ticks[self.count_ticks % len(self.ticks)]
         row[0] = now
         row[1] = 1e3 * (now - self._last_tick) if self._last_tick is not None else np.nan
-        row[2], row[3], row[4], row[5] = latency_ms, receive_ms, compute_ms, inference_ms
+        row[2:] = latency_ms, receive_ms, compute_ms, inference_ms, image_age_ms
         self._last_tick = now
         self.count_ticks += 1
         self.events["commands"] += 1

@@ -48,7 +48,8 @@ class VLAInputs:
         self.node, self.runtime, self.timeout = node, runtime, image_timeout
         self.on_instruction = on_instruction
         self.images: dict[str, np.ndarray] = {}
-        self.image_time: dict[str, float] = {}
+        self.image_time: dict[str, float] = {}  # monotonic arrival
+        self.image_stamp: dict[str, float] = {}  # header stamp (s)
         self.not_before_ns = 0  # images stamped earlier are ignored (forget_images)
         self.reset_time = -math.inf  # monotonic time of the last forget_images
         self.instruction: str | None = None
@@ -80,12 +81,14 @@ class VLAInputs:
         camera's first image of the new scene arrives (logged as info for ``image_timeout``, then as a warning)."""
         self.images.clear()
         self.image_time.clear()
+        self.image_stamp.clear()
         self.not_before_ns = stamp_ns
         self.reset_time = time.monotonic()
         self._last_log.clear()  # a new episode: its first hold is logged whenever the last one was
 
     def _on_image(self, camera: str, msg: Image) -> None:
-        if Time.from_msg(msg.header.stamp).nanoseconds < self.not_before_ns:
+        stamp_ns = Time.from_msg(msg.header.stamp).nanoseconds
+        if stamp_ns < self.not_before_ns:
             return
         try:
             self.images[camera] = image_array(msg)
@@ -94,6 +97,11 @@ class VLAInputs:
             self.log(f"image {camera}", f"holding: camera {camera!r} on {self.topics[camera]}: {exc}")
             return
         self.image_time[camera] = time.monotonic()
+        self.image_stamp[camera] = stamp_ns * 1e-9
+
+    def oldest_stamp(self) -> float:
+        """Header stamp (s) of the oldest of the latest images (the cameras' frames a query now would see)."""
+        return min(self.image_stamp.values())
 
     def _on_instruction(self, msg: String) -> None:
         if msg.data == self.instruction:

@@ -166,6 +166,8 @@ def test_policy_node_runs_a_vla_artifact_from_image_and_instruction_topics_and_h
         probe.close()
     summary = json.loads(stats.read_text())
     assert summary["inferences"] >= 3 and summary["vla_hold"] > 0 and summary["invalid_state"] > 0, summary
+    # each query's frame age behind its joint state: both stamped by the probe's clock, images every 50 ms (in ms)
+    assert -100.0 < summary["image_age_p50_ms"] < 1000.0, summary
 
 
 @pytest.mark.slow
@@ -190,6 +192,7 @@ def test_sim2sim_so101_reach_lang_with_an_untrained_vla_artifact(tmp_path):
     assert image_array(images[-1]).std() > 5  # a rendered scene, not a blank frame
     summary = json.loads(stats.read_text())
     assert summary["inferences"] > 10, summary
+    assert -50.0 < summary["image_age_p50_ms"] < 2000.0, summary  # the robot's render thread stamps the state's time
 
 
 @pytest.mark.slow
