@@ -269,6 +269,22 @@ def test_dataset_batches_hold_chunks_images_and_instructions(reach_dataset: Path
     assert w[:3].mean() > 2 * w[20:25].mean() and torch.equal(batches.motion_weights(weight, bias, 0.0), torch.ones(50))
     draws = [batches.sample(64, torch.Generator().manual_seed(1), w)["state"] for _ in range(2)]
     assert torch.equal(*draws)
+    # image_lag: a state goes with the images of 0..L frames before, never before its episode's first frame
+    assert batches.episode_start[[0, 24, 25, 49]].tolist() == [0, 0, 25, 25]
+    frames = batches.images["front"]
+    lagged = batches.batch(torch.tensor([25, 26, 3]), seen=torch.tensor([25, 25, 1]))
+    assert torch.equal(lagged["images"]["front"], frames[[25, 25, 1]])
+    assert torch.equal(lagged["state"], batches.state[[25, 26, 3]])
+    plain = batches.sample(256, torch.Generator().manual_seed(3))
+    late = batches.sample(256, torch.Generator().manual_seed(3), image_lag=3)
+    assert torch.equal(plain["state"], late["state"])  # the same frames drawn; only their images move back
+    index = [int((batches.state == row).all(1).nonzero()[0]) for row in late["state"]]
+    moved = 0
+    for row, i in enumerate(index):
+        window = range(max(i - 3, int(batches.episode_start[i])), i + 1)
+        assert any(torch.equal(late["images"]["front"][row], frames[j]) for j in window), (i, row)
+        moved += not torch.equal(late["images"]["front"][row], frames[i])
+    assert moved > 64  # ~3/4 of the draws lag by 1-3 frames (fewer at episode starts and where frames repeat)
     # frozen features cached once: batches then carry them (float16) in place of the images, shifts do not apply
     frames = batches.images["front"]
     batches.cache_features(lambda images: images[:, :2, ::4, ::4].float() + 0.25, chunk=16)

@@ -97,6 +97,9 @@ class VLAAgentConfig(AgentConfig):
             0: uniformly). Scripted reaches move in their first few steps and hold still after.
         image_shift: shift every training image by up to this many pixels each way
             (:func:`random_shift <robot_rl.data.vla_batches.random_shift>`, DrQ's augmentation; 0: none).
+        image_lag: train each state with the camera images of 0..``image_lag`` frames before (uniform, within its
+            episode), as the ROS 2 policy node plans from its cameras' latest frames (docs/deploy.md section 0; 0: the
+            state's own frame).
         state_noise: standard deviation (state units, radians for joint positions) of Gaussian noise added to the
             state the model *reads* while training (``obs["state_seen"]``); the relative-action anchor keeps the true
             state. Randomised start poses make the state a fingerprint of each demonstration, which a model uses to
@@ -162,6 +165,7 @@ class VLAAgentConfig(AgentConfig):
     image_keypoints: int = 0
     motion_boost: float = 0.0
     image_shift: int = 0
+    image_lag: int = 0
     state_noise: float = 0.0
     state_shift: float = 0.0
     target_keypoint: float = 0.0
@@ -180,7 +184,7 @@ class VLAAgentConfig(AgentConfig):
                             "target_keypoint", "gripper_keypoint", "ensemble_decay"),
               at_least_1=("chunk_len", "execute_len", "max_text_len", "updates", "batch_size", "log_interval",
                           "flow_steps"),
-              at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift", "width",
+              at_least_0=("warmup_updates", "image_grid", "image_keypoints", "image_shift", "image_lag", "width",
                           "expert_updates", "image_size"),
               choices={"size": MODEL_SIZES, "lr_schedule": LR_SCHEDULES, "film_stride": (2, 4),
                        "film_kernel": (1, 3, 5), "action_expert": ("transformer", "mlp"), "execution": CHUNK_MODES,
@@ -421,7 +425,8 @@ class VLAAgent(Agent):
                 p.requires_grad_(False)
             self.cache_keypoints(self.batches)
             self.model.train()
-        batch = self.batches.sample(cfg.batch_size, self.generator, self.frame_weights, cfg.image_shift)
+        batch = self.batches.sample(cfg.batch_size, self.generator, self.frame_weights, cfg.image_shift,
+                                    cfg.image_lag)
         batch = batch_to(batch, self.device)
         if cfg.state_shift > 0:  # before state_noise, so the model reads the shifted state plus its noise
             shift = torch.randn(batch["state"].shape, generator=self.generator).to(self.device)

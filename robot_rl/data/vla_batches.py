@@ -82,11 +82,15 @@ class VLABatches:
         offsets = np.arange(chunk_len)
         rows = np.empty((len(ds), chunk_len), dtype=np.int64)
         pad = np.empty((len(ds), chunk_len), dtype=bool)
+        episode_start = np.empty(len(ds), dtype=np.int64)
         for e in range(ds.num_episodes):
             start, stop = ds.episode_range(e)
+            episode_start[start:stop] = start
             for i in range(start, stop):
                 rows[i], pad[i] = window(i, start, stop, offsets)
         self.chunk_rows, self.chunk_pad = torch.from_numpy(rows), torch.from_numpy(pad)
+        self.episode_start = torch.from_numpy(episode_start)
+        """``[N]`` the first frame of each frame's episode."""
         self.stats = {key: {s: torch.as_tensor(ds.stats[key][s], dtype=torch.float32) for s in ("mean", "std")}
                       for key in (state_key, action_key)}
         self.state_key, self.action_key = state_key, action_key
@@ -151,20 +155,22 @@ class VLABatches:
                                         for i in range(0, len(self), chunk)])
         self.features, self.images = None, {}
 
-    def batch(self, index: torch.Tensor) -> dict:
+    def batch(self, index: torch.Tensor, seen: torch.Tensor | None = None) -> dict:
         """Frames ``index [B]`` as ``{"images": {camera: uint8 [B, 3, H, W]}, "tokens": int64 [B, L],
         "token_mask": bool [B, L], "state": [B, S], "action": [B, H, A], "action_is_pad": bool [B, H]}``, plus
         ``"target": [B, ...]`` with a ``target_key``; after :meth:`cache_features`, ``"image_features": {camera: float16
         [B, F, h, w]}`` in place of ``"images"``; after :meth:`cache_keypoints`, ``"keypoints": [B, C, K, 2]`` in
-        place of both."""
+        place of both. ``seen [B]``: the frames whose images (and target, where the images show it) go with each
+        state (default ``index``; :meth:`sample`'s ``image_lag``)."""
         task = self.task_index[index]
+        seen = index if seen is None else seen
         if self.keypoints is not None:
-            images = {"keypoints": self.keypoints[index]}
+            images = {"keypoints": self.keypoints[seen]}
         elif self.features is not None:
-            images = {"image_features": {cam: f[index] for cam, f in self.features.items()}}
+            images = {"image_features": {cam: f[seen] for cam, f in self.features.items()}}
         else:
-            images = {"images": {cam: frames[index] for cam, frames in self.images.items()}}
-        target = {} if self.target is None else {"target": self.target[index]}
+            images = {"images": {cam: frames[seen] for cam, frames in self.images.items()}}
+        target = {} if self.target is None else {"target": self.target[seen]}
         return {
             **images,
             **target,
@@ -190,13 +196,20 @@ class VLABatches:
         return 1.0 + boost * m / m.mean().clamp_min(1e-12)
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None,
-               weights: torch.Tensor | None = None, shift: int = 0) -> dict:
+               weights: torch.Tensor | None = None, shift: int = 0, image_lag: int = 0) -> dict:
         """:meth:`batch` of ``batch_size`` frames drawn with replacement: uniformly, or in proportion to ``weights``
-        ``[N]`` (e.g. :meth:`motion_weights`); every image moved by :func:`random_shift` of up to ``shift`` pixels."""
+        ``[N]`` (e.g. :meth:`motion_weights`); every image moved by :func:`random_shift` of up to ``shift`` pixels;
+        with ``image_lag``, each frame's images are those of ``0..image_lag`` frames before (uniform, not before its
+        episode's first), as a deployed policy sees its cameras' latest frames beside a newer joint state."""
         if weights is None:
-            batch = self.batch(torch.randint(0, len(self), (batch_size,), generator=generator))
+            index = torch.randint(0, len(self), (batch_size,), generator=generator)
         else:
-            batch = self.batch(torch.multinomial(weights, batch_size, replacement=True, generator=generator))
+            index = torch.multinomial(weights, batch_size, replacement=True, generator=generator)
+        seen = None
+        if image_lag > 0:
+            lag = torch.randint(0, image_lag + 1, (batch_size,), generator=generator)
+            seen = torch.maximum(index - lag, self.episode_start[index])
+        batch = self.batch(index, seen)
         if shift > 0 and "images" in batch:
             batch["images"] = {cam: random_shift(im, shift, generator) for cam, im in batch["images"].items()}
         return batch
