@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def test_simplify_meshes_packs_the_kept_faces_of_each_mesh_and_refuses_a_bad_cel
     from sim.render import cluster_triangles, simplify_meshes
 
     model = sim.make_env("so101_reach", num_envs=1).mujoco_view(0)[0]
-    simplified = __import__("copy").deepcopy(model)
+    simplified = copy.deepcopy(model)
     simplify_meshes(simplified, 0.002)
     for i in range(model.nmesh):
         fa, fn, va, vn = model.mesh_faceadr[i], model.mesh_facenum[i], model.mesh_vertadr[i], model.mesh_vertnum[i]
@@ -107,8 +108,6 @@ def test_simplify_meshes_packs_the_kept_faces_of_each_mesh_and_refuses_a_bad_cel
 
 @pytest.mark.render
 def test_camera_groups_draw_simplified_meshes_close_to_the_full_ones():
-    import copy
-
     import mujoco
 
     from sim import render

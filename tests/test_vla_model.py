@@ -286,7 +286,6 @@ def test_dataset_batches_hold_chunks_images_and_instructions(reach_dataset: Path
         moved += not torch.equal(late["images"]["front"][row], frames[i])
     assert moved > 64  # ~3/4 of the draws lag by 1-3 frames (fewer at episode starts and where frames repeat)
     # frozen features cached once: batches then carry them (float16) in place of the images, shifts do not apply
-    frames = batches.images["front"]
     batches.cache_features(lambda images: images[:, :2, ::4, ::4].float() + 0.25, chunk=16)
     cached = batches.sample(4, torch.Generator().manual_seed(2), shift=4)
     assert "images" not in cached and cached["image_features"]["front"].dtype == torch.float16

@@ -64,8 +64,8 @@ def main(argv: list[str]) -> int:
     elif (args.path / "config.yaml").is_file():
         artifact_flags = {"--latency-ms": args.latency_ms is not None, "--image-lag": args.image_lag > 0,
                           "--rate-limit": args.rate_limit}
-        if any(artifact_flags.values()):
-            flag = next(name for name, given in artifact_flags.items() if given)
+        flag = next((name for name, given in artifact_flags.items() if given), None)
+        if flag is not None:
             print(f"robot-rl eval: {flag} evaluates a policy artifact; {args.path} is a run. Fix: export it "
                   f"(robot-rl export {args.path}) and pass {args.path / 'policy'}", file=sys.stderr)
             return 2
