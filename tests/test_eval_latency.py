@@ -80,3 +80,13 @@ def test_eval_cli_prints_the_rate_limit_and_refuses_it_for_a_run(tmp_path, capsy
     (tmp_path / "config.yaml").write_text("task: {name: so101_reach}\n")
     assert main(["eval", str(tmp_path), "--rate-limit"]) == 2
     assert "--rate-limit evaluates a policy artifact" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--task", "so101_reach"], ["--execute-len", "4"]])
+def test_eval_cli_refuses_the_other_artifact_only_flags_for_a_run(tmp_path, capsys, flags):
+    """``--task`` and ``--execute-len`` change how an artifact is played; a run's evaluation cannot honour them, so it
+    refuses them (exit 2, the fix named) rather than ignoring them."""
+    (tmp_path / "config.yaml").write_text("task: {name: so101_reach}\n")
+    assert main(["eval", str(tmp_path), *flags]) == 2
+    err = capsys.readouterr().err
+    assert f"{flags[0]} evaluates a policy artifact" in err and f"robot-rl export {tmp_path}" in err

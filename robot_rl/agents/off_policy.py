@@ -33,6 +33,7 @@ import abc
 import contextlib
 import copy
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -54,6 +55,29 @@ from robot_rl.models.normalizer import EmpiricalNormalizer
 
 REDUCES = ("min", "mean", "random_min")
 AMP_MODES = ("none", "bf16")
+NATIVE_BF16 = ("avx512_bf16", "amx_bf16", "bf16", "sve_bf16")
+"""``torch.cpu.get_capabilities()`` keys of the instructions that multiply bfloat16 in hardware (x86: AVX512-BF16,
+AMX; ARM64: BF16, SVE-BF16). Without one of them torch's CPU kernels convert and multiply bfloat16 in software."""
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (any of :data:`NATIVE_BF16`)."""
+    capabilities = torch.cpu.get_capabilities()
+    return any(capabilities.get(name, False) for name in NATIVE_BF16)
+
+
+def warn_if_bf16_is_emulated(amp: str, device: torch.device) -> None:
+    """Warn that ``agent.amp=bf16`` will be slow where the CPU has no bfloat16 instructions.
+
+    Measured 2026-12-06 on a 2-core AMD EPYC (AVX2, no AVX512-BF16/AMX), torch 2.13: SAC's update at batch 256 took
+    195 ms in bf16 against 23 ms in float32 (8.4x slower; ``benchmarks/agent_update_time.py``), where an Intel CPU
+    with AMX ran it ~1.4x faster than float32. The run's arithmetic is unchanged: this only warns.
+    """
+    if amp == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
+        name = torch.cpu.get_capabilities().get("cpu_name", "this CPU")
+        warnings.warn(f"agent.amp=bf16 on {name}, which has no bfloat16 instructions (AVX512-BF16, AMX or ARM BF16): "
+                      "torch emulates them, and SAC's update measured 8.4x SLOWER than float32 on such a CPU. "
+                      "Fix: agent.amp=none (float32; same algorithm)", stacklevel=3)
 
 
 @dataclass
@@ -82,8 +106,9 @@ class OffPolicyConfig(AgentConfig):
         amp: ``none`` (float32) or ``bf16``: :meth:`OffPolicyAgent.learn` runs under
             ``torch.autocast(dtype=bfloat16)``, so hidden-layer matmuls run in bfloat16 while master
             weights, optimiser state, output layers, log-probabilities, temperature and losses stay
-            float32 (FastTD3's mixed precision). On a CPU with AVX512-BF16/AMX the matmuls are ~4x
-            faster (docs/agents.md has the measured update times and learning curves).
+            float32 (FastTD3's mixed precision). On a CPU with AVX512-BF16/AMX the matmuls are ~2x
+            faster; on one without, torch emulates bfloat16 and the update is ~8x SLOWER (a warning says so:
+            :func:`warn_if_bf16_is_emulated`; docs/agents.md has the measured update times and learning curves).
     """
 
     gamma: float = 0.99
@@ -205,6 +230,7 @@ class OffPolicyAgent(Agent, abc.ABC):
 
     def __init__(self, cfg: OffPolicyConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu"):
         super().__init__(cfg, critic_cfg, env, device)
+        warn_if_bf16_is_emulated(cfg.amp, self.device)
         self.critic_group = env.critic_group
         D, A = env.observation_dims["policy"], env.action_dim
         Dc = env.observation_dims[self.critic_group]

@@ -62,7 +62,8 @@ def main(argv: list[str]) -> int:
                                     instruction_shift=int(args.wrong_instruction), latency_s=latency_s,
                                     image_lag=args.image_lag, rate_limit=args.rate_limit)
     elif (args.path / "config.yaml").is_file():
-        artifact_flags = {"--latency-ms": args.latency_ms is not None, "--image-lag": args.image_lag > 0,
+        artifact_flags = {"--task": args.task is not None, "--execute-len": args.execute_len is not None,
+                          "--latency-ms": args.latency_ms is not None, "--image-lag": args.image_lag > 0,
                           "--rate-limit": args.rate_limit}
         flag = next((name for name, given in artifact_flags.items() if given), None)
         if flag is not None:
