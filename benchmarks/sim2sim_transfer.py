@@ -39,6 +39,7 @@ from _results import RESULTS, write_rows
 from robot_rl.commands.deploy import run_episodes
 from robot_rl.deploy.artifact import load_meta
 from robot_rl.deploy.node_procs import DEFAULT_SIM_RT_PRIORITY, plan_realtime
+from robot_rl.deploy.node_report import node_counts
 from robot_rl.train.artifact_eval import evaluate_artifact
 from robot_rl.train.evaluation import Z95, wilson_interval
 
@@ -77,17 +78,6 @@ def rate_limit_params(max_step_change: float) -> dict[str, object]:
     if not (math.isfinite(max_step_change) and max_step_change >= 0):
         raise ValueError(f"--max-step-change {max_step_change}: must be a finite number of rad >= 0 (0: robot.yaml's)")
     return {"max_step_change": f"[{max_step_change}]"} if max_step_change else {}
-
-
-NODE_COUNTS = ("commands", "inferences", "rate_limited", "clamped", "vla_hold", "watchdog_ticks")
-"""Policy node counts a row keeps (events of :mod:`ros_nodes.stats`; absent ones are 0)."""
-
-
-def node_counts(stats: dict) -> dict[str, float | int]:
-    """What a row keeps of the policy node's statistics beside its latency: the counts of :data:`NODE_COUNTS` and,
-    for a VLA, the age of each query's camera frames behind its joint state (p50/p99/max ms; NaN without one)."""
-    ages = {f"image_age_{q}_ms": stats.get(f"image_age_{q}_ms", float("nan")) for q in ("p50", "p99", "max")}
-    return {f"node_{k}": int(stats.get(k, 0)) for k in NODE_COUNTS} | ages
 
 
 def main() -> None:

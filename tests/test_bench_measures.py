@@ -120,17 +120,6 @@ def test_g1_stand_curve_keeps_updates_with_finished_episodes(tmp_path) -> None:
     assert svg.startswith("<svg") and svg.count("<polyline") == 2
 
 
-def test_transfer_rows_keep_the_nodes_counts_and_camera_frame_age() -> None:
-    stats = {"commands": 500, "rate_limited": 120, "inferences": 63, "latency_p50_ms": 2.0,
-             "image_age_p50_ms": 53.0, "image_age_p99_ms": 62.5, "image_age_max_ms": 80.0}
-    row = transfer.node_counts(stats)
-    assert row == {"node_commands": 500, "node_inferences": 63, "node_rate_limited": 120, "node_clamped": 0,
-                   "node_vla_hold": 0, "node_watchdog_ticks": 0, "image_age_p50_ms": 53.0, "image_age_p99_ms": 62.5,
-                   "image_age_max_ms": 80.0}
-    no_camera = transfer.node_counts({"commands": 10})  # a proprioceptive policy: no frame age
-    assert no_camera["node_commands"] == 10 and math.isnan(no_camera["image_age_p50_ms"])
-
-
 @pytest.mark.robot_assets("unitree_g1")
 def test_transfer_rates_success_for_tasks_with_a_success_rule_and_survival_for_locomotion() -> None:
     assert transfer.task_metric("so101_reach_deploy") == "success"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,21 +67,28 @@ def _sim2sim(args: argparse.Namespace) -> int:
     _validate_sim2sim(args)
     limit = {} if args.max_step_change is None else {"max_step_change": f"[{args.max_step_change}]"}
     if args.episodes:
+        from robot_rl.deploy.node_report import describe
+
         realtime = plan_realtime(args.rt_priority, args.sim_rt_priority)
         print(realtime.note, flush=True)
-        try:
-            results = run_episodes(Path(args.policy), args.robot, args.episodes, args.episode_s, args.latency_ms,
-                                   args.noise, args.domain_id, args.seed, args.namespace, args.launch,
-                                   policy_params=limit, rt_priority=realtime.priority, rt_nodes=realtime.nodes)
-        except RuntimeError as exc:
-            print(exc, file=sys.stderr)
-            return 1
+        with tempfile.TemporaryDirectory() as tmp:
+            stats_file = Path(tmp) / "policy_node_stats.json"
+            try:
+                results = run_episodes(Path(args.policy), args.robot, args.episodes, args.episode_s, args.latency_ms,
+                                       args.noise, args.domain_id, args.seed, args.namespace, args.launch,
+                                       policy_params=limit | {"stats_file": str(stats_file)},
+                                       rt_priority=realtime.priority, rt_nodes=realtime.nodes)
+            except RuntimeError as exc:
+                print(exc, file=sys.stderr)
+                return 1
+            stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
         success = sum(s for s, _ in results) / len(results)
         distances = sorted(d for _, d in results)
         median_cm = distances[len(distances) // 2] * 100
         print(f"sim2sim {args.robot}: {len(results)} episodes, success {success:.1%}, median final distance "
               f"{median_cm:.2f} cm (gripper to target or cube; latency {args.latency_ms:g} ms, noise "
               f"{args.noise:g} rad)")
+        print(describe(stats))
         return 0
     from robot_rl.deploy.node_procs import NodeProcesses
 

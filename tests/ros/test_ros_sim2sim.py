@@ -82,3 +82,22 @@ def test_reach_task_draws_from_the_training_tasks_target_table():
                               "task_env": sim.make_env("so101_lift")})
     with pytest.raises(ValueError, match="has no target table"):
         _ReachTask(lift)
+
+
+def test_sim2sim_command_prints_the_policy_nodes_statistics(tmp_path, capsys):
+    """``robot-rl deploy sim2sim --episodes N`` ends with the policy node's own line: its latency, the commands its
+    safety layer changed, its inferences (one per command for a vector policy) — what a user checks before hardware."""
+    import re
+
+    from robot_rl.cli import main
+
+    code = main(["deploy", "sim2sim", "--robot", "so101", "--policy", servo_policy(tmp_path), "--episodes", "2",
+                 "--episode-s", "1.5", "--domain-id", str(fresh_domain_id()), "--sim-rt-priority", "0"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "sim2sim so101: 2 episodes" in out
+    line = next(x for x in out.splitlines() if x.startswith("policy node: latency"))
+    commands = int(re.search(r"of (\d+) commands rate-limited", line).group(1))
+    inferences = int(re.search(r"(\d+) inferences", line).group(1))
+    assert commands >= 2 * 1.5 * ROBOT.control.policy_hz * 0.5 and inferences == commands, line
+    assert "camera" not in line  # no cameras: no frame age
