@@ -77,6 +77,9 @@ def test_eval_run_and_artifact_and_export(run_dir, tmp_path):
     assert (tmp_path / "ts" / "policy.pt").is_file() and not (tmp_path / "ts" / "policy.onnx").exists()
     out = cli(["export", str(run_dir), "--format", "tflite"], tmp_path)
     assert out.returncode == 2 and "tflite" in out.stderr
+    out = cli(["export", str(run_dir), "--execute-len", "2", "--out", str(tmp_path / "chunks")], tmp_path)
+    assert out.returncode == 2 and "--execute-len 2: this policy predicts chunks of 1 action(s)" in out.stderr
+    assert not (tmp_path / "chunks").exists()  # refused before anything is written
 
 
 def test_resume_continues_the_step_counter(run_dir, tmp_path):

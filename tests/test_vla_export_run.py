@@ -18,7 +18,7 @@ from vla_tiny import TINY_VLA, record_wide
 
 from robot_rl.compose import compose
 from robot_rl.deploy.actions import to_targets
-from robot_rl.deploy.artifact import load_meta
+from robot_rl.deploy.artifact import ChunkExecution, load_meta
 from robot_rl.deploy.vla_runtime import VLARuntime, resize_nearest
 from robot_rl.train.run_loading import open_run
 from robot_rl.train.runner import Runner
@@ -98,11 +98,15 @@ def test_deploy_check_accepts_the_trained_artifact(run: Path) -> None:
 
 
 def test_export_command_writes_the_same_artifact_kind(run: Path, tmp_path: Path) -> None:
+    """``robot-rl export`` writes the run's VLA artifact; ``--execute-len`` changes only how many of each chunk's
+    actions are played before the next inference (policy.yaml ``chunk_execution``)."""
     out = tmp_path / "policy"
-    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "export", str(run), "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "export", str(run), "--out", str(out),
+                           "--execute-len", "1"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert load_meta(out).inputs == "vla" and load_meta(out).vla == load_meta(run / "policy").vla
+    meta, trained = load_meta(out), load_meta(run / "policy")
+    assert meta.inputs == "vla" and meta.vla == trained.vla and meta.chunk_length == trained.chunk_length
+    assert trained.chunk_execution.execute_len > 1 and meta.chunk_execution == ChunkExecution("open_loop", 1, 0.0)
 
 
 def test_the_run_still_exports_after_its_dataset_moves(run: Path, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from robot_rl.commands._args import command_parser
+from robot_rl.commands._args import command_parser, positive
 
 SUMMARY = "Export a run's policy artifact: policy.onnx, policy.pt, policy.yaml, manifest.json (contract 3)"
 
@@ -23,6 +23,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="onnx,torchscript",
                    help="comma-separated subset of onnx,torchscript (default both)")
     p.add_argument("--out", type=Path, default=None, help="artifact directory (default <run>/policy)")
+    p.add_argument("--execute-len", type=positive, default=None, metavar="N",
+                   help="a chunked policy (VLA, chunked TD3): play N of each chunk's actions open loop before the "
+                        "next inference (1: re-plan every step) instead of the run's agent.execute_len; written into "
+                        "policy.yaml's chunk_execution (robot-rl eval --execute-len tries a length without exporting)")
     return p
 
 
@@ -41,6 +45,6 @@ def main(argv: list[str]) -> int:
 
     runner = open_run(args.run)
     out = export_agent_policy(runner.agent, runner.env, args.out or args.run / "policy", runner.cfg,
-                              {"env_steps": runner.env_steps}, formats)
+                              {"env_steps": runner.env_steps}, formats, execute_len=args.execute_len)
     print(f"exported {', '.join(formats)} at env step {runner.env_steps:,} to {out}")
     return 0

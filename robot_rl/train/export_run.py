@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from robot_rl.config.io import train_config_to_dict
 from robot_rl.config.schema import TrainConfig
 from robot_rl.deploy.actions import robot_action_spec
 from robot_rl.deploy.artifact import OBSERVATION_TERMS, ChunkExecution
+from robot_rl.errors import InputError
 from robot_rl.export import PolicyHead, export_policy, make_meta
 from sim.env import TaskEnv
 
@@ -33,7 +35,7 @@ def export_blocker(env: Any, task: str, policy_inputs: str = "policy") -> str | 
 
 def export_agent_policy(
     agent: Agent, env: TaskEnv, out_dir: str | Path, cfg: TrainConfig, training: dict[str, Any],
-    formats: list[str] | None = None,
+    formats: list[str] | None = None, execute_len: int | None = None,
 ) -> Path:
     """Write ``agent.policy()`` (normaliser inside) with the env's robot metadata to ``out_dir``; a chunked
     policy is written whole (``chunk_length: H``) with the agent's chunk execution (``agent.policy_chunking()``).
@@ -49,6 +51,8 @@ def export_agent_policy(
         )
     robot = env.robot
     chunk_length, execution = agent.policy_chunking()
+    if execute_len is not None:
+        execution = replay_chunks(execution, chunk_length, execute_len)
     if agent.policy_inputs == "vla":
         return export_vla_run(agent, env, out_dir, cfg, training, execution)
     meta = make_meta(
@@ -66,6 +70,19 @@ def export_agent_policy(
         config=train_config_to_dict(cfg),
     )
     return export_policy(PolicyHead(agent.policy(), meta), meta, out_dir, formats or cfg.export_formats)
+
+
+def replay_chunks(execution: ChunkExecution, chunk_length: int, execute_len: int) -> ChunkExecution:
+    """``execution`` played open loop for ``execute_len`` of each chunk's ``chunk_length`` actions instead (what
+    ``robot-rl export --execute-len`` writes into policy.yaml).
+
+    Raises:
+        InputError: ``execute_len`` outside ``1..chunk_length`` (a policy of single actions has only 1).
+    """
+    if not 1 <= execute_len <= chunk_length:
+        raise InputError(f"--execute-len {execute_len}: this policy predicts chunks of {chunk_length} action(s), so "
+                         f"it must be in 1..{chunk_length}. Fix: pick a length in that range (1: re-plan every step)")
+    return dataclasses.replace(execution, mode="open_loop", execute_len=execute_len)
 
 
 def export_vla_run(agent: Agent, env: TaskEnv, out_dir: str | Path, cfg: TrainConfig, training: dict[str, Any],
