@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -26,6 +27,11 @@ def test_write_rows_keeps_rows_and_extras_beside_the_run_facts(tmp_path: Path) -
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=results.REPO, capture_output=True, text=True).stdout
     assert meta["commit"] == head.strip() and isinstance(meta["dirty"], bool)
     assert meta["machine"]["cpu_count"] == os.cpu_count() and meta["machine"]["torch"] == torch.__version__
+    # the CPU decides a timing: its model and the instruction sets float32 / bfloat16 run on
+    capabilities = torch.cpu.get_capabilities()
+    assert meta["machine"]["cpu"] == (capabilities.get("cpu_name") or platform.processor())
+    assert set(meta["machine"]["cpu_features"]) == {k for k in ("avx2", "avx512_f", "avx512_bf16", "amx_bf16", "neon",
+                                                                "bf16", "sve") if capabilities.get(k)}
     assert set(meta["load_average"]) == {"start", "end"} and meta["date"].endswith("+00:00")
     assert not list(tmp_path.glob("deep/*.tmp"))  # written atomically: no temporary file left
 
