@@ -2,9 +2,10 @@
 
 Every benchmark calls :func:`write_rows` once its rows are known: the file holds the rows and, beside
 them, what a reader needs to judge them: the command line, the git commit (and whether the work tree
-had uncommitted changes), the load average before and after, the UTC date and the machine (cores,
-torch, Python, platform). Benchmarks import it as ``from _results import write_rows`` (a script's own
-folder is first on ``sys.path``); tests load the scripts with ``tests/bench_scripts.py``.
+had uncommitted changes; the start's too where a commit was made while it ran), the load average before and
+after, the UTC start and end and the machine (cores, CPU model and instruction sets, torch, Python,
+platform). Benchmarks import it as ``from _results import write_rows`` (a script's own folder is first on
+``sys.path``); tests load the scripts with ``tests/bench_scripts.py``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ RESULTS = REPO / "docs" / "results"
 """Default home of every benchmark's rows: ``docs/results/<topic>/<benchmark>.json``."""
 
 _LOAD_AT_IMPORT = os.getloadavg()[0]
+_STARTED = datetime.datetime.now(datetime.UTC)
 
 
 def git_commit(repo: Path = REPO) -> dict[str, Any]:
@@ -36,6 +38,10 @@ def git_commit(repo: Path = REPO) -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     return {"commit": sha, "dirty": bool(status.strip())}
+
+
+_COMMIT_AT_IMPORT = git_commit()
+"""The checkout when the benchmark started (this module is imported at its start)."""
 
 
 SPEED_FEATURES = ("avx2", "avx512_f", "avx512_bf16", "amx_bf16", "neon", "bf16", "sve")
@@ -56,9 +62,15 @@ def machine() -> dict[str, Any]:
 
 
 def run_facts(argv: list[str]) -> dict[str, Any]:
-    """The ``meta`` block of a results file: command, commit, load averages, date, machine."""
-    return {"command": shlex.join(["python", *argv]), **git_commit(),
+    """The ``meta`` block of a results file: command, commit, load averages, date (the end; ``started``: the
+    start), machine. ``commit`` / ``dirty`` are the checkout's at the end; where it changed while the benchmark
+    ran (a commit made meanwhile; the modules it loaded at its start are the start's), ``commit_at_start`` /
+    ``dirty_at_start`` say what it was when the benchmark started."""
+    now = git_commit()
+    moved = {f"{k}_at_start": v for k, v in _COMMIT_AT_IMPORT.items()} if _COMMIT_AT_IMPORT != now else {}
+    return {"command": shlex.join(["python", *argv]), **now, **moved,
             "load_average": {"start": round(_LOAD_AT_IMPORT, 2), "end": round(os.getloadavg()[0], 2)},
+            "started": _STARTED.isoformat(timespec="seconds"),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "machine": machine()}
 
 

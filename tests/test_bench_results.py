@@ -33,7 +33,15 @@ def test_write_rows_keeps_rows_and_extras_beside_the_run_facts(tmp_path: Path) -
     assert set(meta["machine"]["cpu_features"]) == {k for k in ("avx2", "avx512_f", "avx512_bf16", "amx_bf16", "neon",
                                                                 "bf16", "sve") if capabilities.get(k)}
     assert set(meta["load_average"]) == {"start", "end"} and meta["date"].endswith("+00:00")
+    assert meta["started"] <= meta["date"] and "commit_at_start" not in meta  # the checkout did not move
     assert not list(tmp_path.glob("deep/*.tmp"))  # written atomically: no temporary file left
+
+
+def test_a_commit_made_while_a_benchmark_ran_is_named_beside_the_one_it_started_from(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(results, "_COMMIT_AT_IMPORT", {"commit": "0" * 40, "dirty": True})
+    meta = json.loads(results.write_rows(tmp_path / "b.json", [], ["x.py"]).read_text())["meta"]
+    assert meta["commit_at_start"] == "0" * 40 and meta["dirty_at_start"] is True
+    assert meta["commit"] == results.git_commit()["commit"]
 
 
 def test_git_commit_outside_a_checkout_is_none(tmp_path: Path) -> None:
