@@ -22,6 +22,9 @@ def test_the_line_names_latency_safety_interventions_and_frame_age() -> None:
     line = describe(VLA_STATS)
     assert "latency 2.00 / 15.25 ms" in line and "120 of 500 commands rate-limited (24%)" in line
     assert "63 inferences" in line and "camera frames 53 / 62 ms (p50 / p99) behind the joint state" in line
+    assert "control step" not in line  # no rate given: no step count
+    assert "= 1 control step at p50 (robot-rl eval --image-lag)" in describe(VLA_STATS, control_hz=25.0)  # 53/40
+    assert "= 3 control steps at p50" in describe(VLA_STATS, control_hz=50.0)  # 53 ms / 20 ms = 2.65
     vector = describe({"commands": 200, "latency_p50_ms": 1.5, "latency_p99_ms": 3.0, "clamped": 2})
     assert "0 of 200 commands rate-limited (0%) and 2 clamped" in vector and "camera" not in vector
     assert describe({}) == "policy node: no statistics (it wrote no stats_file)"

@@ -67,6 +67,7 @@ def _sim2sim(args: argparse.Namespace) -> int:
     _validate_sim2sim(args)
     limit = {} if args.max_step_change is None else {"max_step_change": f"[{args.max_step_change}]"}
     if args.episodes:
+        from robot_rl.deploy.artifact import load_meta
         from robot_rl.deploy.node_report import describe
 
         realtime = plan_realtime(args.rt_priority, args.sim_rt_priority)
@@ -88,7 +89,7 @@ def _sim2sim(args: argparse.Namespace) -> int:
         print(f"sim2sim {args.robot}: {len(results)} episodes, success {success:.1%}, median final distance "
               f"{median_cm:.2f} cm (gripper to target or cube; latency {args.latency_ms:g} ms, noise "
               f"{args.noise:g} rad)")
-        print(describe(stats))
+        print(describe(stats, load_meta(Path(args.policy)).control_hz))
         return 0
     from robot_rl.deploy.node_procs import NodeProcesses
 

@@ -21,9 +21,10 @@ def node_counts(stats: dict) -> dict[str, float | int]:
     return {f"node_{k}": int(stats.get(k, 0)) for k in NODE_COUNTS} | ages
 
 
-def describe(stats: dict) -> str:
+def describe(stats: dict, control_hz: float | None = None) -> str:
     """One line: the node's observation-to-command latency, how many commands its safety layer changed, its
-    inferences and holds, and (VLA) how old its camera frames were; "no statistics" for an empty ``stats``."""
+    inferences and holds, and (VLA) how old its camera frames were, in control steps of ``control_hz`` where given
+    (the ``robot-rl eval --image-lag`` to evaluate with); "no statistics" for an empty ``stats``."""
     if not stats:
         return "policy node: no statistics (it wrote no stats_file)"
     counts = node_counts(stats)
@@ -36,6 +37,8 @@ def describe(stats: dict) -> str:
             f"{counts['node_watchdog_ticks']} watchdog ticks")
     if math.isfinite(counts["image_age_p50_ms"]):
         age50, age99 = counts["image_age_p50_ms"], counts["image_age_p99_ms"]
-        text += (f"; camera frames {age50:.0f} / {age99:.0f} ms (p50 / p99) behind the joint state (evaluate with "
-                 "robot-rl eval --image-lag at that many control steps)")
+        text += f"; camera frames {age50:.0f} / {age99:.0f} ms (p50 / p99) behind the joint state"
+        if control_hz:
+            steps = round(age50 * control_hz / 1e3)
+            text += f" = {steps} control step{'' if steps == 1 else 's'} at p50 (robot-rl eval --image-lag)"
     return text
