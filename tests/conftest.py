@@ -63,6 +63,18 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session")
+def small_vla_artifact(tmp_path_factory):
+    """``(policy, artifact dir, meta)``: tests/vla_small.py's small untrained VLA exported once per session (~40-50 s
+    of ONNX export) for tests/test_export_vla.py and the fuzz cases of kind ``vla_artifact``; never modify it (copy
+    it first)."""
+    from vla_small import export, small_policy
+
+    policy = small_policy()
+    out, meta = export(policy, tmp_path_factory.mktemp("small_vla") / "policy")
+    return policy, out, meta
+
+
 _ASSET_ROBOTS = {"franka_panda": "panda|franka", "unitree_g1": "g1|unitree"}
 """Robots whose models are not in the repository (ROBOT_RL_ASSETS), and the words that name them in a test id."""
 

@@ -53,13 +53,20 @@ class GoodInputs:
     artifact: Path
     dataset: Path
     root: Path
+    vla_source: Path | None = None
 
     def vla_artifact(self) -> Path:
-        """An untrained VLA artifact for so101 (cameras front + wrist, 32x32, chunk 4, 3 flow steps, 8 tokens),
-        exported on the first call (~15-50 s) and reused after: policy.yaml, policy.onnx, tokenizer.json."""
+        """tests/vla_small.py's untrained VLA artifact for so101 (cameras front + wrist, 32x32, chunk 4, 3 flow
+        steps, 8 tokens): a copy of ``vla_source`` where given (the test session's, exported once), else exported on
+        the first call (~40-50 s); reused after: policy.yaml, policy.onnx, tokenizer.json, manifest.json."""
         out = self.root / "vla_policy"
         if not (out / "manifest.json").is_file():
-            build_vla_artifact(out)
+            if self.vla_source is not None:
+                shutil.copytree(self.vla_source, out, dirs_exist_ok=True)
+            else:
+                from vla_small import export, small_policy
+
+                export(small_policy(), out)
         return out
 
 
@@ -68,8 +75,9 @@ TRAIN_TINY = ["task.num_envs=8", "task.total_steps=256", "agent.num_steps_per_en
 """Overrides of a run that trains in about a second (4 updates, a checkpoint every 2)."""
 
 
-def build_good_inputs(root: Path) -> GoodInputs:
-    """Make the good inputs under ``root`` (a few seconds: one tiny training run and one recording)."""
+def build_good_inputs(root: Path, vla_source: Path | None = None) -> GoodInputs:
+    """Make the good inputs under ``root`` (a few seconds: one tiny training run and one recording); ``vla_source``:
+    a tests/vla_small.py artifact already exported, copied for :meth:`GoodInputs.vla_artifact` (else it exports)."""
     root.mkdir(parents=True, exist_ok=True)
     robot_yaml = root / "robot.yaml"
     shutil.copy(REPO / "hardware" / "so101" / "robot.yaml", robot_yaml)
@@ -81,34 +89,8 @@ def build_good_inputs(root: Path) -> GoodInputs:
                               cwd=root)
         if done.returncode != 0:
             raise RuntimeError(f"building the good inputs: robot-rl {' '.join(argv)} failed:\n{done.stderr[-3000:]}")
-    return GoodInputs(robot_yaml=robot_yaml, run=run, artifact=run / "policy", dataset=dataset, root=root)
-
-
-VLA_INSTRUCTIONS = ["reach the red target", "touch the blue sphere"]
-
-
-def build_vla_artifact(out: Path) -> Path:
-    """Export a tiny untrained VLA policy for so101 into ``out`` (see :meth:`GoodInputs.vla_artifact`)."""
-    import torch
-
-    from robot_rl.deploy.actions import action_spec
-    from robot_rl.export_vla import export_vla_policy, make_vla_meta
-    from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig
-    from robot_rl.models.vla.policy import VLAPolicy
-    from sim.robots import load_robot
-
-    robot = load_robot("so101")
-    default = [j.default for j in robot.joints]
-    torch.manual_seed(0)
-    tokenizer = InstructionTokenizer.train(VLA_INSTRUCTIONS)
-    config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, cameras=("front", "wrist"),
-                           chunk_len=4, width=32, heads=2, num_steps=3, max_text_len=8,
-                           image_size=32)
-    policy = VLAPolicy(VLA(config), tokenizer, VLA_INSTRUCTIONS).eval()
-    action = action_spec("joint_position_delta_default", robot.control.action_scale, default)
-    meta = make_vla_meta(policy, robot.name, robot.joint_names, default, action, robot.control.policy_hz, (32, 32),
-                         task="so101_reach_lang")
-    return export_vla_policy(policy, meta, out)
+    return GoodInputs(robot_yaml=robot_yaml, run=run, artifact=run / "policy", dataset=dataset, root=root,
+                      vla_source=vla_source)
 
 
 @dataclass(frozen=True)

@@ -14,46 +14,21 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from vla_small import ACTION, DEFAULT, INSTRUCTIONS, JOINTS, SIZE, export, small_policy
 
-from robot_rl.deploy.actions import action_spec, to_targets
+from robot_rl.deploy.actions import to_targets
 from robot_rl.deploy.artifact import ArtifactError, sha256_file, write_manifest
 from robot_rl.deploy.runtime import PolicyRuntime
 from robot_rl.deploy.validate import load_policy
 from robot_rl.deploy.vla_runtime import VLARuntime, resize_nearest
 from robot_rl.errors import InputError
 from robot_rl.export_vla import export_vla_policy, make_vla_meta
-from robot_rl.models.vla import VLA, InstructionTokenizer, VLAConfig
-from robot_rl.models.vla.policy import VLAPolicy
-
-JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
-DEFAULT = [0.0, -1.0, 1.0, 0.6, 0.0, 0.0]
-INSTRUCTIONS = ["reach the red target", "touch the blue sphere", "go to the green one"]
-SIZE = 32
-ACTION = action_spec("joint_position_delta_default", 0.5, DEFAULT)
 
 
-def small_policy(cameras=("front", "wrist"), image_encoder="conv", **extra) -> VLAPolicy:
-    torch.manual_seed(0)
-    tokenizer = InstructionTokenizer.train(INSTRUCTIONS)
-    config = VLAConfig.cpu(state_dim=6, action_dim=6, vocab_size=tokenizer.vocab_size, cameras=cameras,
-                           chunk_len=4, width=32, heads=2, num_steps=3, max_text_len=8, image_encoder=image_encoder,
-                           image_size=SIZE, image_keypoints=3, **extra)  # keypoints: the spatial softmax in the graph
-    model = VLA(config)
-    model.set_stats(torch.tensor(DEFAULT), torch.full((6,), 0.3), torch.zeros(6), torch.full((6,), 0.5))
-    return VLAPolicy(model, tokenizer, INSTRUCTIONS).eval()
-
-
-def export(policy: VLAPolicy, out, **kw):
-    meta = make_vla_meta(policy, "so101", JOINTS, DEFAULT, ACTION, 25.0, (SIZE, SIZE), task="so101_reach_lang",
-                         **kw)
-    return export_vla_policy(policy, meta, out), meta
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    policy = small_policy()
-    out, meta = export(policy, tmp_path_factory.mktemp("vla") / "policy")
-    return policy, out, meta
+@pytest.fixture
+def exported(small_vla_artifact):
+    """``(policy, artifact dir, meta)`` of the session's small VLA export (tests/vla_small.py); read only."""
+    return small_vla_artifact
 
 
 def copy_artifact(src, dst):

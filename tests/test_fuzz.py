@@ -15,8 +15,8 @@ CASES = corpus()
 
 
 @pytest.fixture(scope="module")
-def good(tmp_path_factory) -> GoodInputs:
-    return build_good_inputs(tmp_path_factory.mktemp("fuzz_good"))
+def good(tmp_path_factory, small_vla_artifact) -> GoodInputs:
+    return build_good_inputs(tmp_path_factory.mktemp("fuzz_good"), vla_source=small_vla_artifact[1])
 
 
 def test_classify_on_hand_made_outcomes():
