@@ -70,8 +70,9 @@ def warn_if_bf16_is_emulated(amp: str, device: torch.device) -> None:
     """Warn that ``agent.amp=bf16`` will be slow where the CPU has no bfloat16 instructions.
 
     Measured 2026-12-06 on a 2-core AMD EPYC (AVX2, no AVX512-BF16/AMX), torch 2.13: SAC's update at batch 256 took
-    195 ms in bf16 against 23 ms in float32 (8.4x slower; ``benchmarks/agent_update_time.py``), where an Intel CPU
-    with AMX ran it ~1.4x faster than float32. The run's arithmetic is unchanged: this only warns.
+    195 ms in bf16 against 23 ms in float32 (8.4x slower; ``benchmarks/agent_update_time.py``), where the earlier dev
+    machine's CPU (AVX512-BF16) ran it ~1.4x faster than float32 (docs/agents.md). The arithmetic is unchanged: this
+    only warns.
     """
     if amp == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
         name = torch.cpu.get_capabilities().get("cpu_name", "this CPU")
