@@ -14,7 +14,7 @@ from robot_rl.deploy.artifact import ChunkExecution
 from robot_rl.deploy.chunking import ChunkExecutor as NumpyExecutor
 from robot_rl.errors import InputError
 from robot_rl.models.chunked_actor import ChunkExecutor as TorchExecutor
-from robot_rl.train.export_run import replay_chunks
+from robot_rl.train.export_run import open_loop_execution
 
 A_CHUNK = [[0.0], [1.0], [2.0]]
 B_CHUNK = [[10.0], [11.0], [12.0]]
@@ -113,7 +113,7 @@ def test_bad_settings_are_refused_by_both(kw, match):
 
 def test_export_execute_len_outside_the_chunk_is_refused_naming_the_range() -> None:
     execution = ChunkExecution("temporal_ensemble", 1, 0.01)
-    assert replay_chunks(execution, 8, 4) == ChunkExecution("open_loop", 4, 0.01)
+    assert open_loop_execution(execution, 8, 4) == ChunkExecution("open_loop", 4, 0.01)
     for bad in (0, 9):
         with pytest.raises(InputError, match=rf"--execute-len {bad}: .* of 8 action\(s\), so it must be in 1..8"):
-            replay_chunks(execution, 8, bad)
+            open_loop_execution(execution, 8, bad)

@@ -9,10 +9,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from robot_rl.commands._args import command_parser, count, domain_id, duration, integer, number, positive, seed
 from robot_rl.deploy.node_procs import DEFAULT_SIM_RT_PRIORITY, plan_realtime
 from robot_rl.errors import EXIT_BAD_INPUT
+
+if TYPE_CHECKING:
+    from robot_rl.deploy.artifact import PolicyMeta
 
 SUMMARY = "Check a policy artifact against a robot, or run it sim-to-sim over ROS 2 (sim2sim | check)"
 
@@ -53,21 +57,21 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-def _validate_sim2sim(args: argparse.Namespace) -> None:
-    """Refuse bad input before any node starts: the domain id, robot.yaml and the artifact (InputError)."""
+def _validate_sim2sim(args: argparse.Namespace) -> PolicyMeta:
+    """Refuse bad input before any node starts: the domain id, robot.yaml and the artifact (InputError); returns the
+    artifact's metadata."""
     from robot_rl.deploy.ros_env import check_domain_id
     from robot_rl.deploy.validate import RobotSpec, load_policy
     from sim.robots import load_robot
 
     check_domain_id(args.domain_id)
-    load_policy(Path(args.policy), robot=RobotSpec.from_robot(load_robot(args.robot).as_dict()))
+    return load_policy(Path(args.policy), robot=RobotSpec.from_robot(load_robot(args.robot).as_dict()))[0]
 
 
 def _sim2sim(args: argparse.Namespace) -> int:
-    _validate_sim2sim(args)
+    meta = _validate_sim2sim(args)
     limit = {} if args.max_step_change is None else {"max_step_change": f"[{args.max_step_change}]"}
     if args.episodes:
-        from robot_rl.deploy.artifact import load_meta
         from robot_rl.deploy.node_report import describe
 
         realtime = plan_realtime(args.rt_priority, args.sim_rt_priority)
@@ -89,7 +93,7 @@ def _sim2sim(args: argparse.Namespace) -> int:
         print(f"sim2sim {args.robot}: {len(results)} episodes, success {success:.1%}, median final distance "
               f"{median_cm:.2f} cm (gripper to target or cube; latency {args.latency_ms:g} ms, noise "
               f"{args.noise:g} rad)")
-        print(describe(stats, load_meta(Path(args.policy)).control_hz))
+        print(describe(stats, meta.control_hz))
         return 0
     from robot_rl.deploy.node_procs import NodeProcesses
 

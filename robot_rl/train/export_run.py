@@ -52,7 +52,7 @@ def export_agent_policy(
     robot = env.robot
     chunk_length, execution = agent.policy_chunking()
     if execute_len is not None:
-        execution = replay_chunks(execution, chunk_length, execute_len)
+        execution = open_loop_execution(execution, chunk_length, execute_len)
     if agent.policy_inputs == "vla":
         return export_vla_run(agent, env, out_dir, cfg, training, execution)
     meta = make_meta(
@@ -72,7 +72,7 @@ def export_agent_policy(
     return export_policy(PolicyHead(agent.policy(), meta), meta, out_dir, formats or cfg.export_formats)
 
 
-def replay_chunks(execution: ChunkExecution, chunk_length: int, execute_len: int) -> ChunkExecution:
+def open_loop_execution(execution: ChunkExecution, chunk_length: int, execute_len: int) -> ChunkExecution:
     """``execution`` played open loop for ``execute_len`` of each chunk's ``chunk_length`` actions instead (what
     ``robot-rl export --execute-len`` writes into policy.yaml).
 
