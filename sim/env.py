@@ -94,6 +94,8 @@ class TaskEnv(VecEnv):
         self.last_action = torch.zeros_like(self.action)
         self.applied_ctrl = torch.zeros(n, self.action_dim, device=self.device)
         """``[N, A]`` the actuator command (ctrl) held since the last step: what a rate limit moves from."""
+        self.previous_ctrl = torch.zeros_like(self.applied_ctrl)
+        """``[N, A]`` the actuator command before the last step's (what that step's command moved from)."""
         self._episode_sums = {name: torch.zeros(n, device=self.device) for name in cfg.rewards}
         self._episode_return = torch.zeros(n, device=self.device)
         self._step_cache: dict[str, torch.Tensor] = {}
@@ -197,7 +199,7 @@ class TaskEnv(VecEnv):
         ctrl = self.actuator_command(applied)
         if self.max_step_change is not None:
             ctrl = rate_limit(ctrl, self.applied_ctrl, self.max_step_change)
-        self.applied_ctrl = ctrl
+        self.previous_ctrl, self.applied_ctrl = self.applied_ctrl, ctrl
         self.backend.step(ctrl)
         self.episode_step += 1
         self._read_state()
@@ -246,6 +248,15 @@ class TaskEnv(VecEnv):
             return (self.joint_lower + self.joint_upper) / 2, (self.joint_upper - self.joint_lower) / 2
         return self.default_joint_pos, torch.full_like(self.default_joint_pos, control.action_scale)
 
+    def requested_targets(self) -> torch.Tensor:
+        """``[N, A]`` joint targets (rad) the last action asked for, before any clamp or rate limit (position
+        control): what the policy node's safety layer receives."""
+        if self.robot.control.action_type == "joint_torque":
+            raise SimInputError(f"{self.robot.name} is torque-controlled here: its actions are torques, not joint "
+                                "targets")
+        offset, scale = self._action_map()
+        return offset + scale * self.action
+
     def actuator_command(self, action: torch.Tensor) -> torch.Tensor:
         """MuJoCo ``ctrl`` ``[N, nu]`` for a policy action ``[N, A]`` in ``[-1, 1]`` (joint targets or torques)."""
         if self.robot.control.action_type == "joint_torque":
@@ -276,7 +287,7 @@ class TaskEnv(VecEnv):
     def _per_env_buffers(self) -> dict[str, torch.Tensor]:
         """The live per-env tensors ``[N, ...]`` a snapshot holds, by name."""
         live = {"episode_step": self.episode_step, "action": self.action, "last_action": self.last_action,
-                "applied_ctrl": self.applied_ctrl, "episode_return": self._episode_return}
+                "applied_ctrl": self.applied_ctrl, "previous_ctrl": self.previous_ctrl, "episode_return": self._episode_return}
         live.update({f"episode_sum/{name}": sums for name, sums in self._episode_sums.items()})
         live.update({name: getattr(self, name) for name in self.task_buffers})
         return live
@@ -402,6 +413,7 @@ class TaskEnv(VecEnv):
         ctrl = self.actuator_command(zero) if self.robot.control.action_type != "joint_torque" else zero
         self.backend.reset(ids.cpu().numpy(), qpos, qvel, ctrl)
         self.applied_ctrl[ids] = ctrl
+        self.previous_ctrl[ids] = ctrl
         self._reset_task(ids)
         self.episode_step[ids] = 0
         self.action[ids] = 0.0

@@ -41,7 +41,7 @@ def test_the_task_default_is_untouched():
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"distanse": 1.0}, r"no reward term 'distanse'; its terms: \['action_rate', 'distance'"),
+    ({"distanse": 1.0}, r"no reward term 'distanse'; its terms: \['action_rate', 'command_excess', 'distance'"),
     ({"distance": math.nan}, "weight nan must be a finite number"),
     ({"distance": math.inf}, "weight inf must be a finite number"),
     ({"distance": "big"}, "weight 'big' must be a finite number"),

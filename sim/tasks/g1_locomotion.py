@@ -240,7 +240,8 @@ def locomotion_rewards(group: str = "locomotion") -> dict[str, RewardTerm]:
 
 def posture_rewards(group: str = "posture", pose_joints: tuple[int, ...] = HIP_ROLL_YAW_WAIST + ARM_JOINTS,
                     base_height: float = 0.78) -> dict[str, RewardTerm]:
-    """Upright, height and smoothness regularisers, counted in ``group``."""
+    """Upright, height and smoothness regularisers, counted in ``group``; ``command_excess`` at weight 0 (a user
+    turns it on to ask only for targets the deploy safety layer passes: docs/tasks.md)."""
     return {
         "tilt": RewardTerm(g1_terms.tilt_l2, -1.0, group),
         "base_height": RewardTerm(g1_terms.base_height_l2, -10.0, group, {"target": base_height}),
@@ -250,6 +251,7 @@ def posture_rewards(group: str = "posture", pose_joints: tuple[int, ...] = HIP_R
         "action_rate": RewardTerm(terms.action_rate_l2, -0.01, group),
         "joint_torque": RewardTerm(terms.joint_torque_l2, -1e-5, group),
         "joint_limits": RewardTerm(terms.joint_limit_margin, -1.0, group),
+        "command_excess": RewardTerm(terms.command_excess, 0.0, group),  # off: task.env.rewards={command_excess: w}
     }
 
 

@@ -193,12 +193,14 @@ def reach_observations() -> dict[str, dict[str, ObsTerm]]:
 
 
 def reach_rewards() -> dict[str, RewardTerm]:
-    """Distance, a fine tanh kernel near the target, action-rate and joint-velocity penalties."""
+    """Distance, a fine tanh kernel near the target, action-rate and joint-velocity penalties, and the commands'
+    excess over the deploy safety layer (weight 0: logged, not rewarded; :func:`sim.tasks.terms.command_excess`)."""
     return {
         "distance": RewardTerm(ee_distance, weight=-1.0),
         "reach_fine": RewardTerm(reach_kernel, weight=1.0, params={"std": 0.05}),
         "action_rate": RewardTerm(terms.action_rate_l2, weight=-0.01),
         "joint_vel": RewardTerm(terms.joint_vel_l2, weight=-0.001),
+        "command_excess": RewardTerm(terms.command_excess, weight=0.0),
     }
 
 

@@ -84,6 +84,21 @@ def action_rate_l2(env) -> torch.Tensor:
     return torch.sum((env.action - env.last_action) ** 2, dim=1)
 
 
+def command_excess(env, max_step: float | None = None) -> torch.Tensor:
+    """``[N]`` how far (rad, summed over joints) the last action's joint targets lie beyond what the policy node's
+    safety layer passes unchanged: outside the joint limits, or more than ``max_step`` (default: robot.yaml's
+    ``safety.max_step_change``) from the previous command. 0 for a policy whose commands the robot follows as
+    given; weighted negative, it teaches the policy to ask only for what the safety layer lets through
+    (docs/tasks.md, "Commands the robot follows as given"). 0 under torque control (no targets to pass)."""
+    if env.robot.control.action_type == "joint_torque":
+        return torch.zeros(env.num_envs, device=env.device)
+    limit = env.robot.safety.max_step_change if max_step is None else max_step
+    target = env.requested_targets()
+    inside = torch.clamp(target, env.joint_lower, env.joint_upper)
+    too_fast = torch.clamp((inside - env.previous_ctrl).abs() - limit, min=0.0)
+    return torch.sum((target - inside).abs() + too_fast, dim=1)
+
+
 def joint_vel_l2(env) -> torch.Tensor:
     """Squared joint velocities."""
     return torch.sum(env.state.joint_vel**2, dim=1)
