@@ -287,7 +287,8 @@ class TaskEnv(VecEnv):
     def _per_env_buffers(self) -> dict[str, torch.Tensor]:
         """The live per-env tensors ``[N, ...]`` a snapshot holds, by name."""
         live = {"episode_step": self.episode_step, "action": self.action, "last_action": self.last_action,
-                "applied_ctrl": self.applied_ctrl, "previous_ctrl": self.previous_ctrl, "episode_return": self._episode_return}
+                "applied_ctrl": self.applied_ctrl, "previous_ctrl": self.previous_ctrl,
+                "episode_return": self._episode_return}
         live.update({f"episode_sum/{name}": sums for name, sums in self._episode_sums.items()})
         live.update({name: getattr(self, name) for name in self.task_buffers})
         return live
