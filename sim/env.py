@@ -248,14 +248,14 @@ class TaskEnv(VecEnv):
             return (self.joint_lower + self.joint_upper) / 2, (self.joint_upper - self.joint_lower) / 2
         return self.default_joint_pos, torch.full_like(self.default_joint_pos, control.action_scale)
 
-    def requested_targets(self) -> torch.Tensor:
-        """``[N, A]`` joint targets (rad) the last action asked for, before any clamp or rate limit (position
-        control): what the policy node's safety layer receives."""
+    def requested_targets(self, action: torch.Tensor | None = None) -> torch.Tensor:
+        """``[N, A]`` joint targets (rad) ``action`` ``[N, A]`` (default: the last step's) asks for, before any clamp
+        or rate limit (position control): what the policy node's safety layer receives."""
         if self.robot.control.action_type == "joint_torque":
             raise SimInputError(f"{self.robot.name} is torque-controlled here: its actions are torques, not joint "
                                 "targets")
         offset, scale = self._action_map()
-        return offset + scale * self.action
+        return offset + scale * (self.action if action is None else action)
 
     def actuator_command(self, action: torch.Tensor) -> torch.Tensor:
         """MuJoCo ``ctrl`` ``[N, nu]`` for a policy action ``[N, A]`` in ``[-1, 1]`` (joint targets or torques)."""

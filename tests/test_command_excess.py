@@ -74,3 +74,20 @@ def test_torque_control_has_nothing_to_exceed():
     torch.testing.assert_close(command_excess(env), torch.zeros(2))
     with pytest.raises(SimInputError, match="torque-controlled"):
         env.requested_targets()
+
+
+def test_evaluation_counts_the_commands_the_safety_layer_would_change():
+    from robot_rl.train.evaluation import evaluate
+
+    env = sim.make_env("so101_reach", num_envs=2, seed=0)
+    still = evaluate(lambda obs: torch.zeros(obs.shape[0], env.action_dim), env, episodes=2, seed=1)
+    assert still.commands == 2 * env.max_episode_steps and still.summary()["commands_beyond_safety"] == 0.0
+    flip = {"sign": 1.0}
+
+    def jumping(obs: torch.Tensor) -> torch.Tensor:  # 0.5 rad either side of the default pose: a 1 rad jump a step
+        flip["sign"] = -flip["sign"]
+        return torch.full((obs.shape[0], env.action_dim), 0.5 * flip["sign"])
+
+    assert evaluate(jumping, env, episodes=2, seed=1).summary()["commands_beyond_safety"] == 1.0
+    torque = sim.make_env("so101_reach", num_envs=2, seed=0, control={"action_type": "joint_torque"})
+    assert "commands_beyond_safety" not in evaluate(jumping, torque, episodes=2, seed=1).summary()

@@ -139,6 +139,9 @@ def _train(cfg: DictConfig) -> None:
             lo, hi = e["survival_ci95"]
             print(f"  survival (episodes ending by the time limit) {100 * e['survival_rate']:.1f}% "
                   f"[95% CI {100 * lo:.1f}-{100 * hi:.1f}]")
+        if "commands_beyond_safety" in e:
+            print(f"  commands the deploy safety layer would change (rate or joint limit): "
+                  f"{100 * e['commands_beyond_safety']:.0f}% of steps")
         for target, t in e.get("success_by_target", {}).items():
             print(f"  {target}: success {100 * t['success_rate']:.1f}% over {t['episodes']} episodes")
     if result.artifact:

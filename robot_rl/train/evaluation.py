@@ -16,8 +16,17 @@ from torch import nn
 from robot_rl.agents.base import Agent
 from robot_rl.errors import InputError
 from robot_rl.models.chunked_actor import ChunkPlayer
+from sim.env import TaskEnv
+from sim.tasks.terms import beyond_safety
 
 Z95 = 1.959963984540054
+EXCESS_TOLERANCE = 1e-6
+"""Rad of :func:`sim.tasks.terms.beyond_safety` below which a command counts as passed unchanged (float32 noise)."""
+
+
+def has_joint_targets(env: Any) -> bool:
+    """Whether ``env`` is a batched sim env whose actions are joint targets (what the deploy safety layer checks)."""
+    return isinstance(env, TaskEnv) and env.robot.control.action_type != "joint_torque"
 
 
 def mean_ci(values: list[float], z: float = Z95) -> tuple[float, float]:
@@ -55,6 +64,12 @@ class EvalResult:
     (``env.has_terminations``: every episode runs to the limit)."""
     targets: list[str] = field(default_factory=list)
     """Language tasks: the target each episode's instruction named (the env's, whatever the policy was told)."""
+    commands: int = 0
+    """Env steps whose joint targets were checked against the deploy safety layer (position-controlled sim envs)."""
+    commands_beyond_safety: int = 0
+    """Of those, steps with a joint target the policy node's safety layer would change: past a joint limit or more
+    than robot.yaml's ``safety.max_step_change`` from the env's last command (:func:`sim.tasks.terms.beyond_safety`
+    > 0)."""
 
     def summary(self) -> dict[str, Any]:
         """Means with 95% intervals: normal for return and length, Wilson for success and survival rates
@@ -75,6 +90,8 @@ class EvalResult:
             out.update(success_summary(self.successes))
         if self.timeouts:
             out.update(survival_summary(self.timeouts))
+        if self.commands:
+            out["commands_beyond_safety"] = self.commands_beyond_safety / self.commands
         if self.targets:
             out["success_by_target"] = {
                 name: {"episodes": sum(t == name for t in self.targets),
@@ -124,7 +141,10 @@ def evaluate(
 
     Each env ``i`` contributes a fixed quota of episodes (``episodes`` split evenly), so short
     episodes are not over-represented. An episode's success is ``info["success"]`` at its last
-    step; it survived (:attr:`EvalResult.timeouts`) if it was truncated, not terminated. With ``video_path``,
+    step; it survived (:attr:`EvalResult.timeouts`) if it was truncated, not terminated. On a position-controlled
+    :class:`sim.env.TaskEnv` every counted step's joint targets are checked against the deploy safety layer
+    (:attr:`EvalResult.commands_beyond_safety`; the env's previous command stands for the node's, exact where the
+    env applies the same rate limit: a run trained under it, ``robot-rl eval --rate-limit``). With ``video_path``,
     env 0's first episode is rendered to an mp4. On a language task each episode's
     named target is kept (:attr:`EvalResult.targets`).
 
@@ -145,6 +165,7 @@ def evaluate(
     frames: list[np.ndarray] = []
     recording = video_path is not None
     obs = env.reset(seed=seed)
+    check_commands = has_joint_targets(env)
     max_steps = int(quota.max()) * env.max_episode_steps + 1
     for _ in range(max_steps):
         if bool((count >= quota).all()):
@@ -153,7 +174,14 @@ def evaluate(
             frames.append(env.render(0, *video_size))
         named = env.instruction_targets() if env.has_instructions else None
         action = policy.act(env, obs) if isinstance(policy, EnvPlayer) else policy(obs["policy"])
-        step = env.step(action.clamp(env.action_low, env.action_high))
+        action = action.clamp(env.action_low, env.action_high)
+        if check_commands:
+            counted = count < quota
+            result.commands += int(counted.sum())
+            excess = beyond_safety(env.requested_targets(action), env.applied_ctrl, env.joint_lower, env.joint_upper,
+                                   env.robot.safety.max_step_change)
+            result.commands_beyond_safety += int((counted & (excess > EXCESS_TOLERANCE)).sum())
+        step = env.step(action)
         ep_ret += step.reward
         ep_len += 1
         done = step.terminated | step.truncated

@@ -84,19 +84,25 @@ def action_rate_l2(env) -> torch.Tensor:
     return torch.sum((env.action - env.last_action) ** 2, dim=1)
 
 
+def beyond_safety(target: torch.Tensor, previous: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor,
+                  max_step: float) -> torch.Tensor:
+    """``[N]`` rad (summed over joints) by which joint targets ``target`` ``[N, A]`` lie beyond what the policy
+    node's safety layer passes unchanged: outside ``[lower, upper]`` ``[A]``, or (once clamped to them) more than
+    ``max_step`` from the previous command ``previous`` ``[N, A]``. 0 exactly where the layer passes every joint."""
+    inside = torch.clamp(target, lower, upper)
+    too_fast = torch.clamp((inside - previous).abs() - max_step, min=0.0)
+    return torch.sum((target - inside).abs() + too_fast, dim=1)
+
+
 def command_excess(env, max_step: float | None = None) -> torch.Tensor:
-    """``[N]`` how far (rad, summed over joints) the last action's joint targets lie beyond what the policy node's
-    safety layer passes unchanged: outside the joint limits, or more than ``max_step`` (default: robot.yaml's
-    ``safety.max_step_change``) from the previous command. 0 for a policy whose commands the robot follows as
-    given; weighted negative, it teaches the policy to ask only for what the safety layer lets through
+    """``[N]`` :func:`beyond_safety` of the last action's joint targets against the env's previous command, with
+    ``max_step`` (default: robot.yaml's ``safety.max_step_change``). 0 for a policy whose commands the robot
+    follows as given; weighted negative, it teaches the policy to ask only for what the safety layer lets through
     (docs/tasks.md, "Commands the robot follows as given"). 0 under torque control (no targets to pass)."""
     if env.robot.control.action_type == "joint_torque":
         return torch.zeros(env.num_envs, device=env.device)
     limit = env.robot.safety.max_step_change if max_step is None else max_step
-    target = env.requested_targets()
-    inside = torch.clamp(target, env.joint_lower, env.joint_upper)
-    too_fast = torch.clamp((inside - env.previous_ctrl).abs() - limit, min=0.0)
-    return torch.sum((target - inside).abs() + too_fast, dim=1)
+    return beyond_safety(env.requested_targets(), env.previous_ctrl, env.joint_lower, env.joint_upper, limit)
 
 
 def joint_vel_l2(env) -> torch.Tensor:
