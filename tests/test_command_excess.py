@@ -91,3 +91,16 @@ def test_evaluation_counts_the_commands_the_safety_layer_would_change():
     assert evaluate(jumping, env, episodes=2, seed=1).summary()["commands_beyond_safety"] == 1.0
     torque = sim.make_env("so101_reach", num_envs=2, seed=0, control={"action_type": "joint_torque"})
     assert "commands_beyond_safety" not in evaluate(jumping, torque, episodes=2, seed=1).summary()
+
+
+def test_the_default_recipes_policy_asks_mostly_for_what_the_safety_layer_passes():
+    """The committed so101_reach_deploy artifact (the default recipe, trained with command_excess at -0.3): 41% of its
+    commands in 100 episodes would be changed by the safety layer, against 99.7% for the same recipe trained without
+    the term and 100% for the artifact this one replaced (docs/tasks.md, "Commands the robot follows as given")."""
+    from pathlib import Path
+
+    from robot_rl.train.artifact_eval import evaluate_artifact
+
+    fixture = Path(__file__).parent / "fixtures" / "policies" / "so101_reach_deploy"
+    summary = evaluate_artifact(fixture, episodes=20, num_envs=20, seed=3, rate_limit=True)
+    assert summary["success_rate"] >= 0.7 and summary["commands_beyond_safety"] < 0.7, summary

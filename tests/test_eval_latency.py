@@ -62,16 +62,19 @@ def test_the_benchmark_writes_one_row_per_latency(tmp_path):
 
 def test_rate_limit_builds_the_task_with_robot_yamls_limit(monkeypatch):
     """``--rate-limit``: the env steps under hardware/so101/robot.yaml's safety.max_step_change (0.1 rad per step), as
-    the policy node's safety layer limits each command; without it the task's own (none for so101_reach_deploy)."""
+    the policy node's safety layer limits each command; without it the task's own (none for so101_reach, the same
+    0.1 for so101_reach_deploy, which trains under it)."""
     import sim
 
     built = []
     make_env = sim.make_env
     monkeypatch.setattr(sim, "make_env", lambda *a, **k: built.append(make_env(*a, **k)) or built[-1])
-    limited = evaluate_artifact(REACH, 2, 2, seed=0, rate_limit=True)
-    free = evaluate_artifact(REACH, 2, 2, seed=0)
-    assert limited["max_step_change"] == pytest.approx(0.1) and "max_step_change" not in free
+    limited = evaluate_artifact(REACH, 2, 2, seed=0, task="so101_reach", rate_limit=True)
+    free = evaluate_artifact(REACH, 2, 2, seed=0, task="so101_reach")
+    own = evaluate_artifact(REACH, 2, 2, seed=0)
+    assert limited["max_step_change"] == pytest.approx(0.1) and "max_step_change" not in free | own
     assert built[0].max_step_change == pytest.approx(0.1) and built[1].max_step_change is None
+    assert built[2].max_step_change == pytest.approx(0.1)
 
 
 def test_eval_cli_prints_the_rate_limit_and_refuses_it_for_a_run(tmp_path, capsys):

@@ -9,7 +9,14 @@ import torch
 
 import sim
 from robot_rl.compose import compose
-from sim.tasks.so101_reach import DEPLOY_ACTUATOR_DELAY_S, DEPLOY_SENSOR_NOISE, DEPLOY_START_AT_REACH_FRACTION
+from sim.robots import load_robot
+from sim.tasks.so101_reach import (
+    DEPLOY_ACTUATOR_DELAY_S,
+    DEPLOY_COMMAND_EXCESS_WEIGHT,
+    DEPLOY_MAX_STEP_CHANGE,
+    DEPLOY_SENSOR_NOISE,
+    DEPLOY_START_AT_REACH_FRACTION,
+)
 
 
 def test_deploy_variant_adds_delay_and_sim_robot_noise_to_so101_reach():
@@ -75,6 +82,10 @@ def test_the_default_recipe_is_the_deploy_variant():
     assert cfg.task.name == "so101_reach_deploy" and cfg.task.total_steps == 3_000_000 and cfg.task.num_envs == 128
     env = sim.make_env(cfg.task.name, num_envs=2)
     assert env.cfg.randomization.actuator_delay_s == DEPLOY_ACTUATOR_DELAY_S
+    # trained under the policy node's own rate limit, paying for commands the safety layer would change
+    assert env.max_step_change == DEPLOY_MAX_STEP_CHANGE == load_robot("so101").safety.max_step_change
+    assert env.cfg.rewards["command_excess"].weight == DEPLOY_COMMAND_EXCESS_WEIGHT < 0
+    assert sim.make_env("so101_reach", num_envs=1).cfg.rewards["command_excess"].weight == 0.0
     assert compose(["task=so101_reach"]).task.name == "so101_reach"  # the undelayed task stays one override away
 
 
