@@ -194,7 +194,8 @@ def reach_observations() -> dict[str, dict[str, ObsTerm]]:
 
 def reach_rewards() -> dict[str, RewardTerm]:
     """Distance, a fine tanh kernel near the target, action-rate and joint-velocity penalties, and the commands'
-    excess over the deploy safety layer (weight 0: logged, not rewarded; :func:`sim.tasks.terms.command_excess`)."""
+    excess over the deploy safety layer (weight 0: off here, ``task.env.rewards={command_excess: w}`` turns it on;
+    :func:`sim.tasks.terms.command_excess`)."""
     return {
         "distance": RewardTerm(ee_distance, weight=-1.0),
         "reach_fine": RewardTerm(reach_kernel, weight=1.0, params={"std": 0.05}),
