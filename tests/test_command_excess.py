@@ -1,6 +1,6 @@
 """The ``command_excess`` reward term (sim/tasks/terms.py): how far a policy's joint targets lie beyond what the
 policy node's safety layer passes unchanged. Hand values on a stand-in env, pinned to the deploy safety layer's own
-clamp and rate limit, and read from a real so101_reach env (logged at weight 0)."""
+clamp and rate limit, read from a real so101_reach env (where it is off, weight 0), counted by every evaluation."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_zero_exactly_where_the_safety_layer_passes_the_command():
     np.testing.assert_array_equal(excess == 0.0, unchanged)
 
 
-def test_logged_by_so101_reach_at_weight_zero():
+def test_a_real_so101_reach_env_carries_it_off():
     env = sim.make_env("so101_reach", num_envs=2, seed=0)
     env.reset(seed=0)
     start = env.applied_ctrl.clone()
@@ -62,7 +62,7 @@ def test_logged_by_so101_reach_at_weight_zero():
     expected = ((target - inside).abs() + ((inside - start).abs() - limit).clamp(min=0)).sum(dim=1)
     torch.testing.assert_close(env.previous_ctrl, start)
     assert expected.min() > 1.0  # a full-scale action asks for far more than 0.1 rad per step
-    # weight 0: logged, not rewarded
+    # weight 0: off (its reward term is 0), the term itself still reads the env
     torch.testing.assert_close(full.info["reward_terms"]["command_excess"], torch.zeros(2))
     torch.testing.assert_close(command_excess(env), expected)
 
