@@ -20,7 +20,10 @@ def _parser() -> argparse.ArgumentParser:
         "examples:\n  robot-rl eval outputs/2026-11-30/11-02-03 --episodes 200\n"
         "  robot-rl eval outputs/2026-11-30/11-02-03/policy --video\n\n"
         "A run directory is evaluated from its latest checkpoint with torch; an artifact directory "
-        "(policy.yaml + policy.onnx) with onnxruntime, on its task's env.",
+        "(policy.yaml + policy.onnx) with onnxruntime, on its task's env. On a position-controlled task the "
+        "summary's commands_beyond_safety is the share of steps whose joint targets the policy node's safety layer "
+        "would change (past a joint limit or robot.yaml's max_step_change; exact with --rate-limit or a run trained "
+        "under the limit): near 1, the safety layer, not the policy, would move the robot.",
     )
     p.add_argument("path", type=Path, help="run directory (config.yaml) or policy artifact (policy.yaml)")
     add_episode_args(p, episodes=100, envs_cap=64, what="episodes to run")
