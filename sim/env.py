@@ -261,8 +261,7 @@ class TaskEnv(VecEnv):
         """MuJoCo ``ctrl`` ``[N, nu]`` for a policy action ``[N, A]`` in ``[-1, 1]`` (joint targets or torques)."""
         if self.robot.control.action_type == "joint_torque":
             return action * self.joint_effort
-        offset, scale = self._action_map()
-        return torch.clamp(offset + scale * action, self.joint_lower, self.joint_upper)
+        return torch.clamp(self.requested_targets(action), self.joint_lower, self.joint_upper)
 
     def action_for_targets(self, target: torch.Tensor) -> torch.Tensor:
         """``[N, A]`` action in ``[-1, 1]`` whose joint targets are ``target`` ``[N, A]`` (rad; position control).

@@ -17,11 +17,11 @@ from robot_rl.agents.base import Agent
 from robot_rl.errors import InputError
 from robot_rl.models.chunked_actor import ChunkPlayer
 from sim.env import TaskEnv
-from sim.tasks.terms import beyond_safety
+from sim.tasks.terms import action_excess
 
 Z95 = 1.959963984540054
 EXCESS_TOLERANCE = 1e-6
-"""Rad of :func:`sim.tasks.terms.beyond_safety` below which a command counts as passed unchanged (float32 noise)."""
+"""Rad of :func:`sim.tasks.terms.action_excess` below which a command counts as passed unchanged (float32 noise)."""
 
 
 def has_joint_targets(env: Any) -> bool:
@@ -68,7 +68,7 @@ class EvalResult:
     """Env steps whose joint targets were checked against the deploy safety layer (position-controlled sim envs)."""
     commands_beyond_safety: int = 0
     """Of those, steps with a joint target the policy node's safety layer would change: past a joint limit or more
-    than robot.yaml's ``safety.max_step_change`` from the env's last command (:func:`sim.tasks.terms.beyond_safety`
+    than robot.yaml's ``safety.max_step_change`` from the env's last command (:func:`sim.tasks.terms.action_excess`
     > 0)."""
 
     def summary(self) -> dict[str, Any]:
@@ -178,9 +178,8 @@ def evaluate(
         if check_commands:
             counted = count < quota
             result.commands += int(counted.sum())
-            excess = beyond_safety(env.requested_targets(action), env.applied_ctrl, env.joint_lower, env.joint_upper,
-                                   env.robot.safety.max_step_change)
-            result.commands_beyond_safety += int((counted & (excess > EXCESS_TOLERANCE)).sum())
+            beyond = action_excess(env, action) > EXCESS_TOLERANCE
+            result.commands_beyond_safety += int((counted & beyond).sum())
         step = env.step(action)
         ep_ret += step.reward
         ep_len += 1

@@ -101,8 +101,20 @@ def command_excess(env, max_step: float | None = None) -> torch.Tensor:
     (docs/tasks.md, "Commands the robot follows as given"). 0 under torque control (no targets to pass)."""
     if env.robot.control.action_type == "joint_torque":
         return torch.zeros(env.num_envs, device=env.device)
+    return _excess(env, env.requested_targets(), env.previous_ctrl, max_step)
+
+
+def action_excess(env, action: torch.Tensor) -> torch.Tensor:
+    """``[N]`` the :func:`command_excess` a step with ``action`` ``[N, A]`` would score, read before that step
+    (against the env's current command): what an evaluation counts, since a step that ends an episode resets its
+    env's buffers. Position control only."""
+    return _excess(env, env.requested_targets(action), env.applied_ctrl)
+
+
+def _excess(env, target: torch.Tensor, previous: torch.Tensor, max_step: float | None = None) -> torch.Tensor:
+    """:func:`beyond_safety` with ``env``'s joint limits and ``max_step`` (default robot.yaml's)."""
     limit = env.robot.safety.max_step_change if max_step is None else max_step
-    return beyond_safety(env.requested_targets(), env.previous_ctrl, env.joint_lower, env.joint_upper, limit)
+    return beyond_safety(target, previous, env.joint_lower, env.joint_upper, limit)
 
 
 def joint_vel_l2(env) -> torch.Tensor:
