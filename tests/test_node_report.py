@@ -13,7 +13,8 @@ VLA_STATS = {"commands": 500, "rate_limited": 120, "inferences": 63, "latency_p5
 def test_rows_keep_the_nodes_counts_and_camera_frame_age() -> None:
     assert node_counts(VLA_STATS) == {
         "node_commands": 500, "node_inferences": 63, "node_rate_limited": 120, "node_clamped": 0, "node_vla_hold": 0,
-        "node_watchdog_ticks": 0, "image_age_p50_ms": 53.0, "image_age_p99_ms": 62.5, "image_age_max_ms": 80.0}
+        "node_watchdog_ticks": 0, "node_stale": 0, "image_age_p50_ms": 53.0, "image_age_p99_ms": 62.5,
+        "image_age_max_ms": 80.0}
     no_camera = node_counts({"commands": 10})  # a proprioceptive policy: no frame age
     assert no_camera["node_commands"] == 10 and math.isnan(no_camera["image_age_p50_ms"])
 
@@ -27,4 +28,7 @@ def test_the_line_names_latency_safety_interventions_and_frame_age() -> None:
     assert "= 3 control steps at p50" in describe(VLA_STATS, control_hz=50.0)  # 53 ms / 20 ms = 2.65
     vector = describe({"commands": 200, "latency_p50_ms": 1.5, "latency_p99_ms": 3.0, "clamped": 2})
     assert "0 of 200 commands rate-limited (0%) and 2 clamped" in vector and "camera" not in vector
+    assert "stale" not in vector  # said only where the node held on a stale state
+    held = describe({"commands": 112, "inferences": 109, "stale": 3})
+    assert "109 inferences" in held and "3 ticks held the last command on a stale joint state (no inference)" in held
     assert describe({}) == "policy node: no statistics (it wrote no stats_file)"

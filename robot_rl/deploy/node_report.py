@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 
-NODE_COUNTS = ("commands", "inferences", "rate_limited", "clamped", "vla_hold", "watchdog_ticks")
-"""Policy node counts a row keeps (events of ``ros_nodes.stats``; absent ones are 0)."""
+NODE_COUNTS = ("commands", "inferences", "rate_limited", "clamped", "vla_hold", "watchdog_ticks", "stale")
+"""Policy node counts a row keeps (events of ``ros_nodes.stats``; absent ones are 0). ``stale``: ticks whose joint
+state was older than the safety layer's ``stale_state_timeout``: the node held its last command without inferring."""
 
 
 def node_counts(stats: dict) -> dict[str, float | int]:
@@ -23,8 +24,9 @@ def node_counts(stats: dict) -> dict[str, float | int]:
 
 def describe(stats: dict, control_hz: float | None = None) -> str:
     """One line: the node's observation-to-command latency, how many commands its safety layer changed, its
-    inferences and holds, and (VLA) how old its camera frames were, in control steps of ``control_hz`` where given
-    (the ``robot-rl eval --image-lag`` to evaluate with); "no statistics" for an empty ``stats``."""
+    inferences and holds (and, where any, the ticks it held on a stale joint state), and (VLA) how old its camera
+    frames were, in control steps of ``control_hz`` where given (the ``robot-rl eval --image-lag`` to evaluate
+    with); "no statistics" for an empty ``stats``."""
     if not stats:
         return "policy node: no statistics (it wrote no stats_file)"
     counts = node_counts(stats)
@@ -35,6 +37,8 @@ def describe(stats: dict, control_hz: float | None = None) -> str:
             f"{limited} of {commands} commands rate-limited{share} and {counts['node_clamped']} clamped by the "
             f"safety layer; {counts['node_inferences']} inferences, {counts['node_vla_hold']} VLA holds, "
             f"{counts['node_watchdog_ticks']} watchdog ticks")
+    if counts["node_stale"]:
+        text += f"; {counts['node_stale']} ticks held the last command on a stale joint state (no inference)"
     if math.isfinite(counts["image_age_p50_ms"]):
         age50, age99 = counts["image_age_p50_ms"], counts["image_age_p99_ms"]
         text += f"; camera frames {age50:.0f} / {age99:.0f} ms (p50 / p99) behind the joint state"

@@ -86,7 +86,8 @@ def test_reach_task_draws_from_the_training_tasks_target_table():
 
 def test_sim2sim_command_prints_the_policy_nodes_statistics(tmp_path, capsys):
     """``robot-rl deploy sim2sim --episodes N`` ends with the policy node's own line: its latency, the commands its
-    safety layer changed, its inferences (one per command for a vector policy) — what a user checks before hardware."""
+    safety layer changed, its inferences (one per command for a vector policy, except the ticks it held the last
+    command on a stale joint state: a loaded machine delays JointStates) — what a user checks before hardware."""
     import re
 
     from robot_rl.cli import main
@@ -99,5 +100,6 @@ def test_sim2sim_command_prints_the_policy_nodes_statistics(tmp_path, capsys):
     line = next(x for x in out.splitlines() if x.startswith("policy node: latency"))
     commands = int(re.search(r"of (\d+) commands rate-limited", line).group(1))
     inferences = int(re.search(r"(\d+) inferences", line).group(1))
-    assert commands >= 2 * 1.5 * ROBOT.control.policy_hz * 0.5 and inferences == commands, line
+    stale = int(m.group(1)) if (m := re.search(r"(\d+) ticks held the last command on a stale", line)) else 0
+    assert commands >= 2 * 1.5 * ROBOT.control.policy_hz * 0.5 and inferences <= commands <= inferences + stale, line
     assert "camera" not in line  # no cameras: no frame age
