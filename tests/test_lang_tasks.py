@@ -236,6 +236,34 @@ def test_a_recorded_lang_dataset_keeps_each_episodes_instruction(tmp_path: Path)
     env.close()
 
 
+def test_record_camera_on_a_lang_task_records_the_tasks_own_front_camera(tmp_path: Path, capsys) -> None:
+    """``robot-rl record --task <lang task> --camera HxW`` stores the task's ``front`` camera (what training and the
+    evaluation render), not a free view under the same key; a non-square size is refused (exit 2), naming the fix."""
+    import json
+
+    from robot_rl.cli import main
+    from robot_rl.demos.sim_io import SIDECAR
+
+    root = tmp_path / "reach_lang"
+    assert main(["record", "--task", "so101_reach_lang", "--episodes", "1", "--num-envs", "1", "--camera", "16x16",
+                 "--override", "episode_s=0.2", "--out", str(root)]) == 0
+    dataset = LeRobotDataset(root)
+    assert [k for k in dataset.features if k.startswith("observation.images.")] == ["observation.images.front"]
+    assert json.loads((root / SIDECAR).read_text())["overrides"] == {"episode_s": 0.2, "cameras": ["front"],
+                                                                      "image_size": 16}
+    env = sim.make_env("so101_reach_lang", num_envs=1, seed=0, episode_s=0.2, cameras=["front"], image_size=16)
+    first = env.reset(seed=0)["camera_front"][0].float()  # [3, 16, 16]: the task's camera, as the recorder's env saw it
+    recorded = torch.as_tensor(dataset[0]["observation.images.front"]).float()
+    recorded = recorded * 255.0 if recorded.max() <= 1.0 else recorded
+    assert recorded.shape == first.shape and (recorded - first).abs().mean() < 6.0  # video: lossy by a few levels
+    env.close()
+    capsys.readouterr()
+    assert main(["record", "--task", "so101_reach_lang", "--episodes", "1", "--camera", "16x24",
+                 "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "not square" in err and "--camera 16x16" in err and not (tmp_path / "x").exists()
+
+
 def test_replay_of_a_pick_lang_episode_scores_the_recorded_instruction(tmp_path: Path) -> None:
     """Replay restores the episode's instruction (the named cube), so the expert's lift is scored as recorded."""
     from robot_rl.demos.replay import replay

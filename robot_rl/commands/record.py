@@ -23,8 +23,9 @@ examples:
 
 Scripted experts exist for so101_reach(_deploy), so101_lift(_shaped), so101_reach_lang and so101_pick_lang.
 The language tasks store each episode's instruction as its task string; their cameras record with
---override 'cameras=["front","wrist"]' --override image_size=64 (observation.images.<camera>):
-  robot-rl record --task so101_pick_lang --episodes 20 --override 'cameras=["front"]' --out outputs/demos/pick_lang
+--override 'cameras=["front","wrist"]' --override image_size=64 (observation.images.<camera>), or the
+front one alone with --camera 64x64:
+  robot-rl record --task so101_pick_lang --episodes 20 --camera 64x64 --out outputs/demos/pick_lang
 Each finished episode is
 committed to disk before the next one starts: stopping the recorder keeps every saved episode. After a crash
 or kill, run the same command with --resume: it keeps every complete episode and records the rest.
@@ -71,7 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--policy", type=Path, help="exported policy artifact dir (default: the scripted expert)")
     parser.add_argument("--num-envs", type=positive, default=4, help="parallel envs (default 4)")
     parser.add_argument("--seed", type=seed, default=0)
-    parser.add_argument("--camera", type=image_size, help="render a front camera of HEIGHTxWIDTH (even sizes)")
+    parser.add_argument("--camera", type=image_size,
+                        help="render a front camera of HEIGHTxWIDTH (even sizes); a language task records its own "
+                             "front camera (square: --camera 64x64 = --override 'cameras=[\"front\"]' "
+                             "--override image_size=64)")
     parser.add_argument("--only-success", action="store_true", help="save only episodes that succeed")
     parser.add_argument("--instruction", help="task text stored per frame (default: from the task name; language "
                                               "tasks store each episode's own instruction)")

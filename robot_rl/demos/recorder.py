@@ -104,6 +104,20 @@ def open_writer(root: Path, fps: int, features: dict[str, dict[str, Any]], robot
     return LeRobotWriter.create(root, fps=fps, features=features, robot_type=robot_type, overwrite=overwrite)
 
 
+TASK_FRONT_CAMERA = "front"
+"""The world camera a task may define itself (the language tasks): ``--camera HxW`` records that one there."""
+
+
+def _task_camera_overrides(task: str, camera: tuple[int, int]) -> dict[str, Any]:
+    """The task overrides that render ``task``'s own front camera at ``camera`` ``(height, width)`` (square only)."""
+    height, width = camera
+    if height != width:
+        raise ValueError(f"task {task!r} renders its own {TASK_FRONT_CAMERA!r} camera in square images: --camera "
+                         f"{height}x{width} is not square; use --camera {height}x{height}, or --override "
+                         f"'cameras=[\"front\",\"wrist\"]' --override image_size={height}")
+    return {"cameras": [TASK_FRONT_CAMERA], "image_size": height}
+
+
 def record(
     task: str,
     policy: Policy,
@@ -131,8 +145,11 @@ def record(
             a task with instructions (``env.instructions()``), else the task name with spaces.
         num_envs: parallel envs (rendering a camera costs one render per env per step).
         seed: env seed.
-        camera: ``(height, width)`` of a rendered front camera, or None. A task built with camera groups
-            (``overrides={"cameras": ["front"]}``) also stores each as ``observation.images.<camera>``.
+        camera: ``(height, width)`` of a rendered front camera, or None. A task that defines its own ``front``
+            camera (the language tasks) records that one, as ``overrides={"cameras": ["front"], "image_size":
+            height}`` would (square sizes only), so that training sees the view its evaluation renders. A task
+            built with camera groups (``overrides={"cameras": [...]}``) stores each as
+            ``observation.images.<camera>``.
         only_success: save only episodes in which the task succeeded at some step.
         source: recorded in ``meta/robot_rl.json`` (``expert:<task>`` or ``policy:<path>``).
         overwrite: replace an existing dataset at ``root``.
@@ -156,6 +173,11 @@ def record(
             return RecordSummary(root, 0, 0, 0, 0, 0.0, kept)
         seed += kept
     env = sim.make_env(task, num_envs=num_envs, seed=seed, **overrides)
+    if camera is not None and "cameras" not in overrides and TASK_FRONT_CAMERA in env.world_cameras():
+        env.close()  # the task renders its own front camera: record that one, as its training and evaluation will
+        overrides.update(_task_camera_overrides(task, camera))
+        camera = None
+        env = sim.make_env(task, num_envs=num_envs, seed=seed, **overrides)
     if policy is expert_policy and not env.has_expert:
         env.close()
         raise ValueError(f"task {task!r} has no scripted expert; record a trained policy instead "
