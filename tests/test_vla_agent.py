@@ -213,6 +213,52 @@ def test_the_learning_rate_schedule_hand_values() -> None:
     assert [learning_rate(cfg, u) for u in (12, 16, 20)] == pytest.approx([1.0, 0.5, 0.0])
 
 
+def _without_policy_actions(dataset: Path, root: Path) -> Path:
+    """A copy of ``dataset`` without ``action.policy``: joint targets (``action``) only, as a dataset recorded over
+    ROS 2 or by another tool has."""
+    import pyarrow.parquet as pq
+
+    shutil.copytree(dataset, root)
+    for file in (root / "data").rglob("*.parquet"):
+        pq.write_table(pq.read_table(file).drop_columns(["action.policy"]), file)
+    info = json.loads((root / "meta" / "info.json").read_text())
+    del info["features"]["action.policy"]
+    (root / "meta" / "info.json").write_text(json.dumps(info, indent=4))
+    return root
+
+
+def test_a_dataset_of_joint_targets_trains_through_the_robots_action_map(dataset: Path, tmp_path: Path) -> None:
+    """``agent.action_key=action`` on a dataset without ``action.policy``: the joint targets (rad) come out of the
+    env's action map as actions that command the very targets recorded (max error < 1e-5; the same actions the
+    recorder took wherever its target was not clamped at a joint limit), with their own statistics, and the agent
+    trains on them; the default key on that dataset is refused naming the fix."""
+    from robot_rl.data.lerobot import LeRobotDataset
+    from robot_rl.data.vla_batches import VLABatches
+    from robot_rl.demos.sim_io import actuator_targets
+
+    targets_only = _without_policy_actions(dataset, tmp_path / "targets_only")
+    with pytest.raises(InputError, match="lacks the action feature") as refused:
+        Runner(config(targets_only, "agent.updates=1"), tmp_path / "a")
+    assert "agent.action_key=action" in str(refused.value)
+    runner = Runner(config(targets_only, "agent.updates=4", "agent.action_key=action"), tmp_path / "b")
+    batches = runner.agent.load_batches()
+    recorded = LeRobotDataset(dataset)
+    actions = torch.tensor(recorded.column("action.policy"), dtype=torch.float32)
+    targets = torch.tensor(recorded.column("action"), dtype=torch.float32)
+    assert batches.action.shape == actions.shape
+    assert (actuator_targets(runner.env, batches.action) - targets).abs().max() < 1e-5
+    lower = torch.tensor([j.lower for j in runner.env.robot.joints]) + 1e-4
+    upper = torch.tensor([j.upper for j in runner.env.robot.joints]) - 1e-4
+    unclamped = ((targets > lower) & (targets < upper)).all(1)  # rows whose targets no joint limit cut
+    assert unclamped.float().mean() > 0.5
+    assert (batches.action[unclamped] - actions[unclamped]).abs().max() < 1e-5
+    assert torch.allclose(batches.stats["action"]["mean"], batches.action.mean(0), atol=1e-6)
+    reference = VLABatches(dataset, runner.agent.tokenizer, 4, 16, ("front",))
+    assert reference.stats["action.policy"]["mean"].shape == batches.stats["action"]["mean"].shape
+    runner.learn(evaluate_and_export=False)
+    assert runner.agent.num_updates == 4
+
+
 def test_bad_input_is_a_clear_input_error(dataset: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no camera the policy needs"):
         Runner(config(dataset, "agent.cameras=[wrist]", "task.env.cameras=[wrist]"), tmp_path / "a")

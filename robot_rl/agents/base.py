@@ -56,6 +56,8 @@ class EnvSpec:
             agents that act from cameras and instructions while collecting (``agent=vla_rl``); None where the env
             has no instructions or renders no camera.
         image_size: side (pixels) of the square camera images the env renders (``VecEnv.image_size``); 0: none.
+        action_for_targets: ``(joint targets [n, A] in rad) -> [n, A]`` the env's action that commands them, clipped
+            to the action box (``TaskEnv.action_for_targets``); None where the env has none (torque control).
     """
 
     num_envs: int
@@ -72,6 +74,7 @@ class EnvSpec:
     site_positions: Callable[[torch.Tensor, str], torch.Tensor] | None = None
     vla_inputs: Callable[[torch.Tensor], tuple[dict[str, torch.Tensor], list[str], torch.Tensor]] | None = None
     image_size: int = 0
+    action_for_targets: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     @classmethod
     def from_env(cls, env: Any) -> EnvSpec:
@@ -92,12 +95,21 @@ class EnvSpec:
             site_positions=getattr(env, "site_positions", None),
             vla_inputs=_vla_inputs(env) if env.has_instructions and getattr(env, "cameras", None) else None,
             image_size=int(getattr(env, "image_size", 0)),
+            action_for_targets=_action_for_targets(env),
         )
 
     @property
     def critic_group(self) -> str:
         """Observation group the critic reads: ``"critic"`` (privileged) when present, else ``"policy"``."""
         return "critic" if "critic" in self.observation_dims else "policy"
+
+
+def _action_for_targets(env: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """:attr:`EnvSpec.action_for_targets` of ``env``: its ``action_for_targets`` on a position-controlled robot."""
+    robot = getattr(env, "robot", None)
+    if robot is None or not hasattr(env, "action_for_targets") or robot.control.action_type == "joint_torque":
+        return None
+    return env.action_for_targets
 
 
 def _vla_inputs(env: Any) -> Callable[[torch.Tensor], tuple[dict[str, torch.Tensor], list[str], torch.Tensor]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,10 @@ class VLAAgentConfig(AgentConfig):
             restarted over these steps (0: none). A flow-matching expert can need far more steps than the head
             (docs/vla.md, "The flow expert needs more steps than the keypoints").
         state_key: the dataset's state feature (joint positions: evaluation feeds ``env.joint_positions()``).
+        action_key: the dataset's action feature: ``action.policy`` (the env's action in [-1, 1], as ``robot-rl
+            record`` in sim writes it) or ``action`` (joint targets in rad, in the robot's joint order: a dataset
+            recorded over ROS 2 or by another tool), mapped to the env's action through the robot's action map
+            when loaded (``EnvSpec.action_for_targets``; a target beyond the action box maps to its edge).
         relative_actions: predict chunks relative to the least-squares linear map of the state to the action
             (:meth:`VLA.set_anchor <robot_rl.models.vla.model.VLA.set_anchor>`; for position control the action
             holding the current pose), so the model learns the motion rather than the pose it starts from.
@@ -160,6 +165,7 @@ class VLAAgentConfig(AgentConfig):
     flow_steps: int = 10
     expert_updates: int = 0
     state_key: str = "observation.state"
+    action_key: str = "action.policy"
     relative_actions: bool = True
     image_grid: int = 0
     image_keypoints: int = 0
@@ -265,10 +271,19 @@ class VLAAgent(Agent):
                 have = [k[len(IMAGES_PREFIX):] for k in features if k.startswith(IMAGES_PREFIX)]
                 raise InputError("the dataset has no camera the policy needs", file=root, key="agent.cameras",
                                  value=cam, fix=f"agent.cameras=[...] among the dataset's cameras {have}")
-        if cfg.state_key not in features or "action.policy" not in features:
-            raise InputError("the dataset lacks a feature agent=vla trains on", file=root, key="agent.state_key",
-                             value=cfg.state_key, fix="record it with `robot-rl record` (observation.state and "
-                                                      "action.policy)")
+        if cfg.state_key not in features:
+            raise InputError("the dataset lacks the state feature agent=vla trains on", file=root,
+                             key="agent.state_key", value=cfg.state_key,
+                             fix=f"agent.state_key=<joint positions among {sorted(features)}>")
+        if cfg.action_key not in features:
+            have = [k for k in ("action.policy", "action") if k in features]
+            raise InputError("the dataset lacks the action feature agent=vla trains on", file=root,
+                             key="agent.action_key", value=cfg.action_key,
+                             fix=f"agent.action_key={have[0]}" if have else "record it with `robot-rl record`")
+        if cfg.action_key != "action.policy" and env.action_for_targets is None:
+            raise InputError("joint-target actions need the env's action map; this env has none", file=root,
+                             key="agent.action_key", value=cfg.action_key,
+                             fix="train on a position-controlled task, or record action.policy")
         if cfg.supervised_keypoints():
             target = features.get(cfg.target_key)
             if cfg.target_keypoint and (target is None or tuple(target.shape) != (3,)):
@@ -287,7 +302,7 @@ class VLAAgent(Agent):
                                  fix="agent.gripper_keypoint=0")
         self.scene = env
         """The env's spec: its world cameras, image projection and forward kinematics (auxiliary keypoint targets)."""
-        action_dim = features["action.policy"].shape[0]
+        action_dim = features[cfg.action_key].shape[0]
         if action_dim != env.action_dim:
             raise InputError(f"the dataset's actions have {action_dim} dims, the env's {env.action_dim}",
                              file=root, key="agent.dataset", fix="train on the task the dataset was recorded in")
@@ -346,6 +361,11 @@ class VLAAgent(Agent):
                              fix=f"task.env.image_size={size}")
         return int(size)
 
+    def _action_map(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """Joint targets ``[N, A]`` (rad) -> the env's action ``[N, A]`` for ``action_key`` other than
+        ``action.policy``; None: the dataset's actions are the env's already."""
+        return None if self.cfg.action_key == "action.policy" else self.scene.action_for_targets
+
     def load_batches(self) -> Any:
         """The dataset as :class:`~robot_rl.data.vla_batches.VLABatches`, as training reads it (frozen features
         cached where the image encoder has them, frame weights set); before the first update, also sets the model's
@@ -356,6 +376,7 @@ class VLAAgent(Agent):
         points = cfg.supervised_keypoints()
         batches = VLABatches(cfg.dataset, self.tokenizer, cfg.chunk_len, cfg.max_text_len, cameras,
                              image_size=cfg.image_size or None, state_key=cfg.state_key,
+                             action_key=cfg.action_key, action_map=self._action_map(),
                              target_key=cfg.target_key if cfg.target_keypoint else None,
                              target_map=self.keypoint_targets if points else None)
         if self.num_updates == 0:  # a resumed model has the stats in its buffers already

@@ -32,7 +32,8 @@ class VLABatches:
                  cameras: tuple[str, ...] | None = None, image_size: int | None = None,
                  state_key: str = "observation.state",
                  action_key: str = "action.policy", target_key: str | None = None,
-                 target_map: Callable[[torch.Tensor | None, torch.Tensor], torch.Tensor] | None = None) -> None:
+                 target_map: Callable[[torch.Tensor | None, torch.Tensor], torch.Tensor] | None = None,
+                 action_map: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         """Load ``root``.
 
         Args:
@@ -51,6 +52,9 @@ class VLABatches:
                 result as ``"target"`` (e.g. image positions of the named object and of the gripper per camera,
                 :meth:`VLAAgent.keypoint_targets <robot_rl.agents.vla.VLAAgent.keypoint_targets>`); None: the
                 ``target_key`` column as it is.
+            action_map: ``(action [N, A]) -> [N, A]``, called once at load: batches carry its result as the action
+                and the action statistics are its own (e.g. joint targets -> the env's action,
+                ``EnvSpec.action_for_targets``); None: the ``action_key`` column as it is.
 
         Raises:
             InputError: a feature is missing, the dataset has no camera or no frames.
@@ -74,6 +78,8 @@ class VLABatches:
         if target_map is not None:
             self.target = target_map(self.target, self.state)
         self.action = torch.tensor(ds.column(action_key), dtype=torch.float32)  # [N, A]
+        if action_map is not None:
+            self.action = action_map(self.action).to(torch.float32)
         self.images = {cam: self._decode(ds, IMAGES_PREFIX + cam, image_size)  # uint8 [N, 3, H, W]
                        for cam in self.cameras}
         self.texts = list(ds.tasks)
@@ -93,6 +99,8 @@ class VLABatches:
         """``[N]`` the first frame of each frame's episode."""
         self.stats = {key: {s: torch.as_tensor(ds.stats[key][s], dtype=torch.float32) for s in ("mean", "std")}
                       for key in (state_key, action_key)}
+        if action_map is not None:  # the dataset's statistics are of the unmapped column
+            self.stats[action_key] = {"mean": self.action.mean(0), "std": self.action.std(0, unbiased=False)}
         self.state_key, self.action_key = state_key, action_key
         self.features: dict[str, torch.Tensor] | None = None
         """``{camera: float16 [N, F, h, w]}`` after :meth:`cache_features`: batches then carry these, not images."""
