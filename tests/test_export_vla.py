@@ -147,6 +147,9 @@ def test_runtime_bad_inputs_are_clear_errors(exported, caplog):
         assert np.isfinite(runtime.infer(good, "reach the purple target", state)).all()
     assert "not one the policy was trained on" in caplog.text
     assert runtime.set_instruction(INSTRUCTIONS[1]) == []
+    with pytest.raises(InputError, match="not one the policy was trained on") as untrained:  # the node's default
+        runtime.set_instruction("reach the purple target", allow_untrained=False)
+    assert "run_untrained_instructions:=true" in str(untrained.value) and runtime.instruction == INSTRUCTIONS[1]
     assert "cut at 8" in runtime.set_instruction("reach the red target and then the blue one and back")[-1]
 
 

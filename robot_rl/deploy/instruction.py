@@ -11,8 +11,9 @@ Rules for what a runtime accepts (docs/vla.md, "Export and ROS 2"):
   (not an instruction; its tokens past ``L`` would be cut anyway);
 - a character the tokenizer maps to ``[UNK]`` (id 1: outside the trained alphabet, printable ASCII) is refused,
   since the model never saw that id;
-- an instruction that is not one of the strings trained on is accepted (the tokenizer splits any ASCII word into
-  known pieces; paraphrases may work) and reported by :func:`check_instruction` as a warning;
+- an instruction that is not one of the strings trained on is refused where the caller says so (the policy node,
+  by default: a robot should not act on words it was never trained on) and otherwise accepted with a warning (the
+  tokenizer splits any ASCII word into known pieces; paraphrases may work);
 - an instruction longer than ``L`` tokens is cut at ``L`` (what training did), also a warning.
 """
 
@@ -69,13 +70,13 @@ def encode(tokenizer: Any, text: str, max_len: int) -> tuple[np.ndarray, np.ndar
     return ids, ids != PAD_ID, len(full)
 
 
-def check_instruction(tokenizer: Any, text: str, max_len: int, known: Sequence[str]) -> tuple[
-        np.ndarray, np.ndarray, list[str]]:
+def check_instruction(tokenizer: Any, text: str, max_len: int, known: Sequence[str],
+                      allow_untrained: bool = True) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """``(ids [L], mask [L], warnings)`` of ``text`` under the module's rules.
 
     Raises:
-        InputError: ``text`` is not a string, is empty, longer than :data:`MAX_INSTRUCTION_CHARS`, or holds
-            characters the tokenizer maps to ``[UNK]``.
+        InputError: ``text`` is not a string, is empty, longer than :data:`MAX_INSTRUCTION_CHARS`, holds
+            characters the tokenizer maps to ``[UNK]``, or (``allow_untrained=False``) is none of ``known``.
     """
     fix = f"send one of the instructions the policy was trained on, e.g. {known[0]!r}"
     if not isinstance(text, str) or not text.strip():
@@ -89,6 +90,10 @@ def check_instruction(tokenizer: Any, text: str, max_len: int, known: Sequence[s
         raise InputError(f"the instruction holds characters the policy's tokenizer does not know ({unknown}: "
                          "[UNK])", key="instruction", value=quoted(text), fix="write the instruction in plain ASCII")
     warnings = []
+    if text not in known and not allow_untrained:
+        raise InputError("the instruction is not one the policy was trained on", key="instruction",
+                         value=quoted(text), fix=f"{fix} (policy.yaml vla.instructions); to run paraphrases, "
+                                                 "set the policy node's run_untrained_instructions:=true")
     if text not in known:
         warnings.append(f"instruction {quoted(text)} is not one the policy was trained on (e.g. {known[0]!r}); "
                         "running it anyway")

@@ -60,13 +60,15 @@ class VLARuntime:
         self._zero_noise = np.zeros_like(self.feeds["noise"])
         self.instruction: str | None = None
 
-    def set_instruction(self, text: str) -> list[str]:
+    def set_instruction(self, text: str, allow_untrained: bool = True) -> list[str]:
         """Encode ``text`` for the next inferences; returns the warnings (not trained on, cut at ``L``).
 
         Raises:
-            InputError: empty, or characters the tokenizer maps to ``[UNK]``; the previous instruction stays.
+            InputError: empty, characters the tokenizer maps to ``[UNK]``, or (``allow_untrained=False``) none of
+                policy.yaml's ``vla.instructions``; the previous instruction stays.
         """
-        ids, mask, warnings = check_instruction(self.tokenizer, text, self.vla.max_text_len, self.vla.instructions)
+        ids, mask, warnings = check_instruction(self.tokenizer, text, self.vla.max_text_len, self.vla.instructions,
+                                                allow_untrained)
         self.feeds["tokens"][0], self.feeds["token_mask"][0] = ids, mask
         self.instruction = text
         return warnings

@@ -91,6 +91,7 @@ PARAMS = {
     "executor": (str, "single"),  # single | events (rclpy's EventsExecutor)
     "rt_priority": (int, 0),  # > 0: SCHED_FIFO at this priority for the whole node (needs rtprio rights)
     "image_timeout": (float, 0.5),  # VLA artifacts: hold when a camera's latest image is older (s)
+    "run_untrained_instructions": (bool, False),  # VLA artifacts: run an instruction outside policy.yaml's set
 }
 
 
@@ -164,7 +165,8 @@ class PolicyNode(Node):
             self.create_subscription(PoseStamped, p["target_topic"], self._on_target, 10)
         if "cube_pos" in terms:
             self.create_subscription(PoseStamped, p["object_topic"], self._on_object, 10)
-        self.vla = VLAInputs(self, self.runtime, p["image_timeout"], self.chunks.reset) if vla else None
+        self.vla = VLAInputs(self, self.runtime, p["image_timeout"], self.chunks.reset,
+                             p["run_untrained_instructions"]) if vla else None
         self.create_subscription(Bool, "estop", self._on_estop, 10)
         self.create_subscription(Float64MultiArray, "sim/episode", self._on_episode_end, 10)
         self.create_service(SetBool, "~/enable", self._on_enable)

@@ -39,13 +39,16 @@ class VLAInputs:
         runtime: the artifact's runtime.
         image_timeout: seconds after which an image is stale (hold).
         on_instruction: called when the instruction changes (the node drops its chunk plans).
+        run_untrained: run an instruction that is none of policy.yaml's ``vla.instructions`` (with a warning);
+            False (the node's default): hold on it and log why, as on an empty one.
     """
 
     def __init__(self, node: Node, runtime: VLARuntime, image_timeout: float,
-                 on_instruction: Callable[[], None]) -> None:
+                 on_instruction: Callable[[], None], run_untrained: bool = False) -> None:
         if not image_timeout > 0:
             raise ValueError(f"parameter 'image_timeout' must be > 0 s, got {image_timeout}")
         self.node, self.runtime, self.timeout = node, runtime, image_timeout
+        self.run_untrained = run_untrained
         self.on_instruction = on_instruction
         self.images: dict[str, np.ndarray] = {}
         self.image_time: dict[str, float] = {}  # monotonic arrival
@@ -107,7 +110,7 @@ class VLAInputs:
         if msg.data == self.instruction:
             return
         try:
-            warnings = self.runtime.set_instruction(msg.data)
+            warnings = self.runtime.set_instruction(msg.data, allow_untrained=self.run_untrained)
         except InputError as exc:
             self.instruction = None
             self.log("instruction", f"holding: instruction refused: {exc}")

@@ -156,7 +156,8 @@ def test_policy_node_runs_a_vla_artifact_from_image_and_instruction_topics_and_h
         probe.state_fn = lambda t: DEFAULT
         assert probe.wait_for(lambda: len(probe.received(time.monotonic() - 0.2)) >= 3, 10), log()
 
-        for text, line in ((" ", "the instruction is empty"), ("reach " * 2000, "12000 characters, more than 4096")):
+        for text, line in ((" ", "the instruction is empty"), ("reach " * 2000, "12000 characters, more than 4096"),
+                           ("reach the purple target", "not one the policy was trained on")):
             feed["text"] = text
             assert probe.wait_for(lambda line=line: "instruction refused" in log() and line in log(), 30), log()
         assert "reach " * 20 not in log()  # quoted at most 80 characters, never 12000 in a log line
