@@ -90,11 +90,11 @@ def check_instruction(tokenizer: Any, text: str, max_len: int, known: Sequence[s
         raise InputError(f"the instruction holds characters the policy's tokenizer does not know ({unknown}: "
                          "[UNK])", key="instruction", value=quoted(text), fix="write the instruction in plain ASCII")
     warnings = []
-    if text not in known and not allow_untrained:
-        raise InputError("the instruction is not one the policy was trained on", key="instruction",
-                         value=quoted(text), fix=f"{fix} (policy.yaml vla.instructions); to run paraphrases, "
-                                                 "set the policy node's run_untrained_instructions:=true")
     if text not in known:
+        if not allow_untrained:
+            raise InputError("the instruction is not one the policy was trained on", key="instruction",
+                             value=quoted(text), fix=f"{fix} (policy.yaml vla.instructions); to run paraphrases, "
+                                                     "set the policy node's run_untrained_instructions:=true")
         warnings.append(f"instruction {quoted(text)} is not one the policy was trained on (e.g. {known[0]!r}); "
                         "running it anyway")
     if count > max_len:
