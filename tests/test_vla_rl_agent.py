@@ -24,7 +24,7 @@ from robot_rl.demos.recorder import expert_policy, record
 from robot_rl.errors import InputError
 from robot_rl.math import flow_sde
 from robot_rl.models.vla import flow
-from robot_rl.models.vla.model import Context
+from robot_rl.models.vla.model import Context, keypoint_loss
 from robot_rl.train.runner import Runner
 
 pytestmark = pytest.mark.render
@@ -365,21 +365,29 @@ def test_flow_ppo_with_one_sde_step_scores_the_executed_elements_and_trains(sft_
         ppo_config(sft_run, "agent.sde_step=two")
 
 
-def test_flow_ppo_with_head_lr_trains_the_keypoint_head_from_the_stored_features(sft_run: Path,
+@pytest.fixture(scope="module")
+def film_sft(sft_run: Path, tmp_path_factory) -> Path:
+    """A 10-step SFT run of an ``efficientnet_lite0_film`` VLA (instructed keypoint head, target keypoint loss) on the
+    module's dataset."""
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
+    config = yaml.safe_load((sft_run / "config.yaml").read_text())
+    film = tmp_path_factory.mktemp("film") / "film_sft"
+    Runner(compose([*SFT, f"agent.dataset={config['agent']['dataset']}", "agent.image_encoder=efficientnet_lite0_film",
+                    "agent.image_keypoints=1", "agent.target_keypoint=1.0", "agent.global_condition=true",
+                    "agent.action_expert=mlp", "agent.condition_text=false"]), film).learn(evaluate_and_export=False)
+    return film
+
+
+def test_flow_ppo_with_head_lr_trains_the_keypoint_head_from_the_stored_features(sft_run: Path, film_sft: Path,
                                                                                  tmp_path: Path) -> None:
     """``agent.head_lr``: each chunk keeps the frozen backbone's features, instruction and joints; re-encoding them
     before any update re-scores the stored chains exactly (ratio 1); PPO with the demonstrations (features, not
     cached keypoints) moves the expert, the keypoint head and the condition MLP but never the frozen backbone; a resumed
     run restores the head's optimiser. A VLA without an instructed head is a clear error."""
-    pytest.importorskip("efficientnet_lite_pytorch", reason="the [vla] extra: pip install -e '.[vla]'")
     with pytest.raises(InputError, match="head_lr") as err:
         Runner(ppo_config(sft_run, "agent.head_lr=1e-3"), tmp_path / "conv")
     assert "efficientnet_lite0_film" in str(err.value)
-    config = yaml.safe_load((sft_run / "config.yaml").read_text())
-    film = tmp_path / "film_sft"
-    Runner(compose([*SFT, f"agent.dataset={config['agent']['dataset']}", "agent.image_encoder=efficientnet_lite0_film",
-                    "agent.image_keypoints=1", "agent.target_keypoint=1.0", "agent.global_condition=true",
-                    "agent.action_expert=mlp", "agent.condition_text=false"]), film).learn(evaluate_and_export=False)
+    film = film_sft
     run = tmp_path / "run"
     extra = ["agent.head_lr=1e-2", "agent.expert_lr=1e-3", "agent.demo_coef=1.0", "agent.demo_batch=16",
              "agent.rollout_chunks=32", "agent.minibatches=2", "agent.epochs=1", "checkpoint_interval=1"]
@@ -406,6 +414,49 @@ def test_flow_ppo_with_head_lr_trains_the_keypoint_head_from_the_stored_features
     resumed = Runner(ppo_config(film, *extra, "task.total_steps=200"), run, resume=True)
     assert resumed.agent.head_opt.state_dict()["state"].keys() == agent.head_opt.state_dict()["state"].keys()
     assert resumed.agent.num_updates == saved["num_updates"] > 0
+
+
+def test_flow_ppo_keypoint_coef_labels_the_rollouts_frames_with_the_sims_target(film_sft: Path,
+                                                                               tmp_path: Path) -> None:
+    """``agent.keypoint_coef``: each chunk keeps where the env's target appears in the camera at that moment (the
+    projection of ``get_target``, by hand here from the env), the update logs the keypoint loss, and training with
+    it pulls the head's keypoints on the collected frames towards those labels. Without ``head_lr`` it is refused."""
+    with pytest.raises(InputError, match="head_lr") as err:
+        Runner(ppo_config(film_sft, "agent.keypoint_coef=1.0"), tmp_path / "no_head")
+    assert "agent.keypoint_coef=0" in str(err.value)
+    extra = ["agent.head_lr=3e-3", "agent.expert_lr=1e-6", "agent.keypoint_coef=10.0", "agent.rollout_chunks=32",
+             "agent.minibatches=2", "agent.epochs=2", "task.total_steps=240"]
+    runner = Runner(ppo_config(film_sft, *extra), tmp_path / "run")
+    agent, env = runner.agent, runner.env
+    chosen = []  # (labels kept, the env's target projected by hand) at each chunk boundary
+    original_choose = agent.choose
+
+    def choose_and_compare(rows, context, feature, critic_obs, inputs, deterministic):
+        chunk = original_choose(rows, context, feature, critic_obs, inputs, deterministic)
+        by_hand = env.image_position(env.get_target(rows).float(), "front")
+        chosen.append((agent.pending_rows["keypoint_label"][rows, 0, 0].clone(), by_hand))
+        return chunk
+
+    agent.choose = choose_and_compare
+    first: dict[str, torch.Tensor] = {}
+    checked = check_first_rollout(agent, first.update)
+
+    def frame_loss(model) -> float:
+        """The target keypoint's mean squared image error of ``model``'s head on the first rollout's frames."""
+        features = {c: first[f"features/{c}"] for c in agent.sft.cameras}
+        with torch.no_grad():
+            points = model.encode_with_keypoints({"image_features": features, "tokens": first["instruction"],
+                                                  "token_mask": first["instruction_mask"], "state": first["state"]})[1]
+        return float(keypoint_loss(points[:, :, 0], first["keypoint_label"][:, :, 0]))
+
+    run = tmp_path / "run"
+    runner.learn(evaluate_and_export=False)
+    assert checked and chosen and all(torch.allclose(kept, hand) for kept, hand in chosen)
+    assert torch.isfinite(first["keypoint_label"]).all() and first["keypoint_label"].abs().max() <= 1.5
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    learned = [r["loss/keypoint_target"] for r in rows if "loss/keypoint_target" in r]
+    assert learned and all(torch.isfinite(torch.tensor(learned)))
+    assert frame_loss(agent.model) < 0.7 * frame_loss(agent.sft.model)  # trained head vs the SFT run's
 
 
 def test_flow_ppo_with_a_world_model_value_learns_its_latent_from_each_chunks_successor(sft_run: Path,

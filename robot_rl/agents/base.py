@@ -58,6 +58,9 @@ class EnvSpec:
         image_size: side (pixels) of the square camera images the env renders (``VecEnv.image_size``); 0: none.
         action_for_targets: ``(joint targets [n, A] in rad) -> [n, A]`` the env's action that commands them, clipped
             to the action box (``TaskEnv.action_for_targets``); None where the env has none (torque control).
+        target_positions: ``(rows [n]) -> [n, 3]`` the world position of the target of envs ``rows`` now (a language
+            task's instructed object, ``VecEnv.get_target``: what a VLA's target keypoint marks), privileged state for
+            training only (``agent=vla_ppo agent.keypoint_coef``); None where the task keeps no target.
     """
 
     num_envs: int
@@ -75,6 +78,7 @@ class EnvSpec:
     vla_inputs: Callable[[torch.Tensor], tuple[dict[str, torch.Tensor], list[str], torch.Tensor]] | None = None
     image_size: int = 0
     action_for_targets: Callable[[torch.Tensor], torch.Tensor] | None = None
+    target_positions: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     @classmethod
     def from_env(cls, env: Any) -> EnvSpec:
@@ -96,6 +100,7 @@ class EnvSpec:
             vla_inputs=_vla_inputs(env) if env.has_instructions and getattr(env, "cameras", None) else None,
             image_size=int(getattr(env, "image_size", 0)),
             action_for_targets=_action_for_targets(env),
+            target_positions=env.get_target if getattr(env, "has_target", False) else None,
         )
 
     @property

@@ -24,7 +24,11 @@ kept with the context tokens it attended to. After ``rollout_chunks`` finished c
    ``demo_coef`` times its flow-matching loss on a batch of the SFT run's own demonstrations (a BC anchor: the
    demonstrations stay in the loop; the frozen prefix's keypoints of every frame are computed once,
    ``VLAAgent.demonstration_batches``; with ``head_lr`` the frozen backbone's features instead, so the loss trains
-   the head as SFT did, without its keypoint supervision).
+   the head as SFT did, without its keypoint supervision); with ``keypoint_coef`` > 0 (needs ``head_lr``) the head's
+   loss adds ``keypoint_coef`` times SFT's keypoint loss on the rollout's own frames, its label the image position of
+   the instructed target where the simulator has it now (``EnvSpec.target_positions``, privileged state: training
+   only; the deployed policy still reads images only). SFT supervised the head on the demonstrations' frames only;
+   this supervises it on the frames the policy itself visits.
 
 With ``sde_step=one`` (RLinf's default mixed ODE-SDE sampling) only one uniformly drawn denoising step of each chain
 is Gaussian and the rest are Euler steps; PPO's ratio is then taken per element of the executed actions at that step
@@ -55,6 +59,7 @@ from robot_rl.errors import InputError
 from robot_rl.math import flow_sde
 from robot_rl.math.advantages import gae
 from robot_rl.math.ppo_objective import clipped_surrogate
+from robot_rl.models.vla.model import keypoint_loss
 
 
 @dataclass
@@ -81,6 +86,8 @@ class VLAPPOConfig(AgentConfig):
         demo_batch: demonstration frames per PPO mini-batch step.
         head_lr: Adam rate of the keypoint head and the global-condition MLP (``efficientnet_lite0_film`` VLAs;
             0: they stay as SFT left them, only the expert is trained).
+        keypoint_coef: weight of the keypoint loss on the rollout's frames against the simulator's target position
+            (module docstring; 0: none; needs ``head_lr`` > 0 and a world-fixed camera among the SFT run's).
     """
 
     critics: ClassVar[tuple[str, ...]] = ("mlp", "world_model")
@@ -102,10 +109,12 @@ class VLAPPOConfig(AgentConfig):
     demo_coef: float = 0.0
     demo_batch: int = 64
     head_lr: float = 0.0
+    keypoint_coef: float = 0.0
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("noise_level", "clip", "expert_lr", "critic_lr", "max_grad_norm"),
-              unit=("gamma", "lam"), non_negative=("demo_coef", "head_lr"), at_least_0=("execute_len",),
+              unit=("gamma", "lam"), non_negative=("demo_coef", "head_lr", "keypoint_coef"),
+              at_least_0=("execute_len",),
               at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps", "demo_batch"),
               choices={"sde_step": ("all", "one")})
 
@@ -135,6 +144,7 @@ class VLAPPOAgent(VLAChunkAgent):
             for p in self.model.head_parameters():
                 p.requires_grad_(True)
             self.head_opt = torch.optim.Adam(self.model.head_parameters(), lr=cfg.head_lr)
+        self.keypoint_cameras = self._keypoint_cameras(env) if cfg.keypoint_coef > 0 else ()
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.steps = self.model.config.num_steps
         self.pending_rows: dict[str, torch.Tensor] = {}  # per env: what its chunk in play was chosen from
@@ -142,6 +152,35 @@ class VLAPPOAgent(VLAChunkAgent):
         self.rollout_size = 0
         self.num_updates = 0
         self.open_demonstrations(base_policy, frozen_prefix=self.head_opt is None)
+
+    def _keypoint_cameras(self, env: EnvSpec) -> tuple[bool, ...]:
+        """Per SFT camera, whether it is world-fixed (its target keypoint is supervised: ``keypoint_coef``).
+
+        Raises:
+            InputError: ``keypoint_coef`` without ``head_lr``, or no target position or world camera to label with.
+        """
+        cfg = self.cfg
+        if self.head_opt is None:
+            raise InputError("agent.keypoint_coef supervises the keypoint head, which only agent.head_lr trains",
+                             key="agent.keypoint_coef", value=cfg.keypoint_coef,
+                             fix="add agent.head_lr=1e-4 (an efficientnet_lite0_film SFT run), "
+                                 "or agent.keypoint_coef=0")
+        fixed = tuple(c in env.world_cameras for c in self.sft.cameras)
+        if env.target_positions is None or env.image_position is None or not any(fixed):
+            raise InputError("agent.keypoint_coef needs the task's target position and a world-fixed camera among the "
+                             "SFT run's cameras", key="agent.keypoint_coef", value=cfg.keypoint_coef,
+                             fix=f"a task with a target and world cameras {list(env.world_cameras)} among "
+                                 f"{list(self.sft.cameras)}, or agent.keypoint_coef=0")
+        return fixed
+
+    def keypoint_labels(self, rows: torch.Tensor) -> torch.Tensor:
+        """``[n, C, 1, 2]`` where the target of envs ``rows`` appears now in each SFT camera (NaN in a moving one: no
+        loss there), x right and y down in [-1, 1]."""
+        target = self.env.target_positions(rows).float().cpu()
+        nowhere = torch.full((len(rows), 2), float("nan"))
+        return torch.stack([self.env.image_position(target, c) if fixed else nowhere
+                            for c, fixed in zip(self.sft.cameras, self.keypoint_cameras, strict=True)],
+                           dim=1).unsqueeze(2).to(self.device)
 
     # --- collecting -------------------------------------------------------------------------------------------
 
@@ -172,6 +211,8 @@ class VLAPPOAgent(VLAChunkAgent):
         else:  # what the head re-encodes in the update
             kept.update({"instruction": inputs["tokens"], "instruction_mask": inputs["token_mask"], "state": state,
                          **{f"features/{c}": f for c, f in inputs["image_features"].items()}})
+            if self.keypoint_cameras:
+                kept["keypoint_label"] = self.keypoint_labels(rows)
         if one:  # PPO's ratio is per executed element at the Gaussian step, not the chain's
             kept["sde_step"] = step
             kept["element_log_prob"] = self._element_log_prob(context, chain.states, step)
@@ -241,18 +282,23 @@ class VLAPPOAgent(VLAChunkAgent):
     def stored_context(self, mb: dict[str, torch.Tensor]) -> Any:
         """The :class:`~robot_rl.models.vla.model.Context` that rollout rows ``mb`` were chosen from, as the model
         being trained now has it: stored (frozen prefix), or re-encoded from the stored features (``head_lr``)."""
+        return self._stored_context_and_keypoints(mb)[0]
+
+    def _stored_context_and_keypoints(self, mb: dict[str, torch.Tensor]) -> tuple[Any, torch.Tensor | None]:
+        """:meth:`stored_context` and, re-encoded with ``head_lr``, the keypoints ``[B, C, K, 2]`` it was made from
+        (None with the prefix frozen)."""
         from robot_rl.models.vla.model import Context
 
         if self.head_opt is None:
-            return Context(mb["tokens"], mb["pad"], mb.get("condition"))
+            return Context(mb["tokens"], mb["pad"], mb.get("condition")), None
         features = {c: mb[f"features/{c}"] for c in self.sft.cameras}
-        return self.model.encode({"image_features": features, "tokens": mb["instruction"],
-                                  "token_mask": mb["instruction_mask"], "state": mb["state"]})
+        return self.model.encode_with_keypoints({"image_features": features, "tokens": mb["instruction"],
+                                                 "token_mask": mb["instruction_mask"], "state": mb["state"]})
 
     def _ppo_step(self, mb: dict[str, torch.Tensor], advantages: torch.Tensor, returns: torch.Tensor
                   ) -> dict[str, torch.Tensor]:
         cfg = self.cfg
-        context = self.stored_context(mb)
+        context, points = self._stored_context_and_keypoints(mb)
         if cfg.sde_step == "one":  # a ratio per executed action element at the chain's one Gaussian step
             log_prob = self._element_log_prob(context, mb["states"], mb["sde_step"]).flatten(1)
             old_log_prob = mb["element_log_prob"].flatten(1)
@@ -263,10 +309,15 @@ class VLAPPOAgent(VLAChunkAgent):
             old_log_prob = mb["log_prob"]
             policy_loss, ratio = clipped_surrogate(log_prob, old_log_prob, advantages, cfg.clip)
         demo_loss = self.demo_loss() if self.demos is not None else None
+        loss = policy_loss if demo_loss is None else policy_loss + cfg.demo_coef * demo_loss
+        keypoint = None
+        if self.keypoint_cameras:  # the head's own supervision, on the frames the policy visited
+            keypoint = keypoint_loss(points[:, :, 0], mb["keypoint_label"][:, :, 0])
+            loss = loss + cfg.keypoint_coef * keypoint
         optimizers = [self.expert_opt] + ([] if self.head_opt is None else [self.head_opt])
         for opt in optimizers:
             opt.zero_grad(set_to_none=True)
-        (policy_loss if demo_loss is None else policy_loss + cfg.demo_coef * demo_loss).backward()
+        loss.backward()
         for opt in optimizers:
             nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], cfg.max_grad_norm)
             opt.step()
@@ -284,6 +335,8 @@ class VLAPPOAgent(VLAChunkAgent):
         with torch.no_grad():
             approx_kl = (old_log_prob - log_prob).mean()
         demo = {} if demo_loss is None else {"loss/demo": demo_loss.detach()}
+        if keypoint is not None:
+            demo["loss/keypoint_target"] = keypoint.detach()
         return {"loss/policy": policy_loss.detach(), "loss/value": value_loss.detach(),
                 "ratio_max": ratio.detach().max(), "approx_kl": approx_kl, **demo, **model_metrics}
 

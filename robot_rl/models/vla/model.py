@@ -283,6 +283,11 @@ class VLA(nn.Module):
         anchor always uses ``obs["state"]``."""
         return self._encode(obs)[0]
 
+    def encode_with_keypoints(self, obs: dict) -> tuple[Context, torch.Tensor | None]:
+        """:meth:`encode`'s context and, with ``efficientnet_lite0_film``, the keypoints ``[B, C, K, 2]`` it was made
+        from (None otherwise), from one pass (post-training that supervises the keypoints it acts on)."""
+        return self._encode(obs)
+
     def _encode(self, obs: dict) -> tuple[Context, torch.Tensor | None]:
         """:meth:`encode`'s context and, with ``efficientnet_lite0_film``, every camera's keypoints ``[B, C, K, 2]``."""
         c = self.config
