@@ -336,6 +336,23 @@ def test_flow_ppo_keeps_the_demonstrations_in_its_loop(sft_run: Path, tmp_path: 
     assert "demo_coef=0" in str(err.value)
 
 
+def test_flow_ppo_policy_coef_zero_collects_and_values_without_moving_the_vla(sft_run: Path, tmp_path: Path) -> None:
+    """``agent.policy_coef=0`` (the ablation without the policy gradient): with no demonstration or keypoint loss
+    either, updates run (the value critic learns) and the VLA's weights stay exactly as SFT left them; a negative
+    weight is refused."""
+    runner = Runner(ppo_config(sft_run, "agent.policy_coef=0", "agent.rollout_chunks=32", "agent.minibatches=2",
+                               "agent.epochs=1", "agent.expert_lr=1e-3", "task.total_steps=160"), tmp_path / "run")
+    agent = runner.agent
+    model_before = {k: v.clone() for k, v in agent.model.state_dict().items()}
+    critic_before = {k: v.clone() for k, v in agent.critic.state_dict().items()}
+    runner.learn(evaluate_and_export=False)
+    assert agent.num_updates > 0
+    assert all(torch.equal(model_before[n], v) for n, v in agent.model.state_dict().items())
+    assert any(not torch.equal(critic_before[n], v) for n, v in agent.critic.state_dict().items())
+    with pytest.raises(ValueError, match="policy_coef"):
+        ppo_config(sft_run, "agent.policy_coef=-1")
+
+
 def test_flow_ppo_with_one_sde_step_scores_the_executed_elements_and_trains(sft_run: Path, tmp_path: Path) -> None:
     """``agent.sde_step=one``: each chunk's chain has one Gaussian step (its index kept), the old likelihood is kept
     per executed action element (``[n, execute_len, A]``) and equals the expert's re-scoring before any update

@@ -88,6 +88,8 @@ class VLAPPOConfig(AgentConfig):
             0: they stay as SFT left them, only the expert is trained).
         keypoint_coef: weight of the keypoint loss on the rollout's frames against the simulator's target position
             (module docstring; 0: none; needs ``head_lr`` > 0 and a world-fixed camera among the SFT run's).
+        policy_coef: weight of PPO's clipped surrogate (1: flow PPO; 0: an ablation that keeps everything else, the
+            rollouts, the value critic and the ``demo_coef`` / ``keypoint_coef`` losses, without the policy gradient).
     """
 
     critics: ClassVar[tuple[str, ...]] = ("mlp", "world_model")
@@ -110,10 +112,11 @@ class VLAPPOConfig(AgentConfig):
     demo_batch: int = 64
     head_lr: float = 0.0
     keypoint_coef: float = 0.0
+    policy_coef: float = 1.0
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("noise_level", "clip", "expert_lr", "critic_lr", "max_grad_norm"),
-              unit=("gamma", "lam"), non_negative=("demo_coef", "head_lr", "keypoint_coef"),
+              unit=("gamma", "lam"), non_negative=("demo_coef", "head_lr", "keypoint_coef", "policy_coef"),
               at_least_0=("execute_len",),
               at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps", "demo_batch"),
               choices={"sde_step": ("all", "one")})
@@ -309,7 +312,9 @@ class VLAPPOAgent(VLAChunkAgent):
             old_log_prob = mb["log_prob"]
             policy_loss, ratio = clipped_surrogate(log_prob, old_log_prob, advantages, cfg.clip)
         demo_loss = self.demo_loss() if self.demos is not None else None
-        loss = policy_loss if demo_loss is None else policy_loss + cfg.demo_coef * demo_loss
+        loss = cfg.policy_coef * policy_loss
+        if demo_loss is not None:
+            loss = loss + cfg.demo_coef * demo_loss
         keypoint = None
         if self.keypoint_cameras:  # the head's own supervision, on the frames the policy visited
             keypoint = keypoint_loss(points[:, :, 0], mb["keypoint_label"][:, :, 0])
