@@ -141,6 +141,34 @@ def baseline_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def configuration(r: dict) -> str:
+    """A post-training row's method, critic (where not the agent's own) and agent overrides: what its seeds share."""
+    critic = "" if r["critic"] == "agent's default" else f" critic={r['critic']}"
+    return " ".join([f"{r['method']}{critic}", *(r.get("agent") or [])])
+
+
+def by_configuration(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """Post-training rows grouped by (:func:`configuration`, SFT run name), in order of first appearance."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((configuration(r), Path(r["sft_run"]).name), []).append(r)
+    return groups
+
+
+def configuration_table(rows: list[dict]) -> list[str]:
+    """The page's per-configuration lines: each seed's evaluation, their mean and the mean over the SFT figure."""
+    lines = ["", "Per configuration (the seeds of one method, critic and overrides from one SFT run):", "",
+             "| configuration | SFT run | SFT success | seeds | success per seed | mean | mean / SFT |",
+             "|---|---|---|---|---|---|---|"]
+    for (config, sft_run), group in by_configuration(rows).items():
+        rates = [r["named"]["success_rate"] for r in sorted(group, key=lambda r: r["seed"])]
+        mean, sft = sum(rates) / len(rates), group[0]["sft"]["named"]
+        ratio = f"{mean / sft['success_rate']:.2f}x" if sft["success_rate"] else "-"
+        lines.append(f"| {config} | `{sft_run}` | {pct(sft['success_rate'], sft['success_ci95'])} | {len(rates)} | "
+                     f"{', '.join(f'{100 * x:.0f}%' for x in rates)} | {100 * mean:.0f}% | {ratio} |")
+    return lines
+
+
 def table(rows: list[dict], metas: list[dict]) -> str:
     """The docs/results/vla_rl.md page of ``rows`` (post-training seeds and :func:`baseline_row` rows) and their
     files' ``metas``."""
@@ -149,7 +177,8 @@ def table(rows: list[dict], metas: list[dict]) -> str:
     lines = ["# VLA post-training with critics (`benchmarks/vla_rl.py`)", "",
              "Success on 100 evaluation episodes (seed 1000 unless said) of the SFT policy and of each post-trained "
              "seed, both told the right instruction and another target's (wrong); Wilson 95% intervals. Training "
-             "success is measured while collecting (with the actor's exploration noise).", "",
+             "success is measured while collecting (with the actor's exploration noise); the curves are in "
+             "`vla_rl.png`, one panel per SFT run.", "",
              "| method | critic | agent overrides | SFT run | seed | env steps | train wall | SFT success | "
              "RL success | RL / SFT | wrong instruction |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -160,6 +189,7 @@ def table(rows: list[dict], metas: list[dict]) -> str:
                      f"{r['env_steps']:,} | {r['train_wall_s'] / 60:.1f} min | "
                      f"{pct(sft['success_rate'], sft['success_ci95'])} | {pct(rl['success_rate'], rl['success_ci95'])}"
                      f" | {ratio:.2f}x | {pct(wrong['success_rate'], wrong['success_ci95'])} |")
+    lines += configuration_table(rows) if rows else []
     lines += baseline_table(baselines)
     lines += ["", "Commands, commits and load:", ""]
     lines += [f"- `{m['command']}` (commit {str(m.get('commit'))[:7]}{' dirty' if m.get('dirty') else ''}, "
@@ -168,27 +198,39 @@ def table(rows: list[dict], metas: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    """Training success against env steps, one line per rows' seed, the SFT figure dashed."""
+    """Training success against env steps: one panel per SFT run (its evaluation dashed, the baselines of its task
+    dotted), one colour per :func:`configuration`, one line per seed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for r in rows:
-        if r["method"] == BASELINE:
-            ax.axhline(r["named"]["success_rate"], linestyle=":", color="black", linewidth=1.0,
-                       label=f"baseline {Path(r['run']).name} ({100 * r['named']['success_rate']:.0f}%)")
-            continue
-        points = [p for p in r["curve"] if p["success"] is not None]
-        ax.plot([p["step"] for p in points], [p["success"] for p in points],
-                label=f"{r['method']} seed {r['seed']} (eval {100 * r['named']['success_rate']:.0f}%)")
-        ax.axhline(r["sft"]["named"]["success_rate"], linestyle="--", color="grey", linewidth=0.8)
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("success while collecting")
-    ax.set_ylim(0, 1)
-    ax.set_title("VLA post-training (dashed: the SFT policy's evaluation; dotted: baselines)", fontsize=9)
-    ax.legend(fontsize=7)
+    baselines = [r for r in rows if r["method"] == BASELINE]
+    groups = by_configuration([r for r in rows if r["method"] != BASELINE])
+    sft_runs = list(dict.fromkeys(sft_run for _, sft_run in groups)) or ["-"]
+    fig, axes = plt.subplots(len(sft_runs), 1, figsize=(11, 3.2 * len(sft_runs)), squeeze=False)
+    for ax, sft_run in zip(axes[:, 0], sft_runs, strict=True):
+        mine = [(config, group) for (config, run), group in groups.items() if run == sft_run]
+        colours = plt.cm.tab10.colors if len(mine) <= 10 else plt.cm.tab20.colors
+        for i, (config, group) in enumerate(mine):
+            evals = "/".join(f"{100 * r['named']['success_rate']:.0f}" for r in group)
+            for j, r in enumerate(group):
+                points = [p for p in r["curve"] if p["success"] is not None]
+                ax.plot([p["step"] for p in points], [p["success"] for p in points], color=colours[i % len(colours)],
+                        linewidth=1.0, label=f"{config} (seeds {len(group)}; eval {evals}%)" if j == 0 else None)
+        if mine:
+            sft = mine[0][1][0]["sft"]["named"]["success_rate"]
+            ax.axhline(sft, linestyle="--", color="grey", linewidth=0.8, label=f"SFT evaluation ({100 * sft:.0f}%)")
+        task = sft_run.split("-")[0]
+        for b in baselines:
+            if Path(b["run"]).name.split("-")[0] == task:
+                ax.axhline(b["named"]["success_rate"], linestyle=":", color="black", linewidth=1.0,
+                           label=f"baseline {Path(b['run']).name} ({100 * b['named']['success_rate']:.0f}%)")
+        ax.set_title(f"from SFT run {sft_run}", fontsize=9)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("success while collecting")
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
