@@ -19,7 +19,7 @@ import contextlib
 import os
 import shutil
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -102,6 +102,15 @@ class EnvSpec:
             action_for_targets=_action_for_targets(env),
             target_positions=env.get_target if getattr(env, "has_target", False) else None,
         )
+
+    def image_positions(self, points: dict[str, torch.Tensor], cameras: Sequence[str]) -> torch.Tensor:
+        """``[n, C, P, 2]`` where each of the world ``points`` (``{name: [n, 3]}``, in order) appears in each of
+        ``cameras``, x right and y down in [-1, 1]; NaN in a camera that is not world-fixed (it moves with the robot).
+        """
+        n = len(next(iter(points.values())))
+        nowhere = torch.full((n, 2), float("nan"))
+        return torch.stack([torch.stack([self.image_position(p, cam) if cam in self.world_cameras else nowhere
+                                         for p in points.values()], dim=1) for cam in cameras], dim=1)
 
     @property
     def critic_group(self) -> str:

@@ -426,10 +426,7 @@ class VLAAgent(Agent):
         world = {"target": target}
         if self.cfg.gripper_keypoint:
             world["gripper"] = self.scene.site_positions(state, self.cfg.gripper_site)
-        nowhere = torch.full((len(state), 2), float("nan"))
-        return torch.stack([torch.stack([self.scene.image_position(world[p], cam) if cam in self.scene.world_cameras
-                                         else nowhere for p in self.cfg.supervised_keypoints()], dim=1)
-                            for cam in self.cfg.cameras], dim=1)
+        return self.scene.image_positions({p: world[p] for p in self.cfg.supervised_keypoints()}, self.cfg.cameras)
 
     def update(self) -> dict[str, float | torch.Tensor]:
         """One AdamW step on the flow-matching loss of a batch plus the weighted keypoint losses: ``loss/flow``,

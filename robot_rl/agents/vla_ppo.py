@@ -59,7 +59,7 @@ from robot_rl.errors import InputError
 from robot_rl.math import flow_sde
 from robot_rl.math.advantages import gae
 from robot_rl.math.ppo_objective import clipped_surrogate
-from robot_rl.models.vla.model import keypoint_loss
+from robot_rl.models.vla.model import Context, keypoint_loss
 
 
 @dataclass
@@ -147,7 +147,9 @@ class VLAPPOAgent(VLAChunkAgent):
             for p in self.model.head_parameters():
                 p.requires_grad_(True)
             self.head_opt = torch.optim.Adam(self.model.head_parameters(), lr=cfg.head_lr)
-        self.keypoint_cameras = self._keypoint_cameras(env) if cfg.keypoint_coef > 0 else ()
+        self.supervise_keypoints = cfg.keypoint_coef > 0
+        if self.supervise_keypoints:
+            self._check_keypoint_labels(env)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.steps = self.model.config.num_steps
         self.pending_rows: dict[str, torch.Tensor] = {}  # per env: what its chunk in play was chosen from
@@ -156,8 +158,8 @@ class VLAPPOAgent(VLAChunkAgent):
         self.num_updates = 0
         self.open_demonstrations(base_policy, frozen_prefix=self.head_opt is None)
 
-    def _keypoint_cameras(self, env: EnvSpec) -> tuple[bool, ...]:
-        """Per SFT camera, whether it is world-fixed (its target keypoint is supervised: ``keypoint_coef``).
+    def _check_keypoint_labels(self, env: EnvSpec) -> None:
+        """``keypoint_coef`` needs the head trained and something to label its frames with.
 
         Raises:
             InputError: ``keypoint_coef`` without ``head_lr``, or no target position or world camera to label with.
@@ -168,22 +170,17 @@ class VLAPPOAgent(VLAChunkAgent):
                              key="agent.keypoint_coef", value=cfg.keypoint_coef,
                              fix="add agent.head_lr=1e-4 (an efficientnet_lite0_film SFT run), "
                                  "or agent.keypoint_coef=0")
-        fixed = tuple(c in env.world_cameras for c in self.sft.cameras)
-        if env.target_positions is None or env.image_position is None or not any(fixed):
+        if env.target_positions is None or not set(self.sft.cameras) & set(env.world_cameras):
             raise InputError("agent.keypoint_coef needs the task's target position and a world-fixed camera among the "
                              "SFT run's cameras", key="agent.keypoint_coef", value=cfg.keypoint_coef,
                              fix=f"a task with a target and world cameras {list(env.world_cameras)} among "
                                  f"{list(self.sft.cameras)}, or agent.keypoint_coef=0")
-        return fixed
 
     def keypoint_labels(self, rows: torch.Tensor) -> torch.Tensor:
         """``[n, C, 1, 2]`` where the target of envs ``rows`` appears now in each SFT camera (NaN in a moving one: no
         loss there), x right and y down in [-1, 1]."""
         target = self.env.target_positions(rows).float().cpu()
-        nowhere = torch.full((len(rows), 2), float("nan"))
-        return torch.stack([self.env.image_position(target, c) if fixed else nowhere
-                            for c, fixed in zip(self.sft.cameras, self.keypoint_cameras, strict=True)],
-                           dim=1).unsqueeze(2).to(self.device)
+        return self.env.image_positions({"target": target}, self.sft.cameras).to(self.device)
 
     # --- collecting -------------------------------------------------------------------------------------------
 
@@ -214,7 +211,7 @@ class VLAPPOAgent(VLAChunkAgent):
         else:  # what the head re-encodes in the update
             kept.update({"instruction": inputs["tokens"], "instruction_mask": inputs["token_mask"], "state": state,
                          **{f"features/{c}": f for c, f in inputs["image_features"].items()}})
-            if self.keypoint_cameras:
+            if self.supervise_keypoints:
                 kept["keypoint_label"] = self.keypoint_labels(rows)
         if one:  # PPO's ratio is per executed element at the Gaussian step, not the chain's
             kept["sde_step"] = step
@@ -290,8 +287,6 @@ class VLAPPOAgent(VLAChunkAgent):
     def _stored_context_and_keypoints(self, mb: dict[str, torch.Tensor]) -> tuple[Any, torch.Tensor | None]:
         """:meth:`stored_context` and, re-encoded with ``head_lr``, the keypoints ``[B, C, K, 2]`` it was made from
         (None with the prefix frozen)."""
-        from robot_rl.models.vla.model import Context
-
         if self.head_opt is None:
             return Context(mb["tokens"], mb["pad"], mb.get("condition")), None
         features = {c: mb[f"features/{c}"] for c in self.sft.cameras}
@@ -316,7 +311,7 @@ class VLAPPOAgent(VLAChunkAgent):
         if demo_loss is not None:
             loss = loss + cfg.demo_coef * demo_loss
         keypoint = None
-        if self.keypoint_cameras:  # the head's own supervision, on the frames the policy visited
+        if self.supervise_keypoints:  # the head's own supervision, on the frames the policy visited
             keypoint = keypoint_loss(points[:, :, 0], mb["keypoint_label"][:, :, 0])
             loss = loss + cfg.keypoint_coef * keypoint
         optimizers = [self.expert_opt] + ([] if self.head_opt is None else [self.head_opt])

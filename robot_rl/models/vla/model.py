@@ -281,15 +281,11 @@ class VLA(nn.Module):
         ``obs["keypoints"]`` (``[B, C, K, 2]``, :meth:`keypoints`: the head is then skipped). The state token reads
         ``obs["state_seen"]`` where given (training's noisy state, ``agent.state_noise``), else ``obs["state"]``; the
         anchor always uses ``obs["state"]``."""
-        return self._encode(obs)[0]
+        return self.encode_with_keypoints(obs)[0]
 
     def encode_with_keypoints(self, obs: dict) -> tuple[Context, torch.Tensor | None]:
-        """:meth:`encode`'s context and, with ``efficientnet_lite0_film``, the keypoints ``[B, C, K, 2]`` it was made
-        from (None otherwise), from one pass (post-training that supervises the keypoints it acts on)."""
-        return self._encode(obs)
-
-    def _encode(self, obs: dict) -> tuple[Context, torch.Tensor | None]:
-        """:meth:`encode`'s context and, with ``efficientnet_lite0_film``, every camera's keypoints ``[B, C, K, 2]``."""
+        """:meth:`encode`'s context and, with ``efficientnet_lite0_film``, every camera's keypoints ``[B, C, K, 2]`` it
+        was made from (None otherwise), from one pass (post-training that supervises the keypoints it acts on)."""
         c = self.config
         ids, mask = obs["tokens"][:, : c.max_text_len], obs["token_mask"][:, : c.max_text_len]
         words = self.token_embed(ids)  # [B, L, D]
@@ -348,7 +344,7 @@ class VLA(nn.Module):
         (``efficientnet_lite0_film``)."""
         if not self.instructed_images:
             raise ValueError(f"image_encoder {self.config.image_encoder!r} has no instructed keypoints")
-        return self._encode(obs)[1]
+        return self.encode_with_keypoints(obs)[1]
 
     def velocity(self, x_t: torch.Tensor, t: torch.Tensor, context: Context) -> torch.Tensor:
         """Predicted ``dx_t/dt`` ``[B, H, A]`` of noisy standardised chunks ``x_t [B, H, A]`` at times ``t [B]``
@@ -400,7 +396,7 @@ class VLA(nn.Module):
         (``efficientnet_lite0_film``, ``P <= image_keypoints``): :func:`keypoint_loss` of keypoint ``p`` of every
         camera against ``keypoint_target[:, :, p]``, for each ``p``."""
         a = (action - self.anchor(obs["state"]) - self.action_mean) / self.action_std
-        context, points = self._encode(obs)
+        context, points = self.encode_with_keypoints(obs)
         predicted = self.velocity(flow.interpolate(a, noise, t), t, context)
         out = {"flow": flow.flow_loss(predicted, a, noise, None if action_is_pad is None else ~action_is_pad)}
         if keypoint_target is not None:
