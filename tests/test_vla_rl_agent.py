@@ -309,7 +309,7 @@ def test_flow_ppo_keeps_the_demonstrations_in_its_loop(sft_run: Path, tmp_path: 
     dataset gone is a clear error that names the fix (the run still opens without the anchor)."""
     agent = Runner(ppo_config(sft_run, "agent.demo_coef=2.0", "agent.demo_batch=16"), tmp_path / "probe").agent
     state = agent.generator.get_state()
-    loss = agent.demo_loss()
+    loss = agent.demo_losses()["flow"]
     agent.generator.set_state(state)
     batch = agent.demos.sample(16, agent.generator, agent.demo_weights)
     noise = torch.randn(batch["action"].shape, generator=agent.generator)
@@ -474,6 +474,58 @@ def test_flow_ppo_keypoint_coef_labels_the_rollouts_frames_with_the_sims_target(
     learned = [r["loss/keypoint_target"] for r in rows if "loss/keypoint_target" in r]
     assert learned and all(torch.isfinite(torch.tensor(learned)))
     assert frame_loss(agent.model) < 0.7 * frame_loss(agent.sft.model)  # trained head vs the SFT run's
+
+
+def test_flow_ppo_demo_keypoint_coef_labels_the_head_on_the_demonstrations(film_sft: Path, tmp_path: Path) -> None:
+    """``agent.demo_keypoint_coef``: the demonstration batch's keypoint loss is SFT's, of the head being trained
+    against the frames' own labels (by hand from the same draw); it reaches the head and is logged. Without
+    ``demo_coef``, or on demonstrations without labels, it is refused with the fix."""
+    with pytest.raises(InputError, match="demo_keypoint_coef") as err:
+        Runner(ppo_config(film_sft, "agent.head_lr=1e-3", "agent.demo_keypoint_coef=1.0"), tmp_path / "no_demos")
+    assert "agent.demo_coef=1.0" in str(err.value)
+    extra = ["agent.head_lr=1e-3", "agent.demo_coef=1.0", "agent.demo_batch=16", "agent.demo_keypoint_coef=5.0",
+             "agent.rollout_chunks=32", "agent.minibatches=2", "agent.epochs=1", "task.total_steps=160"]
+    run = tmp_path / "run"
+    runner = Runner(ppo_config(film_sft, *extra), run)
+    agent = runner.agent
+    state = agent.generator.get_state()
+    parts = agent.demo_losses(keypoints=True)
+    agent.generator.set_state(state)
+    batch = agent.demos.sample(16, agent.generator, agent.demo_weights)
+    noise = torch.randn(batch["action"].shape, generator=agent.generator)
+    t = flow.sample_time(16, agent.generator)
+    expected = agent.model.losses(batch, batch["action"], noise, t, batch["action_is_pad"], batch["target"])
+    assert batch["target"].shape == (16, 1, 1, 2)
+    assert parts["keypoint"].shape == (1,) and parts["keypoint"].item() == pytest.approx(expected["keypoint"].item())
+    parts["keypoint"].sum().backward()
+    assert agent.model.image_encoder.logits.weight.grad.abs().sum() > 0
+    agent.model.zero_grad(set_to_none=True)
+    runner.learn(evaluate_and_export=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    logged = [r["loss/demo_keypoint_target"] for r in rows if "loss/demo_keypoint_target" in r]
+    assert logged and all(0 < x < float("inf") for x in logged)
+    agent.demos.target = None  # an SFT run trained without agent.target_keypoint
+    with pytest.raises(InputError, match="no keypoint labels") as err:
+        agent._check_demo_keypoint_labels()
+    assert "agent.demo_keypoint_coef=0" in str(err.value)
+
+
+def test_flow_ppo_policy_trains_head_false_stops_ppos_gradient_at_the_context(film_sft: Path, tmp_path: Path) -> None:
+    """``agent.policy_trains_head=false`` with ``head_lr`` and no other loss: PPO moves the expert and leaves the
+    keypoint head and condition MLP exactly as SFT left them (with the default, the same run moves them)."""
+    extra = ["agent.head_lr=1e-2", "agent.expert_lr=1e-3", "agent.rollout_chunks=32", "agent.minibatches=2",
+             "agent.epochs=1", "task.total_steps=160"]
+    moved = {}
+    for trains_head in ("true", "false"):
+        runner = Runner(ppo_config(film_sft, *extra, f"agent.policy_trains_head={trains_head}"),
+                        tmp_path / trains_head)
+        before = {k: v.clone() for k, v in runner.agent.model.state_dict().items()}
+        runner.learn(evaluate_and_export=False)
+        assert runner.agent.num_updates > 0
+        moved[trains_head] = {n for n, v in runner.agent.model.state_dict().items() if not torch.equal(before[n], v)}
+    head = {"image_encoder.logits.weight", "condition.0.weight"}
+    assert head <= moved["true"]
+    assert not head & moved["false"] and any(n.startswith("expert.") for n in moved["false"])
 
 
 def test_flow_ppo_with_a_world_model_value_learns_its_latent_from_each_chunks_successor(sft_run: Path,

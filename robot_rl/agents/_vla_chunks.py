@@ -102,16 +102,19 @@ class VLAChunkAgent(Agent):
                                  value=self.cfg.demo_coef, fix="agent.policy=<an agent=vla run>, or agent.demo_coef=0")
             self.demos, self.demo_weights = base_policy.demonstrations(frozen_prefix)
 
-    def demo_loss(self) -> torch.Tensor:
-        """The acting model's flow-matching loss on ``cfg.demo_batch`` frames of the SFT run's demonstrations, drawn as
-        SFT drew them (its frame weights); :meth:`open_demonstrations` first."""
+    def demo_losses(self, keypoints: bool = False) -> dict[str, torch.Tensor]:
+        """``{"flow": }`` the acting model's flow-matching loss on ``cfg.demo_batch`` frames of the SFT run's
+        demonstrations, drawn as SFT drew them (its frame weights), plus with ``keypoints`` ``"keypoint" [P]``: SFT's
+        keypoint losses of those frames against their labels (the head re-encoded from the backbone's features);
+        :meth:`open_demonstrations` first."""
         from robot_rl.data.vla_batches import batch_to
         from robot_rl.models.vla import flow
 
         batch = batch_to(self.demos.sample(self.cfg.demo_batch, self.generator, self.demo_weights), self.device)
         noise = torch.randn(batch["action"].shape, generator=self.generator).to(self.device)
         t = flow.sample_time(len(noise), self.generator).to(self.device)
-        return self.acting_model().losses(batch, batch["action"], noise, t, batch["action_is_pad"])["flow"]
+        return self.acting_model().losses(batch, batch["action"], noise, t, batch["action_is_pad"],
+                                          batch["target"] if keypoints else None)
 
     def acting_model(self) -> Any:
         """The VLA whose prefix encodes the envs at chunk boundaries: the frozen SFT model (a subclass that trains part

@@ -243,7 +243,7 @@ class VLAGuidedAgent(VLAChunkAgent):
         t = flow.sample_time(len(chunks), self.generator).to(self.device)
         loss, parts = guided_flow_loss(lambda x, s: self.model.velocity(x, s, context),
                                        lambda x, s: self.sft.model.velocity(x, s, context), shifted, noise, t, cfg.beta)
-        demo = self.demo_loss() if self.demos is not None else None
+        demo = self.demo_losses()["flow"] if self.demos is not None else None
         self.expert_opt.zero_grad(set_to_none=True)
         (loss if demo is None else loss + cfg.demo_coef * demo).backward()
         nn.utils.clip_grad_norm_(self.model.expert_parameters(), cfg.max_grad_norm)

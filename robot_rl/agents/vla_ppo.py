@@ -28,7 +28,9 @@ kept with the context tokens it attended to. After ``rollout_chunks`` finished c
    loss adds ``keypoint_coef`` times SFT's keypoint loss on the rollout's own frames, its label the image position of
    the instructed target where the simulator has it now (``EnvSpec.target_positions``, privileged state: training
    only; the deployed policy still reads images only). SFT supervised the head on the demonstrations' frames only;
-   this supervises it on the frames the policy itself visits.
+   this supervises it on the frames the policy itself visits; ``demo_keypoint_coef`` adds SFT's keypoint loss on the
+   demonstration batch as well, and ``policy_trains_head=False`` stops PPO's gradient at the context (the head then
+   learns from the demonstration and keypoint losses only).
 
 With ``sde_step=one`` (RLinf's default mixed ODE-SDE sampling) only one uniformly drawn denoising step of each chain
 is Gaussian and the rest are Euler steps; PPO's ratio is then taken per element of the executed actions at that step
@@ -90,6 +92,11 @@ class VLAPPOConfig(AgentConfig):
             (module docstring; 0: none; needs ``head_lr`` > 0 and a world-fixed camera among the SFT run's).
         policy_coef: weight of PPO's clipped surrogate (1: flow PPO; 0: an ablation that keeps everything else, the
             rollouts, the value critic and the ``demo_coef`` / ``keypoint_coef`` losses, without the policy gradient).
+        demo_keypoint_coef: weight of SFT's keypoint loss on the demonstration batch (0: none; needs ``head_lr``,
+            ``demo_coef`` > 0 and an SFT run trained with ``target_keypoint``): the head labelled on the
+            demonstrations' frames as SFT labelled it, beside ``keypoint_coef``'s labels on the rollout's frames.
+        policy_trains_head: whether PPO's surrogate trains the head too (with ``head_lr``); False: its gradient stops
+            at the context, so only the demonstration and keypoint losses move the head.
     """
 
     critics: ClassVar[tuple[str, ...]] = ("mlp", "world_model")
@@ -113,10 +120,13 @@ class VLAPPOConfig(AgentConfig):
     head_lr: float = 0.0
     keypoint_coef: float = 0.0
     policy_coef: float = 1.0
+    demo_keypoint_coef: float = 0.0
+    policy_trains_head: bool = True
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("noise_level", "clip", "expert_lr", "critic_lr", "max_grad_norm"),
-              unit=("gamma", "lam"), non_negative=("demo_coef", "head_lr", "keypoint_coef", "policy_coef"),
+              unit=("gamma", "lam"), non_negative=("demo_coef", "head_lr", "keypoint_coef", "policy_coef",
+                                                             "demo_keypoint_coef"),
               at_least_0=("execute_len",),
               at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps", "demo_batch"),
               choices={"sde_step": ("all", "one")})
@@ -157,6 +167,8 @@ class VLAPPOAgent(VLAChunkAgent):
         self.rollout_size = 0
         self.num_updates = 0
         self.open_demonstrations(base_policy, frozen_prefix=self.head_opt is None)
+        if cfg.demo_keypoint_coef > 0:
+            self._check_demo_keypoint_labels()
 
     def _check_keypoint_labels(self, env: EnvSpec) -> None:
         """``keypoint_coef`` needs the head trained and something to label its frames with.
@@ -175,6 +187,23 @@ class VLAPPOAgent(VLAChunkAgent):
                              "SFT run's cameras", key="agent.keypoint_coef", value=cfg.keypoint_coef,
                              fix=f"a task with a target and world cameras {list(env.world_cameras)} among "
                                  f"{list(self.sft.cameras)}, or agent.keypoint_coef=0")
+
+    def _check_demo_keypoint_labels(self) -> None:
+        """``demo_keypoint_coef`` needs the head trained and demonstrations that carry SFT's keypoint labels.
+
+        Raises:
+            InputError: without ``head_lr``, without ``demo_coef``, or an SFT run trained without ``target_keypoint``.
+        """
+        cfg, key = self.cfg, "agent.demo_keypoint_coef"
+        if self.head_opt is None or self.demos is None:
+            raise InputError("agent.demo_keypoint_coef supervises the keypoint head on the demonstration batch, which "
+                             "needs agent.head_lr and agent.demo_coef", key=key, value=cfg.demo_keypoint_coef,
+                             fix="add agent.head_lr=1e-4 agent.demo_coef=1.0, or agent.demo_keypoint_coef=0")
+        if self.demos.target is None:
+            raise InputError("the SFT run's demonstrations carry no keypoint labels (it was trained without "
+                             "agent.target_keypoint)", key=key, value=cfg.demo_keypoint_coef,
+                             fix="post-train an SFT run trained with agent.target_keypoint > 0, "
+                                 "or agent.demo_keypoint_coef=0")
 
     def keypoint_labels(self, rows: torch.Tensor) -> torch.Tensor:
         """``[n, C, 1, 2]`` where the target of envs ``rows`` appears now in each SFT camera (NaN in a moving one: no
@@ -296,7 +325,8 @@ class VLAPPOAgent(VLAChunkAgent):
     def _ppo_step(self, mb: dict[str, torch.Tensor], advantages: torch.Tensor, returns: torch.Tensor
                   ) -> dict[str, torch.Tensor]:
         cfg = self.cfg
-        context, points = self._stored_context_and_keypoints(mb)
+        head_context, points = self._stored_context_and_keypoints(mb)
+        context = head_context if cfg.policy_trains_head else head_context.detached()  # what PPO's gradient reaches
         if cfg.sde_step == "one":  # a ratio per executed action element at the chain's one Gaussian step
             log_prob = self._element_log_prob(context, mb["states"], mb["sde_step"]).flatten(1)
             old_log_prob = mb["element_log_prob"].flatten(1)
@@ -306,10 +336,17 @@ class VLAPPOAgent(VLAChunkAgent):
             log_prob = flow_sde.chain_log_prob(self._velocity(context), mb["states"], cfg.noise_level).sum(1)
             old_log_prob = mb["log_prob"]
             policy_loss, ratio = clipped_surrogate(log_prob, old_log_prob, advantages, cfg.clip)
-        demo_loss = self.demo_loss() if self.demos is not None else None
+        demo_keypoint = None
+        if self.demos is None:
+            demo_loss = None
+        else:
+            demo_parts = self.demo_losses(keypoints=cfg.demo_keypoint_coef > 0)
+            demo_loss, demo_keypoint = demo_parts["flow"], demo_parts.get("keypoint")
         loss = cfg.policy_coef * policy_loss
         if demo_loss is not None:
             loss = loss + cfg.demo_coef * demo_loss
+        if demo_keypoint is not None:  # SFT's labels on the demonstrations' frames
+            loss = loss + cfg.demo_keypoint_coef * demo_keypoint[0]
         keypoint = None
         if self.supervise_keypoints:  # the head's own supervision, on the frames the policy visited
             keypoint = keypoint_loss(points[:, :, 0], mb["keypoint_label"][:, :, 0])
@@ -337,6 +374,8 @@ class VLAPPOAgent(VLAChunkAgent):
         demo = {} if demo_loss is None else {"loss/demo": demo_loss.detach()}
         if keypoint is not None:
             demo["loss/keypoint_target"] = keypoint.detach()
+        if demo_keypoint is not None:
+            demo["loss/demo_keypoint_target"] = demo_keypoint[0].detach()
         return {"loss/policy": policy_loss.detach(), "loss/value": value_loss.detach(),
                 "ratio_max": ratio.detach().max(), "approx_kl": approx_kl, **demo, **model_metrics}
 

@@ -146,6 +146,10 @@ class Context:
     pad: torch.Tensor
     condition: torch.Tensor | None = None
 
+    def detached(self) -> Context:
+        """The same context with no gradient back into what encoded it (the expert still trains through it)."""
+        return Context(self.tokens.detach(), self.pad, None if self.condition is None else self.condition.detach())
+
 
 def masked_mean(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     """``[B, D]`` the mean of ``x [B, L, D]`` over the positions ``keep [B, L]`` (bool) marks; 0 where none is kept."""
