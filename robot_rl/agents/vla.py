@@ -291,7 +291,7 @@ class VLAAgent(Agent):
                                  file=root, key="agent.target_key", value=cfg.target_key,
                                  fix=f"agent.target_key=<a [3] feature among {sorted(features)}>, or "
                                      "agent.target_keypoint=0")
-            if not set(cfg.cameras) & set(env.world_cameras) or env.image_position is None:
+            if not set(cfg.cameras) & set(env.world_cameras):
                 raise InputError("agent.target_keypoint / gripper_keypoint need a world-fixed camera to project "
                                  "into", key="agent.cameras", value=list(cfg.cameras),
                                  fix=f"add one of the task's world cameras {list(env.world_cameras)}, or set both "
