@@ -6,7 +6,6 @@ MuJoCo with rendered cameras."""
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import os
 import shutil
@@ -476,7 +475,7 @@ def test_flow_ppo_keypoint_coef_labels_the_rollouts_frames_with_the_sims_target(
     learned = [r["loss/keypoint_target"] for r in rows if "loss/keypoint_target" in r]
     assert learned and all(torch.isfinite(torch.tensor(learned)))
     assert frame_loss(agent.model) < 0.7 * frame_loss(agent.sft.model)  # trained head vs the SFT run's
-    for missing in ({"target_positions": None}, {"world_cameras": ()}):  # a task without a target, or wrist cameras only
+    for missing in ({"target_positions": None}, {"world_cameras": ()}):  # no target; or wrist cameras only
         with pytest.raises(InputError, match="target position and a world-fixed camera") as err:
             agent._check_keypoint_labels(dataclasses.replace(agent.env, **missing))
         assert "agent.keypoint_coef=0" in str(err.value)
