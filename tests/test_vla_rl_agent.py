@@ -509,9 +509,13 @@ def test_flow_ppo_demo_keypoint_coef_labels_the_head_on_the_demonstrations(film_
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     logged = [r["loss/demo_keypoint_target"] for r in rows if "loss/demo_keypoint_target" in r]
     assert logged and all(0 < x < float("inf") for x in logged)
-    agent.demos.target = None  # an SFT run trained without agent.target_keypoint
+    unlabelled = tmp_path / "unlabelled_sft"  # the same SFT run, as if trained without agent.target_keypoint
+    shutil.copytree(film_sft, unlabelled)
+    config = yaml.safe_load((unlabelled / "config.yaml").read_text())
+    config["agent"]["target_keypoint"] = 0.0
+    (unlabelled / "config.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(InputError, match="no keypoint labels") as err:
-        agent._check_demo_keypoint_labels()
+        Runner(ppo_config(unlabelled, *extra), tmp_path / "unlabelled")
     assert "agent.demo_keypoint_coef=0" in str(err.value)
 
 
