@@ -47,11 +47,9 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-import yaml
 from torch import nn
 
 from robot_rl.agents._vla_chunks import VLAChunkAgent
@@ -201,8 +199,7 @@ class VLAPPOAgent(VLAChunkAgent):
             raise InputError("agent.demo_keypoint_coef supervises the keypoint head on the demonstration batch, which "
                              "needs agent.head_lr and agent.demo_coef", key=key, value=cfg.demo_keypoint_coef,
                              fix="add agent.head_lr=1e-4 agent.demo_coef=1.0, or agent.demo_keypoint_coef=0")
-        sft_config = yaml.safe_load((Path(cfg.policy) / "config.yaml").read_text())["agent"]
-        if not sft_config.get("target_keypoint"):  # its labels, if any, are the gripper's
+        if self.demos.target_key is None:  # SFT read no target position: its labels, if any, are the gripper's
             raise InputError("the SFT run's demonstrations carry no keypoint labels (it was trained without "
                              "agent.target_keypoint)", key=key, value=cfg.demo_keypoint_coef,
                              fix="post-train an SFT run trained with agent.target_keypoint > 0, "

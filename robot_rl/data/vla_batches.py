@@ -73,6 +73,8 @@ class VLABatches:
                                  "task.env.cameras=[front]")
         ds.require_finite(state_key, action_key, *extra)
         self.state = torch.tensor(ds.column(state_key), dtype=torch.float32)  # [N, S]
+        self.target_key = target_key
+        """The feature ``target`` was read from (None: none; any ``target`` is then ``target_map``'s of the state)."""
         self.target = None if target_key is None else torch.tensor(ds.column(target_key), dtype=torch.float32)
         """``[N, ...]`` the ``target_key`` feature (through ``target_map``), or None."""
         if target_map is not None:
