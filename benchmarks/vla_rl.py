@@ -23,6 +23,7 @@ Their rows (run, its dataset's episode count, training wall from its log, succes
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -34,6 +35,7 @@ from _results import RESULTS, run_facts, write_rows
 from vla_sft import pct, robot_rl
 
 from robot_rl.agents.vla_rl import METHODS as NOISE_METHODS
+from robot_rl.compose import compose
 from robot_rl.data.lerobot.meta import load_info
 from robot_rl.train.runner import DATASET_DESCRIPTION_DIR
 
@@ -141,9 +143,17 @@ def baseline_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+@functools.cache
+def is_default_critic(method: str, critic: str) -> bool:
+    """Whether ``critic=<critic>`` composes the same critic config as ``method``'s agent chooses by itself."""
+    return compose(agent_args(method, critic)).critic == compose(agent_args(method, None)).critic
+
+
 def configuration(r: dict) -> str:
-    """A post-training row's method, critic (where not the agent's own) and agent overrides: what its seeds share."""
-    critic = "" if r["critic"] == "agent's default" else f" critic={r['critic']}"
+    """A post-training row's method, critic (where not the agent's own: a row naming the default explicitly shares
+    its seeds' configuration) and agent overrides: what its seeds share."""
+    named = r["critic"] != "agent's default" and not is_default_critic(r["method"], r["critic"])
+    critic = f" critic={r['critic']}" if named else ""
     return " ".join([f"{r['method']}{critic}", *(r.get("agent") or [])])
 
 
@@ -161,10 +171,15 @@ def configuration_table(rows: list[dict]) -> list[str]:
              "| configuration | SFT run | SFT success | seeds | success per seed | mean | mean / SFT |",
              "|---|---|---|---|---|---|---|"]
     for (config, sft_run), group in by_configuration(rows).items():
-        rates = [r["named"]["success_rate"] for r in sorted(group, key=lambda r: r["seed"])]
-        mean, sft = sum(rates) / len(rates), group[0]["sft"]["named"]
-        ratio = f"{mean / sft['success_rate']:.2f}x" if sft["success_rate"] else "-"
-        lines.append(f"| {config} | `{sft_run}` | {pct(sft['success_rate'], sft['success_ci95'])} | {len(rates)} | "
+        group = sorted(group, key=lambda r: r["seed"])
+        rates = [r["named"]["success_rate"] for r in group]
+        # one run name may hold SFT trainings of one command evaluated apart: each figure shown, the ratio to their
+        # mean over the seeds
+        sfts = [r["sft"]["named"] for r in group]
+        shown = " / ".join(dict.fromkeys(pct(s["success_rate"], s["success_ci95"]) for s in sfts))
+        mean, sft_mean = sum(rates) / len(rates), sum(s["success_rate"] for s in sfts) / len(sfts)
+        ratio = f"{mean / sft_mean:.2f}x" if sft_mean else "-"
+        lines.append(f"| {config} | `{sft_run}` | {shown} | {len(rates)} | "
                      f"{', '.join(f'{100 * x:.0f}%' for x in rates)} | {100 * mean:.0f}% | {ratio} |")
     return lines
 

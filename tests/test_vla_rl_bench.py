@@ -35,9 +35,18 @@ def test_the_table_puts_rl_beside_its_sft_policy_as_a_ratio(tmp_path: Path) -> N
                         "84% [74-92] | 1.50x | 0% [0-4] |")
     assert "| 1.25x |" in lines[1]
     assert "- `python benchmarks/vla_rl.py --policy x` (commit abcdef0, 2026-12-03)" in text
-    # the two seeds share a configuration: one line with each seed's evaluation, their mean and mean / SFT
-    assert ("| dsrl critic=ensemble_ln | `so101_reach_lang-dart` | 56% [46-65] | 2 | 84%, 70% | 77% | 1.38x |"
-            in text.splitlines())
+    # the two seeds share a configuration: one line with each seed's evaluation, their mean and mean / SFT; a row
+    # naming the agent's default critic (ensemble_ln for dsrl) is grouped with one that left it to the agent
+    default = {**row(1, 0.7), "critic": "agent's default"}
+    assert ("| dsrl | `so101_reach_lang-dart` | 56% [46-65] | 2 | 84%, 70% | 77% | 1.38x |"
+            in bench.table([row(0, 0.84), default], [meta]).splitlines())
+    mlp = {**row(1, 0.7), "critic": "mlp"}
+    assert "| dsrl critic=mlp | `so101_reach_lang-dart` | 56% [46-65] | 1 | 70% | 70% | 1.25x |" in bench.table(
+        [row(0, 0.84), mlp], [meta]).splitlines()
+    # two trainings of one SFT command under one run name: both figures shown, the ratio to their mean
+    retrained = {**row(1, 0.7), "sft": {"named": summary(0.64, [0.54, 0.73])}}
+    assert ("| dsrl | `so101_reach_lang-dart` | 56% [46-65] / 64% [54-73] | 2 | 84%, 70% | 77% | 1.28x |"
+            in bench.table([row(0, 0.84), retrained], [meta]).splitlines())
     other = {**row(2, 0.6), "agent": ["init_alpha=0.1"], "critic": "agent's default"}
     assert "| dsrl init_alpha=0.1 | `so101_reach_lang-dart` | 56% [46-65] | 1 | 60% | 60% | 1.07x |" in bench.table(
         [row(0, 0.84), other], [meta]).splitlines()
@@ -112,7 +121,7 @@ def test_a_baseline_run_is_evaluated_like_the_sft_policy_and_tabled_apart(tmp_pa
     text = bench.table([row(0, 0.84), got], [{"command": "c", "commit": "abcdef0", "date": "2026-12-05"}])
     assert "| `so101_reach_lang-2xdemos` | 200 | 8,000 | 13.5 min | 75% [66-82] | 1% [0-5] |" in text
     # the baseline is neither a seed's row nor a configuration's
-    assert len([x for x in text.splitlines() if x.startswith("| dsrl |")]) == 1
-    assert len([x for x in text.splitlines() if x.startswith("| dsrl critic=")]) == 1
+    assert len([x for x in text.splitlines() if x.startswith("| dsrl | ensemble_ln |")]) == 1
+    assert len([x for x in text.splitlines() if x.startswith("| dsrl | `")]) == 1
     bench.plot([row(0, 0.84), got], tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 1000
