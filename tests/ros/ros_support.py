@@ -42,7 +42,7 @@ class Probe:
         self.lock = threading.Lock()
         self.commands: list[tuple[float, np.ndarray]] = []
         self.state_fn = None  # callable(t) -> [A] positions, or None: publish nothing
-        self.node.create_subscription(Float64MultiArray, command_topic, self._on_command, 50)
+        self.command_sub = self.node.create_subscription(Float64MultiArray, command_topic, self._on_command, 50)
         self.js_pub = self.node.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
         self.estop_pub = self.node.create_publisher(Bool, "estop", 10)
         self.enable = self.node.create_client(SetBool, "policy_node/enable")

@@ -47,9 +47,9 @@ def test_state_outside_the_limits_never_yields_a_command_outside(deploy_nodes, t
     probe, start = deploy_nodes
     nodes = start(export(tmp_path, oscillating_net()), soft_start_s=0.2)
     wait_started(probe, nodes)
-    # the probe must see the first command: wait until it has discovered the node's publisher
-    topic = "forward_position_controller/commands"
-    assert probe.wait_for(lambda: probe.node.count_publishers(topic) > 0, 30), "command publisher not discovered"
+    # the probe must see the first command: wait until the node's publisher has matched the probe's subscription
+    # (discovering the publisher in the graph is not enough: under load the first command could still be lost)
+    assert probe.wait_for(lambda: probe.command_sub.get_publisher_count() > 0, 30), "command publisher not matched"
     # joint 0 measured 0.4 rad below its lower limit, joint 1 0.3 rad above its upper one
     outside = DEFAULT.copy()
     outside[0], outside[1] = LOWER[0] - 0.4, UPPER[1] + 0.3
