@@ -144,9 +144,14 @@ def baseline_table(rows: list[dict]) -> list[str]:
 
 
 @functools.cache
+def critic_config(method: str, critic: str | None):
+    """The critic config ``robot-rl train`` composes for ``method`` with ``critic=<critic>`` (None: the agent's own)."""
+    return compose(agent_args(method, critic)).critic
+
+
 def is_default_critic(method: str, critic: str) -> bool:
     """Whether ``critic=<critic>`` composes the same critic config as ``method``'s agent chooses by itself."""
-    return compose(agent_args(method, critic)).critic == compose(agent_args(method, None)).critic
+    return critic_config(method, critic) == critic_config(method, None)
 
 
 def configuration(r: dict) -> str:
