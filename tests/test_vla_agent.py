@@ -315,6 +315,53 @@ def test_evaluation_per_instruction_and_the_wrong_instruction_switch(tiny_run: P
         assert b.replace(colours[(ka + 1) % 4], colours[ka]) == a  # same paraphrase, the next colour
 
 
+def test_a_sampled_noise_evaluation_decodes_seeded_scaled_noise(tiny_run: Path, tmp_path: Path, capsys) -> None:
+    """``--noise-scale``: by default every chunk is decoded from zero noise (the deployed policy); with S > 0 from
+    ``S * N(0, I)`` drawn from the evaluation's seed (the same draws at two scales, S times each); an artifact or
+    a non-VLA run is refused with the flag named."""
+    from robot_rl.cli import main
+
+    runner = open_run(tiny_run, num_envs=2)
+    env = runner.env_factory(2, 7)
+    given: dict[float, list[torch.Tensor | None]] = {}
+    for scale in (0.0, 0.5, 1.0):
+        player = playable(runner.agent, noise_scale=scale, seed=7)
+        original, seen = player.policy.act, given.setdefault(scale, [])
+
+        def spy(images, texts, state, noise=None, _original=original, _seen=seen):
+            _seen.append(noise)
+            return _original(images, texts, state, noise)
+
+        player.policy.act = spy
+        evaluate(player, env, 2, seed=7, on_done=player.reset)
+    assert given[0.0] and all(noise is None for noise in given[0.0])  # VLAPolicy.act decodes zeros
+    assert len(given[0.5]) == len(given[1.0]) and given[1.0][0].abs().mean() > 0.5
+    assert all(torch.allclose(half, 0.5 * full) for half, full in zip(given[0.5], given[1.0], strict=True))
+    with pytest.raises(InputError, match="noise-scale"):
+        playable(runner.agent, noise_scale=-1.0)
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    (artifact / "policy.yaml").write_text("kind: vla\n")
+    assert main(["eval", str(artifact), "--noise-scale", "1"]) == 2
+    assert "--noise-scale evaluates a VLA run" in capsys.readouterr().err
+
+
+def test_the_noise_scale_benchmark_evaluates_each_scale_on_the_same_episodes(tiny_run: Path, tmp_path: Path) -> None:
+    """benchmarks/vla_noise_scale.py: one row per scale with its success interval; the table's ratio is to the
+    zero-noise row, written as ``-`` without one."""
+    bench = load("vla_noise_scale")
+    out = tmp_path / "noise.json"
+    bench.main([str(tiny_run), "--scales", "0", "1", "--episodes", "2", "--num-envs", "2", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["meta"]["command"].startswith("python benchmarks/vla_noise_scale.py")
+    assert [r["noise_scale"] for r in result["rows"]] == [0.0, 1.0]
+    assert all(r["episodes"] == 2 and 0 <= r["success_rate"] <= 1 for r in result["rows"])
+    rows = [{"noise_scale": 0.0, "success_rate": 0.8, "success_ci95": [0.7, 0.9], "return_mean": 60.0},
+            {"noise_scale": 1.0, "success_rate": 0.4, "success_ci95": [0.3, 0.5], "return_mean": 50.0}]
+    assert bench.table(rows).splitlines()[-1] == "| N(0, 1^2 I) | 40% | 30%-50% | 50.0 | 0.50x |"
+    assert bench.table(rows[1:]).splitlines()[-1].endswith("| 50.0 | - |")
+
+
 def test_robot_rl_eval_of_a_vla_run_reports_both_instructions_and_writes_a_video(tiny_run: Path, tmp_path: Path,
                                                                                  capsys) -> None:
     from robot_rl.cli import main

@@ -74,6 +74,11 @@ class VLAPPOConfig(AgentConfig):
         gamma: discount per env step (a chunk of ``K`` steps discounts its successor by ``gamma^K``).
         lam: GAE lambda over chunk transitions.
         noise_level: the flow-SDE's ``a`` (exploration: the first step's std; 0 would be the deterministic policy).
+        initial_noise_scale: std of the chain's starting noise at ``t = 1`` (1: the flow's ``N(0, I)``; 0: the
+            deployed policy's zero noise, the exploration then the SDE's alone). The deployed policy decodes zero
+            noise, which on reach_lang succeeds far more often than ``N(0, I)`` draws (docs/vla.md, "The deployed
+            policy is not the one sampled"); a smaller scale collects near the policy that is deployed. PPO's ratio
+            is unchanged by it (the chain's likelihood is conditional on its start).
         rollout_chunks: finished chunk transitions (all envs) per PPO update.
         epochs, minibatches: PPO passes over a rollout and mini-batches per pass.
         clip: PPO's ratio clip.
@@ -106,6 +111,7 @@ class VLAPPOConfig(AgentConfig):
     gamma: float = 0.99
     lam: float = 0.95
     noise_level: float = 0.5
+    initial_noise_scale: float = 1.0
     rollout_chunks: int = 256
     epochs: int = 4
     minibatches: int = 4
@@ -126,7 +132,7 @@ class VLAPPOConfig(AgentConfig):
     def __post_init__(self) -> None:
         check(self, "agent", positive=("noise_level", "clip", "expert_lr", "critic_lr", "max_grad_norm"),
               unit=("gamma", "lam"), non_negative=("demo_coef", "head_lr", "keypoint_coef", "policy_coef",
-                                                             "demo_keypoint_coef"),
+                                                             "demo_keypoint_coef", "initial_noise_scale"),
               at_least_0=("execute_len",),
               at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps", "demo_batch"),
               choices={"sde_step": ("all", "one")})
@@ -222,12 +228,14 @@ class VLAPPOAgent(VLAChunkAgent):
 
     def choose(self, rows: torch.Tensor, context: Any, feature: torch.Tensor, critic_obs: torch.Tensor,
                inputs: dict, deterministic: bool) -> torch.Tensor:
-        """The expert's flow-SDE chain from ``N(0, I)`` (Euler from zero noise when ``deterministic``)."""
+        """The expert's flow-SDE chain from ``N(0, initial_noise_scale^2 I)`` (Euler from zero noise when
+        ``deterministic``)."""
         state = inputs["state"]
         if deterministic:
             noise = torch.zeros(len(rows), *self.chunk_shape, device=self.device)
             return self.model.decode(context, state, noise).clamp(-1.0, 1.0)
         noise = torch.randn(len(rows), *self.chunk_shape, generator=self.generator).to(self.device)
+        noise = noise * self.cfg.initial_noise_scale
         one = self.cfg.sde_step == "one"
         step = torch.randint(0, self.steps, (len(rows),), generator=self.generator).to(self.device) if one else None
         chain = flow_sde.sample_chain(self._velocity(context), noise, self.steps, self.cfg.noise_level,

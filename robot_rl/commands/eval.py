@@ -49,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="a VLA run or artifact is evaluated twice on the same episode seeds, told the named target's "
                         "instruction and then another target's (same paraphrase, target shifted by one) while the "
                         "env scores the named one; the second result is under 'wrong_instruction'")
+    p.add_argument("--noise-scale", type=number(0.0, 10.0), default=0.0, metavar="S",
+                   help="VLA run only: decode each chunk from initial noise N(0, S^2 I) (drawn from --seed) instead of "
+                        "the deployed policy's zero noise: how the sampled policy does, the one RL post-training "
+                        "collects with (S=1: the flow's own N(0, I); agent=vla_ppo's agent.initial_noise_scale)")
     return p
 
 
@@ -61,6 +65,10 @@ def main(argv: list[str]) -> int:
         from robot_rl.train.artifact_eval import evaluate_artifact
 
         latency_s = None if args.latency_ms is None else args.latency_ms / 1e3
+        if args.noise_scale > 0:
+            print(f"robot-rl eval: --noise-scale evaluates a VLA run; {args.path} is an artifact (it plays zero "
+                  f"noise, as deployed). Fix: pass the run directory it was exported from", file=sys.stderr)
+            return 2
         summary = evaluate_artifact(args.path, args.episodes, num_envs, args.seed, video, args.task, args.execute_len,
                                     instruction_shift=int(args.wrong_instruction), latency_s=latency_s,
                                     image_lag=args.image_lag, rate_limit=args.rate_limit)
@@ -78,11 +86,13 @@ def main(argv: list[str]) -> int:
 
         runner = open_run(args.path, num_envs=num_envs)
         env = runner.env_factory(num_envs, args.seed)
-        player = playable(runner.agent)
+        player = playable(runner.agent, noise_scale=args.noise_scale, seed=args.seed)
         summary = evaluate(player, env, args.episodes, args.seed, video, on_done=player.reset).summary()
+        if args.noise_scale > 0:
+            summary["noise_scale"] = args.noise_scale
         summary["env_steps"] = runner.env_steps
         if args.wrong_instruction:
-            wrong = playable(runner.agent, instruction_shift=1)
+            wrong = playable(runner.agent, instruction_shift=1, noise_scale=args.noise_scale, seed=args.seed)
             summary["wrong_instruction"] = evaluate(wrong, env, args.episodes, args.seed,
                                                     on_done=wrong.reset).summary()
     else:

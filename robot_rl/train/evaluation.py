@@ -211,17 +211,22 @@ def evaluate(
     return result
 
 
-def playable(agent: Agent, instruction_shift: int = 0) -> ChunkPlayer | EnvPlayer:
+def playable(agent: Agent, instruction_shift: int = 0, noise_scale: float = 0.0,
+             seed: int = 0) -> ChunkPlayer | EnvPlayer:
     """``agent.policy()`` as :func:`evaluate` plays it (pass ``on_done=player.reset``): through a
     :class:`~robot_rl.models.chunked_actor.ChunkPlayer` with the agent's chunk execution, as deployed (one action
     per query plays each query's action: the policy's own output); a VLA policy (``agent.policy_inputs == "vla"``)
     through a :class:`robot_rl.train.vla_eval.VLAPlayer`, told the instructions shifted by ``instruction_shift``
-    targets (0: the right ones)."""
+    targets (0: the right ones) and, with ``noise_scale`` > 0, decoding each chunk from ``N(0, noise_scale^2 I)``
+    (seeded by ``seed``) instead of zero noise."""
     chunk_len, execution = agent.policy_chunking()
     if agent.policy_inputs == "vla":
         from robot_rl.train.vla_eval import VLAPlayer  # the [vla] extra (tokenizers) only for VLA runs
 
-        return VLAPlayer(agent.policy(), execution, instruction_shift)
+        return VLAPlayer(agent.policy(), execution, instruction_shift, noise_scale, seed)
+    if noise_scale:
+        raise InputError("a sampled-noise evaluation needs a VLA policy (agent=vla, vla_ppo, vla_guided)",
+                         key="--noise-scale", value=noise_scale, fix="drop --noise-scale for this run")
     if instruction_shift:
         raise InputError("a wrong instruction needs a VLA policy (agent=vla)", key="--wrong-instruction",
                          fix="drop --wrong-instruction for this run")

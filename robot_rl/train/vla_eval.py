@@ -20,11 +20,22 @@ class VLAPlayer(EnvPlayer):
     (``env.instructions(shift)``: ``instruction_shift`` != 0 tells the policy another target's instruction, same
     paraphrase, while the env still scores the named one) and ``env.joint_positions()`` ``[N, S]``; the chunks
     ``[n, H, A]`` are played by a :class:`~robot_rl.models.chunked_actor.ChunkExecutor` with ``execution``, as the
-    deployed artifact plays them.
+    deployed artifact plays them. Each chunk is decoded from zero noise, as deployed; ``noise_scale`` > 0 decodes it
+    from ``N(0, noise_scale^2 I)`` drawn with ``seed`` instead (the sampled policy RL post-training collects with;
+    refused for a steered policy, which picks its own noise).
     """
 
-    def __init__(self, policy: VLAPolicy, execution: ChunkExecution, instruction_shift: int = 0) -> None:
+    def __init__(self, policy: VLAPolicy, execution: ChunkExecution, instruction_shift: int = 0,
+                 noise_scale: float = 0.0, seed: int = 0) -> None:
+        from robot_rl.models.vla.steering import SteeredVLAPolicy
+
+        if noise_scale < 0 or (noise_scale > 0 and isinstance(policy, SteeredVLAPolicy)):
+            raise InputError("a sampled-noise evaluation needs a noise scale >= 0 and a VLA that decodes the noise "
+                             "it is given (a steered run's actor picks its own)", key="--noise-scale",
+                             value=noise_scale, fix="drop --noise-scale for this run, or pass a scale >= 0")
         self.policy, self.execution, self.shift = policy.eval(), execution, instruction_shift
+        self.noise_scale = float(noise_scale)
+        self.generator = torch.Generator().manual_seed(seed)
         self.executor: ChunkExecutor | None = None
 
     def act(self, env: Any, obs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -39,7 +50,12 @@ class VLAPlayer(EnvPlayer):
                                           ex.execute_len, ex.ensemble_decay, state.device)
 
         def chunks(rows: torch.Tensor) -> torch.Tensor:
-            return self.policy.act(self.images(env, obs, rows), [texts[i] for i in rows.tolist()], state[rows])
+            noise = None
+            if self.noise_scale > 0:
+                shape = self.policy.noise_shape(len(rows))
+                noise = (self.noise_scale * torch.randn(shape, generator=self.generator)).to(state.device)
+            return self.policy.act(self.images(env, obs, rows), [texts[i] for i in rows.tolist()], state[rows],
+                                   noise)
 
         return self.executor.act(torch.arange(env.num_envs, device=state.device), chunks)
 
