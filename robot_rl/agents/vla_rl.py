@@ -15,10 +15,12 @@ SAC actor picks the flow's initial noise ``w [H, A]`` from the VLA's own context
    registry (default ``critic=ensemble_ln``, clipped double Q with LayerNorm), the actor over ``f`` alone (what
    the deployed policy has), the temperature tuned to ``target_entropy``.
 
-Before ``learning_starts`` transitions the noise is drawn from the SFT policy's own ``N(0, I)`` (clipped to
-``noise_bound``): the warm-up collects the SFT policy's behaviour. No gradient ever reaches the VLA. The deployed
-policy (:meth:`VLARLAgent.policy`) is a :class:`~robot_rl.models.vla.steering.SteeredVLAPolicy`: evaluation, the
-wrong-instruction check and ``robot-rl eval`` play it as they play an SFT policy.
+Before ``learning_starts`` transitions the noise is drawn from the flow's ``N(0, I)`` (clipped to ``noise_bound``):
+the warm-up collects the SFT policy sampled, not as deployed (zero noise; on reach_lang ``N(0, I)`` draws succeed
+about half as often, and a ``noise_bound`` of 0.5 kept DSRL near the deployed policy: docs/vla.md). No gradient
+ever reaches the VLA. The deployed policy (:meth:`VLARLAgent.policy`) is a
+:class:`~robot_rl.models.vla.steering.SteeredVLAPolicy`: evaluation, the wrong-instruction check and ``robot-rl eval``
+play it as they play an SFT policy.
 
 ``method=best_of_n`` (Q-chunking's best-of-N, Li, Zhou & Levine 2025; PA-RL, Mark et al. 2024) collects and
 learns on the same chunk transitions without SAC: at each chunk boundary the critic ranks ``num_candidates``
@@ -62,7 +64,8 @@ class VLARLConfig(AgentConfig):
         method: ``dsrl`` (noise-space steering with SAC) or ``best_of_n`` (the critic ranks candidate noises; the
             module docstring).
         num_candidates: ``best_of_n``: noises ranked per chunk (the actor's and ``N - 1`` draws of ``N(0, I)``).
-        noise_bound: the actor's noise lies in ``[-noise_bound, noise_bound]`` (DSRL's action magnitude).
+        noise_bound: the actor's noise lies in ``[-noise_bound, noise_bound]`` (DSRL's action magnitude; the deployed
+            SFT policy decodes zero noise, so a smaller bound explores nearer to it).
         execute_len: actions of each chunk played before the next query (0: the SFT run's).
         gamma: discount per env step (a chunk of ``K`` steps discounts its successor by ``gamma^K``).
         tau: Polyak rate of the critic's target copy.
