@@ -25,11 +25,12 @@ from robot_rl.train.run_loading import open_run
 
 
 def noise_rows(run: Path, scales: list[float], episodes: int, num_envs: int, seed: int) -> list[dict]:
-    """One evaluation per scale: ``{noise_scale, success_rate, success_ci95, return_mean, return_ci95}``."""
+    """One evaluation per scale: ``{noise_scale, success_rate, success_ci95, return_mean, return_ci95}``. One env
+    serves every scale: :func:`evaluate` resets it with ``seed``, so each scale plays the same episodes."""
     runner = open_run(run, num_envs=num_envs)
+    env = runner.env_factory(num_envs, seed)
     rows = []
     for scale in scales:
-        env = runner.env_factory(num_envs, seed)
         player = playable(runner.agent, noise_scale=scale, seed=seed)
         summary = evaluate(player, env, episodes, seed, on_done=player.reset).summary()
         rows.append({"noise_scale": scale, "episodes": episodes, "num_envs": num_envs, "seed": seed,
