@@ -69,7 +69,7 @@ def test_the_replayed_feature_gives_the_expert_its_own_context(sft_runs, tmp_pat
                                       "state": torch.randn(2, 6)})
         critic_obs = torch.cat([context_feature(context), torch.full((2, 1), 0.3)], dim=1)
         x, t = torch.randn(2, *agent.chunk_shape), torch.tensor([0.9, 0.2])
-        torch.testing.assert_close(agent.model.velocity(x, t, agent._context(critic_obs)),
+        torch.testing.assert_close(agent.model.velocity(x, t, agent.condition_context(critic_obs)),
                                    agent.model.velocity(x, t, context))
 
 

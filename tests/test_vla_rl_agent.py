@@ -239,6 +239,73 @@ def test_bad_input_is_a_clear_input_error(sft_run: Path, tmp_path: Path) -> None
         rl_config(sft_run, "agent.method=best_of_n", "agent.num_candidates=0")
 
 
+@pytest.fixture(scope="module")
+def mlp_sft(sft_run: Path, tmp_path_factory) -> Path:
+    """A 10-step SFT run of an MLP expert (it reads the global condition alone) on the module's dataset."""
+    config = yaml.safe_load((sft_run / "config.yaml").read_text())
+    run = tmp_path_factory.mktemp("mlp") / "mlp_sft"
+    Runner(compose([*SFT, f"agent.dataset={config['agent']['dataset']}", "agent.global_condition=true",
+                    "agent.action_expert=mlp"]), run).learn(evaluate_and_export=False)
+    return run
+
+
+def test_a_chunk_critic_scores_the_decoded_chunk_and_steers_through_the_frozen_flow(mlp_sft: Path,
+                                                                                  tmp_path: Path) -> None:
+    """critic_input=chunk: the critic reads the executed part (2 of 4 steps x 6 actions) of the standardised chunk the
+    VLA decoded; the replayed feature decodes the same chunk; the actor's gradient reaches it through the VLA, whose
+    parameters get none; best-of-N ranks the candidates by their decoded chunks."""
+    agent = Runner(rl_config(mlp_sft, "agent.critic_input=chunk", "agent.method=best_of_n"), tmp_path / "run").agent
+    assert agent.critic.spec.action_dim == 12 and agent.buffer.store["action"].shape[1] == 12
+    agent.act({}, deterministic=True)
+    feature = agent.obs_at[:, :-1]
+    with torch.no_grad():
+        noise = agent.actor(feature)
+        x0 = agent.sft.model.denoise(agent.condition_context(agent.obs_at), noise)
+    assert torch.allclose(agent.scored_at, x0[:, :2].flatten(1), atol=1e-5)
+    assert not torch.allclose(agent.scored(agent.obs_at, noise), agent.scored(agent.obs_at, noise + 0.5))
+
+    sampled, log_prob = agent.actor.sample(feature)
+    q = agent.critic(agent.obs_at, agent.scored(agent.obs_at, sampled), reduce="min")
+    q.sum().backward()
+    assert sum(p.grad.abs().sum() for p in agent.actor.parameters()) > 0
+    assert all(p.grad is None for p in agent.sft.parameters())
+
+    agent.critic = HandCritic()  # Q = -|x - 0.3|^2 over the decoded executed chunk
+    state = agent.generator.get_state()
+    best, value, actor_value = agent.best_noise(agent.obs_at, feature)
+    agent.generator.set_state(state)
+    drawn = torch.randn(4, 7, agent.noise_dim, generator=agent.generator).clamp(-1.5, 1.5)
+    with torch.no_grad():
+        candidates = torch.cat([agent.actor(feature).flatten(1).unsqueeze(1), drawn], dim=1)  # [4, 8, H*A]
+        chunks = torch.stack([agent.scored(agent.obs_at, candidates[:, i]) for i in range(8)], dim=1)
+    scores = -(chunks - 0.3).pow(2).sum(-1)
+    assert torch.allclose(best, candidates[torch.arange(4), scores.argmax(1)])
+    assert torch.allclose(value, scores.max(1).values, atol=1e-5)
+
+
+def test_dsrl_with_a_chunk_critic_trains_through_the_command(mlp_sft: Path, tmp_path: Path) -> None:
+    """160 env steps: SAC steps on the chunk critic with finite losses; a transformer expert is refused with the fix."""
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", *RL, f"agent.policy={mlp_sft}",
+                           "agent.critic_input=chunk", "task.total_steps=160", f"hydra.run.dir={run}"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    learned = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss/critic" in r]
+    assert learned and all(torch.isfinite(torch.tensor([r["loss/critic"], r["loss/actor"], r["entropy"]])).all()
+                           for r in learned)
+    state = load_checkpoint(latest_checkpoint(run))[1]["agent"]
+    assert state["num_updates"] > 0 and state["buffer"]["action"].shape[1] == 12
+
+
+def test_bad_critic_input_is_a_clear_error(sft_run: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="agent.critic_input=chunk replays") as caught:
+        Runner(rl_config(sft_run, "agent.critic_input=chunk"), tmp_path / "a")  # the module's SFT: transformer expert
+    assert "agent.action_expert=mlp" in str(caught.value) and "agent.critic_input=noise" in str(caught.value)
+    with pytest.raises(ValueError, match="critic_input"):
+        rl_config(sft_run, "agent.critic_input=action")
+
+
 # ---------------------------------------------------------------- agent=vla_ppo (flow PPO on the action expert)
 PPO = [a for a in RL if not a.startswith(("agent.learning_starts", "agent.batch_size"))]
 

@@ -121,6 +121,33 @@ class VLAChunkAgent(Agent):
         of the prefix returns its own)."""
         return self.sft.model
 
+    def require_condition_expert(self, option: str, fix: str) -> None:
+        """Refuse an SFT run whose action expert attends to the prefix tokens: ``option`` decodes chunks again from
+        replayed critic observations (:meth:`condition_context`), which hold all an MLP expert reads.
+
+        Raises:
+            InputError: ``action_expert`` is not ``mlp`` (naming ``option`` and ``fix``).
+        """
+        expert = self.sft.model.config.action_expert
+        if expert != "mlp":
+            raise InputError(f"{option} replays the expert's input from the critic's feature, which holds for an MLP "
+                             "expert (it reads the global condition alone)", key="agent.policy",
+                             value=f"{self.cfg.policy} (action_expert={expert})",
+                             fix="post-train an SFT run trained with agent.action_expert=mlp "
+                                 f"agent.global_condition=true (recipe=vla_reach_lang), or {fix}")
+
+    def condition_context(self, critic_obs: torch.Tensor) -> Any:
+        """The :class:`~robot_rl.models.vla.model.Context` an MLP expert reads, from critic observations
+        ``[B, F + 1]``: their global condition ``f[:, D:]`` (no prefix tokens: the MLP expert does not attend;
+        :meth:`require_condition_expert` first)."""
+        from robot_rl.models.vla.model import Context
+
+        width = self.sft.model.config.width
+        condition = critic_obs[:, width: 2 * width]
+        batch = len(condition)
+        return Context(condition.new_zeros(batch, 0, width),
+                       torch.zeros(batch, 0, dtype=torch.bool, device=condition.device), condition)
+
     @abc.abstractmethod
     def choose(self, rows: torch.Tensor, context: Any, feature: torch.Tensor, critic_obs: torch.Tensor,
                inputs: dict, deterministic: bool) -> torch.Tensor:

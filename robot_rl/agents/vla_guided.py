@@ -48,7 +48,6 @@ from robot_rl.config.checks import check
 from robot_rl.config.schema import AgentConfig
 from robot_rl.critics import CriticSpec, make_critic
 from robot_rl.data.chunk_transitions import ChunkTransitionBuffer
-from robot_rl.errors import InputError
 from robot_rl.models.vla import flow
 from robot_rl.models.vla.guided_flow import action_gradient, guided_action, guided_flow_loss
 
@@ -123,16 +122,10 @@ class VLAGuidedAgent(VLAChunkAgent):
     def __init__(self, cfg: VLAGuidedConfig, critic_cfg: Any, env: EnvSpec, device: str | torch.device = "cpu",
                  base_policy: BasePolicy | None = None):
         super().__init__(cfg, critic_cfg, env, device, base_policy)
-        if self.sft.model.config.action_expert != "mlp":
-            raise InputError("agent=vla_guided replays the expert's input from the critic's feature, which holds "
-                             "for an MLP expert (it reads the global condition alone)", key="agent.policy",
-                             value=f"{cfg.policy} (action_expert={self.sft.model.config.action_expert})",
-                             fix="post-train an SFT run trained with agent.action_expert=mlp "
-                                 "agent.global_condition=true (recipe=vla_reach_lang), or use agent=vla_rl / vla_ppo")
+        self.require_condition_expert("agent=vla_guided", "use agent=vla_rl / vla_ppo")
         self.model = copy.deepcopy(self.sft.model).eval()
         for p in self.model.expert_parameters():
             p.requires_grad_(True)
-        self.width = self.model.config.width
         self.executed_dim = self.execute_len * self.chunk_shape[1]
         self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=self.feature_dim + 1, action_dim=self.executed_dim))
         self.critic.to(self.device)
@@ -191,22 +184,12 @@ class VLAGuidedAgent(VLAChunkAgent):
             metrics = self._step()
         return {**metrics, "updates": float(self.num_updates), "expert_updates": float(self.expert_updates)}
 
-    def _context(self, critic_obs: torch.Tensor) -> Any:
-        """The :class:`~robot_rl.models.vla.model.Context` an MLP expert reads, from critic observations
-        ``[B, F + 1]``: their global condition ``f[:, D:]`` (no prefix tokens: the MLP expert does not attend)."""
-        from robot_rl.models.vla.model import Context
-
-        condition = critic_obs[:, self.width: 2 * self.width]
-        batch = len(condition)
-        return Context(condition.new_zeros(batch, 0, self.width), torch.zeros(batch, 0, dtype=torch.bool,
-                                                                              device=self.device), condition)
-
     def sample_chunks(self, critic_obs: torch.Tensor) -> torch.Tensor:
         """``[B, H, A]`` standardised chunks the expert being trained samples at critic observations ``[B, F + 1]``
         from ``N(0, I)`` noise, without gradient."""
         noise = torch.randn(len(critic_obs), *self.chunk_shape, generator=self.generator).to(self.device)
         with torch.no_grad():
-            return self.model.denoise(self._context(critic_obs), noise)
+            return self.model.denoise(self.condition_context(critic_obs), noise)
 
     def _executed(self, chunks: torch.Tensor) -> torch.Tensor:
         return chunks[:, : self.execute_len].flatten(1)
@@ -238,7 +221,7 @@ class VLAGuidedAgent(VLAChunkAgent):
 
         chunks = self.sample_chunks(critic_obs)
         shifted = guided_action(chunks, action_gradient(q, chunks), cfg.eta, normalize=True)
-        context = self._context(critic_obs)
+        context = self.condition_context(critic_obs)
         noise = torch.randn(chunks.shape, generator=self.generator).to(self.device)
         t = flow.sample_time(len(chunks), self.generator).to(self.device)
         loss, parts = guided_flow_loss(lambda x, s: self.model.velocity(x, s, context),

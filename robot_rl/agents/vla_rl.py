@@ -15,6 +15,13 @@ SAC actor picks the flow's initial noise ``w [H, A]`` from the VLA's own context
    registry (default ``critic=ensemble_ln``, clipped double Q with LayerNorm), the actor over ``f`` alone (what
    the deployed policy has), the temperature tuned to ``target_entropy``.
 
+With ``critic_input=chunk`` the critic scores the chunk instead of the noise: ``Q([f, elapsed], x)`` over the
+executed part ``x [E * A]`` of the standardised chunk the VLA decodes from ``w`` (``agent=vla_guided``'s critic).
+Noises that decode to nearly the same chunk then share a value (the noise critic must learn that many-to-one map
+from the returns alone), and the actor's gradient reaches ``w`` through the frozen VLA's Euler chain
+(``dQ/dw = dQ/dx * dx/dw``; the VLA's parameters get none). An MLP expert reads only the global condition, which
+the stored feature holds, so the update decodes from replay rows; a transformer expert is refused.
+
 Before ``learning_starts`` transitions the noise is drawn from the flow's ``N(0, I)`` (clipped to ``noise_bound``):
 the warm-up collects the SFT policy sampled, not as deployed (zero noise; on reach_lang ``N(0, I)`` draws succeed
 about half as often, and a ``noise_bound`` of 0.5 kept DSRL near the deployed policy: docs/vla.md). No gradient
@@ -52,6 +59,7 @@ from robot_rl.data.chunk_transitions import ChunkTransitionBuffer
 from robot_rl.math.soft_actor_critic import actor_loss, soft_target, temperature_loss
 
 METHODS = ("dsrl", "best_of_n")
+CRITIC_INPUTS = ("noise", "chunk")
 
 
 @dataclass
@@ -64,6 +72,9 @@ class VLARLConfig(AgentConfig):
         method: ``dsrl`` (noise-space steering with SAC) or ``best_of_n`` (the critic ranks candidate noises; the
             module docstring).
         num_candidates: ``best_of_n``: noises ranked per chunk (the actor's and ``N - 1`` draws of ``N(0, I)``).
+        critic_input: what the critic scores besides the feature: ``noise`` (``Q(f, w)``, DSRL's noise critic) or
+            ``chunk`` (``Q(f, x)``, the executed part of the standardised chunk the VLA decodes from ``w``; the actor's
+            gradient flows through the frozen VLA; needs an MLP expert; the module docstring).
         noise_bound: the actor's noise lies in ``[-noise_bound, noise_bound]`` (DSRL's action magnitude; the deployed
             SFT policy decodes zero noise, so a smaller bound explores nearer to it).
         execute_len: actions of each chunk played before the next query (0: the SFT run's).
@@ -86,6 +97,7 @@ class VLARLConfig(AgentConfig):
     policy: str | None = None
     method: str = "dsrl"
     num_candidates: int = 8
+    critic_input: str = "noise"
     noise_bound: float = 1.5
     execute_len: int = 0
     gamma: float = 0.99
@@ -108,7 +120,7 @@ class VLARLConfig(AgentConfig):
               unit=("gamma",), at_least_0=("execute_len",),
               at_least_1=("batch_size", "buffer_size", "learning_starts", "actor_hidden_dims", "iteration_steps",
                           "num_candidates"),
-              choices={"method": METHODS})
+              choices={"method": METHODS, "critic_input": CRITIC_INPUTS})
 
     def steps_before_update(self, num_envs: int) -> int:
         """Env steps before the first update: ``learning_starts`` chunks of at least one step each."""
@@ -127,9 +139,12 @@ class VLARLAgent(VLAChunkAgent):
         from robot_rl.models.vla.steering import NoiseActor
 
         noise_dim = self.noise_dim
+        if cfg.critic_input == "chunk":
+            self.require_condition_expert("agent.critic_input=chunk", "agent.critic_input=noise")
+        scored_dim = self.execute_len * self.chunk_shape[1] if cfg.critic_input == "chunk" else noise_dim
         self.actor = NoiseActor(self.feature_dim, *self.chunk_shape, bound=cfg.noise_bound,
                                 hidden_dims=tuple(cfg.actor_hidden_dims)).to(self.device)
-        self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=self.feature_dim + 1, action_dim=noise_dim))
+        self.critic = make_critic(critic_cfg, CriticSpec(obs_dim=self.feature_dim + 1, action_dim=scored_dim))
         self.critic.to(self.device)
         self.critic.target_critic()
         self.log_alpha = torch.tensor(math.log(cfg.init_alpha), device=self.device, requires_grad=True)
@@ -137,8 +152,8 @@ class VLARLAgent(VLAChunkAgent):
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
-        self.buffer = ChunkTransitionBuffer(cfg.buffer_size, self.feature_dim + 1, noise_dim, self.device)
-        self.noise_at = torch.zeros(env.num_envs, noise_dim, device=self.device)
+        self.buffer = ChunkTransitionBuffer(cfg.buffer_size, self.feature_dim + 1, scored_dim, self.device)
+        self.scored_at = torch.zeros(env.num_envs, scored_dim, device=self.device)  # what the critic scores
         self.num_updates = 0
         self.owed = 0.0
 
@@ -147,7 +162,8 @@ class VLARLAgent(VLAChunkAgent):
     def choose(self, rows: torch.Tensor, context: Any, feature: torch.Tensor, critic_obs: torch.Tensor,
                inputs: dict, deterministic: bool) -> torch.Tensor:
         """The noise (the actor's mean when ``deterministic``; ``N(0, I)`` before ``learning_starts``; SAC's sample
-        or the critic's best candidate after) decoded by the frozen VLA."""
+        or the critic's best candidate after) decoded by the frozen VLA; the critic's input (the noise, or the chunk's
+        executed part with ``critic_input=chunk``) kept per env."""
         if deterministic:
             noise = self.actor(feature)
         elif len(self.buffer) < self.cfg.learning_starts:
@@ -157,21 +173,23 @@ class VLARLAgent(VLAChunkAgent):
             noise = self.best_noise(critic_obs, feature)[0].view(len(rows), *self.chunk_shape)
         else:
             noise = self.actor.sample(feature, self.sample_generator)[0]
-        self.noise_at[rows] = noise.flatten(1)
-        return self.sft.model.decode(context, inputs["state"], noise).clamp(-1.0, 1.0)
+        x0 = self.sft.model.denoise(context, noise)
+        chunk = self.cfg.critic_input == "chunk"
+        self.scored_at[rows] = x0[:, : self.execute_len].flatten(1) if chunk else noise.flatten(1)
+        return self.sft.model.to_actions(x0, inputs["state"]).clamp(-1.0, 1.0)
 
     def store(self, rows: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
               next_obs: torch.Tensor) -> None:
         """Into the replay buffer; ``utd_ratio`` gradient steps owed per transition."""
-        self.buffer.add(self.obs_at[rows], self.noise_at[rows], reward, discount, next_obs)
+        self.buffer.add(self.obs_at[rows], self.scored_at[rows], reward, discount, next_obs)
         self.owed += self.cfg.utd_ratio * len(rows)
 
     @torch.no_grad()
     def critic_values(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
-        """Critic members ``[E, N, 1]``: ``Q([f, elapsed], w)`` of the chunk each env started at the last
+        """Critic members ``[E, N, 1]``: ``Q([f, elapsed], w)`` (or ``x``) of the chunk each env started at the last
         :meth:`act` (call it right after), NaN for envs inside a chunk (``critic_at_chunk_starts``). A soft value:
         it includes the entropy bonus SAC adds to the returns, ``alpha * entropy`` per future chunk."""
-        values = self.critic(self.obs_at, self.noise_at, reduce="none")
+        values = self.critic(self.obs_at, self.scored_at, reduce="none")
         return values.masked_fill(~self.started.view(1, -1, 1), float("nan"))
 
     # --- learning ---------------------------------------------------------------------------------------------
@@ -191,6 +209,15 @@ class VLARLAgent(VLAChunkAgent):
             metrics = step()
         return {**metrics, "updates": float(self.num_updates)}
 
+    def scored(self, critic_obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """What the critic scores for noises ``noise [B, H, A]`` (or ``[B, H * A]``) at critic observations
+        ``[B, F + 1]``: the noise ``[B, H * A]``, or with ``critic_input=chunk`` the executed part ``[B, E * A]`` of
+        the standardised chunk the frozen VLA decodes from it (differentiable in the noise)."""
+        if self.cfg.critic_input == "noise":
+            return noise.flatten(1)
+        x0 = self.sft.model.denoise(self.condition_context(critic_obs), noise.reshape(len(noise), *self.chunk_shape))
+        return x0[:, : self.execute_len].flatten(1)
+
     @torch.no_grad()
     def best_noise(self, critic_obs: torch.Tensor, feature: torch.Tensor, target: bool = False
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -198,7 +225,7 @@ class VLARLAgent(VLAChunkAgent):
 
         The candidates are the actor's noise and ``num_candidates - 1`` draws of ``N(0, I)`` clipped to
         ``noise_bound`` (the SFT policy's own); each is scored by the critic's clipped-double-Q (``min`` over
-        members; the target copy with ``target``) at ``critic_obs [B, F + 1]`` and the highest is kept
+        members; the target copy with ``target``) at ``critic_obs [B, F + 1]`` (:meth:`scored`) and the highest is kept
         (:func:`robot_rl.models.vla.best_of_n.pick`). The VLA decodes only the kept one.
         """
         from robot_rl.models.vla.best_of_n import rank_candidates
@@ -210,7 +237,7 @@ class VLARLAgent(VLAChunkAgent):
         obs = critic_obs.repeat_interleave(n, dim=0)
 
         def score(c: torch.Tensor) -> torch.Tensor:
-            return self.critic(obs, c.flatten(0, 1), reduce="min", target=target)[:, 0].view(batch, n)
+            return self.critic(obs, self.scored(obs, c.flatten(0, 1)), reduce="min", target=target)[:, 0].view(batch, n)
 
         noise, value, values = rank_candidates(score, candidates)
         return noise, value, values[:, 0]
@@ -245,7 +272,8 @@ class VLARLAgent(VLAChunkAgent):
         alpha = self.log_alpha.exp().detach()
         with torch.no_grad():
             next_noise, next_log_prob = self.actor.sample(next_feature, self.sample_generator)
-            next_q = self.critic(batch.next_obs, next_noise.flatten(1), reduce="min", target=True)[:, 0]
+            next_scored = self.scored(batch.next_obs, next_noise)
+            next_q = self.critic(batch.next_obs, next_scored, reduce="min", target=True)[:, 0]
             target = soft_target(batch.reward, batch.discount, next_q, next_log_prob, alpha)
         critic_loss, info = self.critic.loss(batch.obs, batch.action, target.unsqueeze(1))
         self.critic_opt.zero_grad(set_to_none=True)
@@ -253,7 +281,7 @@ class VLARLAgent(VLAChunkAgent):
         self.critic_opt.step()
 
         noise, log_prob = self.actor.sample(feature, self.sample_generator)
-        q = self.critic(batch.obs, noise.flatten(1), reduce="min")[:, 0]
+        q = self.critic(batch.obs, self.scored(batch.obs, noise), reduce="min")[:, 0]  # through the VLA for a chunk
         loss = actor_loss(q, log_prob, alpha)
         self.actor_opt.zero_grad(set_to_none=True)
         loss.backward()
