@@ -253,7 +253,7 @@ def test_a_chunk_critic_scores_the_decoded_chunk_and_steers_through_the_frozen_f
                                                                                   tmp_path: Path) -> None:
     """critic_input=chunk: the critic reads the executed part (2 of 4 steps x 6 actions) of the standardised chunk the
     VLA decoded; the replayed feature decodes the same chunk; the actor's gradient reaches it through the VLA, whose
-    parameters get none; best-of-N ranks the candidates by their decoded chunks."""
+    parameters get none (a SAC step moves the actor only); best-of-N ranks the candidates by their decoded chunks."""
     agent = Runner(rl_config(mlp_sft, "agent.critic_input=chunk", "agent.method=best_of_n"), tmp_path / "run").agent
     assert agent.critic.spec.action_dim == 12 and agent.buffer.store["action"].shape[1] == 12
     agent.act({}, deterministic=True)
@@ -270,6 +270,15 @@ def test_a_chunk_critic_scores_the_decoded_chunk_and_steers_through_the_frozen_f
     assert sum(p.grad.abs().sum() for p in agent.actor.parameters()) > 0
     assert all(p.grad is None for p in agent.sft.parameters())
 
+    for _ in range(4):  # replay rows, then one SAC step: finite losses, the actor moves, the VLA does not
+        agent.buffer.add(agent.obs_at, agent.scored_at, torch.rand(4), torch.full((4,), 0.9), agent.obs_at)
+    actor_before = [p.detach().clone() for p in agent.actor.parameters()]
+    vla_before = [p.detach().clone() for p in agent.sft.parameters()]
+    metrics = agent._sac_step()
+    assert all(torch.isfinite(metrics[k]) for k in ("loss/critic", "loss/actor", "entropy"))
+    assert any(not torch.equal(a, p) for a, p in zip(actor_before, agent.actor.parameters()))
+    assert all(torch.equal(a, p) for a, p in zip(vla_before, agent.sft.parameters()))
+
     agent.critic = HandCritic()  # Q = -|x - 0.3|^2 over the decoded executed chunk
     state = agent.generator.get_state()
     best, value, actor_value = agent.best_noise(agent.obs_at, feature)
@@ -283,8 +292,9 @@ def test_a_chunk_critic_scores_the_decoded_chunk_and_steers_through_the_frozen_f
     assert torch.allclose(value, scores.max(1).values, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_dsrl_with_a_chunk_critic_trains_through_the_command(mlp_sft: Path, tmp_path: Path) -> None:
-    """160 env steps: SAC steps on the chunk critic with finite losses; a transformer expert is refused with the fix."""
+    """160 env steps: SAC steps on the chunk critic with finite losses and a chunk-wide replay."""
     run = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", *RL, f"agent.policy={mlp_sft}",

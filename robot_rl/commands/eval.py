@@ -15,7 +15,8 @@ SUMMARY = "Evaluate a run or a policy artifact: return, success, length with 95%
 def _parser() -> argparse.ArgumentParser:
     p = command_parser(
         "eval",
-        "Run N deterministic episodes and report return, success rate and episode length "
+        "Run N episodes of the policy as deployed (deterministic: the actor's mean, a VLA's zero noise; "
+        "--noise-scale samples a VLA instead) and report return, success rate and episode length "
         "with 95% confidence intervals (normal for means, Wilson for the success rate).",
         "examples:\n  robot-rl eval outputs/2026-11-30/11-02-03 --episodes 200\n"
         "  robot-rl eval outputs/2026-11-30/11-02-03/policy --video\n\n"
