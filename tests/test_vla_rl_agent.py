@@ -264,7 +264,7 @@ def test_a_chunk_critic_scores_the_decoded_chunk_and_steers_through_the_frozen_f
     assert torch.allclose(agent.scored_at, x0[:, :2].flatten(1), atol=1e-5)
     assert not torch.allclose(agent.scored(agent.obs_at, noise), agent.scored(agent.obs_at, noise + 0.5))
 
-    sampled, log_prob = agent.actor.sample(feature)
+    sampled = agent.actor.sample(feature)[0]
     q = agent.critic(agent.obs_at, agent.scored(agent.obs_at, sampled), reduce="min")
     q.sum().backward()
     assert sum(p.grad.abs().sum() for p in agent.actor.parameters()) > 0
@@ -276,13 +276,14 @@ def test_a_chunk_critic_scores_the_decoded_chunk_and_steers_through_the_frozen_f
     vla_before = [p.detach().clone() for p in agent.sft.parameters()]
     metrics = agent._sac_step()
     assert all(torch.isfinite(metrics[k]) for k in ("loss/critic", "loss/actor", "entropy"))
-    assert any(not torch.equal(a, p) for a, p in zip(actor_before, agent.actor.parameters()))
-    assert all(torch.equal(a, p) for a, p in zip(vla_before, agent.sft.parameters()))
+    assert any(not torch.equal(a, p) for a, p in zip(actor_before, agent.actor.parameters(), strict=True))
+    assert all(torch.equal(a, p) for a, p in zip(vla_before, agent.sft.parameters(), strict=True))
 
     agent.critic = HandCritic()  # Q = -|x - 0.3|^2 over the decoded executed chunk
     state = agent.generator.get_state()
     best, value, actor_value = agent.best_noise(agent.obs_at, feature)
     agent.generator.set_state(state)
+    assert (value >= actor_value).all()
     drawn = torch.randn(4, 7, agent.noise_dim, generator=agent.generator).clamp(-1.5, 1.5)
     with torch.no_grad():
         candidates = torch.cat([agent.actor(feature).flatten(1).unsqueeze(1), drawn], dim=1)  # [4, 8, H*A]
@@ -309,7 +310,7 @@ def test_dsrl_with_a_chunk_critic_trains_through_the_command(mlp_sft: Path, tmp_
 
 
 def test_bad_critic_input_is_a_clear_error(sft_run: Path, tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="agent.critic_input=chunk replays") as caught:
+    with pytest.raises(InputError, match=r"agent\.critic_input=chunk replays") as caught:
         Runner(rl_config(sft_run, "agent.critic_input=chunk"), tmp_path / "a")  # the module's SFT: transformer expert
     assert "agent.action_expert=mlp" in str(caught.value) and "agent.critic_input=noise" in str(caught.value)
     with pytest.raises(ValueError, match="critic_input"):
