@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -430,6 +431,37 @@ def test_flow_ppo_policy_coef_zero_collects_and_values_without_moving_the_vla(sf
     assert any(not torch.equal(critic_before[n], v) for n, v in agent.critic.state_dict().items())
     with pytest.raises(ValueError, match="policy_coef"):
         ppo_config(sft_run, "agent.policy_coef=-1")
+
+
+def test_flow_ppo_self_imitation_regresses_onto_the_chunks_with_a_positive_advantage(sft_run: Path,
+                                                                                     tmp_path: Path) -> None:
+    """``agent.self_imitation_coef``: the loss is the expert's flow-matching loss from fresh noise on the executed
+    steps (2 of 4) of the chunks whose advantage is positive, the others weighing nothing; through the command (no
+    PPO, no demonstrations) it alone moves the expert and is logged with the share of chunks it kept."""
+    runner = Runner(ppo_config(sft_run, "agent.policy_coef=0", "agent.self_imitation_coef=1.0",
+                               "agent.rollout_chunks=32", "agent.minibatches=2", "agent.epochs=1",
+                               "agent.expert_lr=1e-3", "task.total_steps=160"), tmp_path / "run")
+    agent = runner.agent
+    context = Context(torch.randn(3, 5, agent.model.config.width), torch.zeros(3, 5, dtype=torch.bool))
+    chunks, advantages = torch.randn(3, 4, 6), torch.tensor([0.5, -0.2, 1.0])
+    state = agent.generator.get_state()
+    with torch.no_grad():
+        loss = agent._self_imitation_loss(context, chunks, advantages)
+        agent.generator.set_state(state)
+        noise = torch.randn(chunks.shape, generator=agent.generator)
+        t = flow.sample_time(3, agent.generator)
+        err = (agent.model.velocity(flow.interpolate(chunks, noise, t), t, context) - (noise - chunks)).pow(2)
+    assert loss.item() == pytest.approx(err[[0, 2], :2].mean().item(), rel=1e-5)
+
+    model_before = {k: v.clone() for k, v in agent.model.state_dict().items()}
+    runner.learn(evaluate_and_export=False)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    learned = [r for r in rows if "loss/self_imitation" in r]
+    assert learned and all(0 < r["self_imitation_share"] < 1 and math.isfinite(r["loss/self_imitation"])
+                           for r in learned)
+    assert any(not torch.equal(model_before[n], v) for n, v in agent.model.state_dict().items())
+    with pytest.raises(ValueError, match="self_imitation_coef"):
+        ppo_config(sft_run, "agent.self_imitation_coef=-1")
 
 
 def test_flow_ppo_with_one_sde_step_scores_the_executed_elements_and_trains(sft_run: Path, tmp_path: Path) -> None:

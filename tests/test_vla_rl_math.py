@@ -436,6 +436,19 @@ class Quadratic(nn.Module):
         return -self.scale * (a - self.center).pow(2).flatten(1).sum(1)
 
 
+def test_weighted_flow_loss_hand_values() -> None:
+    """Zero predicted velocity, zero noise: each sample's squared error is its action squared (1 and 4, and 9 in the
+    masked-out step); the weighted mean is sum(w * err) / sum(w) over kept elements, 0 when every weight is 0."""
+    predicted, noise = torch.zeros(2, 2, 1), torch.zeros(2, 2, 1)
+    action = torch.tensor([[[1.0], [3.0]], [[2.0], [3.0]]])
+    mask = torch.tensor([[True, False], [True, False]])
+    assert flow.flow_loss(predicted, action, noise, mask).item() == pytest.approx(2.5)
+    assert flow.flow_loss(predicted, action, noise, mask, torch.tensor([1.0, 0.0])).item() == pytest.approx(1.0)
+    assert flow.flow_loss(predicted, action, noise, mask, torch.tensor([3.0, 1.0])).item() == pytest.approx(7 / 4)
+    assert flow.flow_loss(predicted, action, noise, mask, torch.zeros(2)).item() == 0.0
+    assert flow.flow_loss(predicted, action, noise, None, torch.tensor([0.0, 1.0])).item() == pytest.approx(6.5)
+
+
 def test_guided_flow_loss_hand_values_and_minimiser() -> None:
     q = Quadratic(2.0, 1.0)
     a = torch.zeros(1, 1)

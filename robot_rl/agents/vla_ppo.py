@@ -30,7 +30,10 @@ kept with the context tokens it attended to. After ``rollout_chunks`` finished c
    only; the deployed policy still reads images only). SFT supervised the head on the demonstrations' frames only;
    this supervises it on the frames the policy itself visits; ``demo_keypoint_coef`` adds SFT's keypoint loss on the
    demonstration batch as well, and ``policy_trains_head=False`` stops PPO's gradient at the context (the head then
-   learns from the demonstration and keypoint losses only).
+   learns from the demonstration and keypoint losses only); with ``self_imitation_coef`` > 0 the expert's loss adds
+   its flow-matching loss on the mini-batch's own executed chunks whose (normalised) advantage is positive
+   (self-imitation, Oh et al. 2018, on the flow: the chunks that did better than the critic expected, regressed from
+   fresh noise, so the deployed zero-noise chain moves towards them; no ratio, so no importance weights to explode).
 
 With ``sde_step=one`` (RLinf's default mixed ODE-SDE sampling) only one uniformly drawn denoising step of each chain
 is Gaussian and the rest are Euler steps; PPO's ratio is then taken per element of the executed actions at that step
@@ -102,6 +105,8 @@ class VLAPPOConfig(AgentConfig):
             demonstrations' frames as SFT labelled it, beside ``keypoint_coef``'s labels on the rollout's frames.
         policy_trains_head: whether PPO's surrogate trains the head too (with ``head_lr``); False: its gradient stops
             at the context, so only the demonstration and keypoint losses move the head.
+        self_imitation_coef: weight of the flow-matching loss on the rollout's executed chunks with a positive
+            advantage (module docstring; 0: none). Its gradient stops at the context as PPO's does.
     """
 
     critics: ClassVar[tuple[str, ...]] = ("mlp", "world_model")
@@ -128,11 +133,13 @@ class VLAPPOConfig(AgentConfig):
     policy_coef: float = 1.0
     demo_keypoint_coef: float = 0.0
     policy_trains_head: bool = True
+    self_imitation_coef: float = 0.0
 
     def __post_init__(self) -> None:
         check(self, "agent", positive=("noise_level", "clip", "expert_lr", "critic_lr", "max_grad_norm"),
               unit=("gamma", "lam"), non_negative=("demo_coef", "head_lr", "keypoint_coef", "policy_coef",
-                                                             "demo_keypoint_coef", "initial_noise_scale"),
+                                                             "demo_keypoint_coef", "initial_noise_scale",
+                                                             "self_imitation_coef"),
               at_least_0=("execute_len",),
               at_least_1=("rollout_chunks", "epochs", "minibatches", "iteration_steps", "demo_batch"),
               choices={"sde_step": ("all", "one")})
@@ -355,6 +362,10 @@ class VLAPPOAgent(VLAChunkAgent):
             loss = loss + cfg.demo_coef * demo_loss
         if demo_keypoint is not None:  # SFT's labels on the demonstrations' frames
             loss = loss + cfg.demo_keypoint_coef * demo_keypoint[0]
+        imitation = None
+        if cfg.self_imitation_coef > 0:  # the chunks that beat the critic's expectation, as flow-matching targets
+            imitation = self._self_imitation_loss(context, mb["states"][:, -1], advantages)
+            loss = loss + cfg.self_imitation_coef * imitation
         keypoint = None
         if self.supervise_keypoints:  # the head's own supervision, on the frames the policy visited
             keypoint = keypoint_loss(points[:, :, 0], mb["keypoint_label"][:, :, 0])
@@ -384,8 +395,23 @@ class VLAPPOAgent(VLAChunkAgent):
             demo["loss/keypoint_target"] = keypoint.detach()
         if demo_keypoint is not None:
             demo["loss/demo_keypoint_target"] = demo_keypoint[0].detach()
+        if imitation is not None:
+            demo["loss/self_imitation"] = imitation.detach()
+            demo["self_imitation_share"] = (advantages > 0).float().mean()
         return {"loss/policy": policy_loss.detach(), "loss/value": value_loss.detach(),
                 "ratio_max": ratio.detach().max(), "approx_kl": approx_kl, **demo, **model_metrics}
+
+    def _self_imitation_loss(self, context: Any, chunks: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+        """Flow-matching loss of the expert under ``context`` on standardised chunks ``[B, H, A]`` (the chains'
+        samples) from fresh noise, their executed steps only, each weighted 1 where ``advantages [B]`` > 0, else 0."""
+        from robot_rl.models.vla import flow
+
+        noise = torch.randn(chunks.shape, generator=self.generator).to(self.device)
+        t = flow.sample_time(len(chunks), self.generator).to(self.device)
+        predicted = self.model.velocity(flow.interpolate(chunks, noise, t), t, context)
+        executed = torch.zeros(chunks.shape[:2], dtype=torch.bool, device=self.device)
+        executed[:, : self.execute_len] = True
+        return flow.flow_loss(predicted, chunks, noise, executed, weight=(advantages > 0).float())
 
     def _element_log_prob(self, context: Any, states: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """``[B, execute_len, A]`` elementwise log-likelihood of chains ``states [B, K + 1, H, A]`` at their one

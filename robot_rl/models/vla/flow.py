@@ -51,17 +51,20 @@ def target_velocity(action: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
 
 
 def flow_loss(predicted: torch.Tensor, action: torch.Tensor, noise: torch.Tensor,
-              mask: torch.Tensor | None = None) -> torch.Tensor:
+              mask: torch.Tensor | None = None, weight: torch.Tensor | None = None) -> torch.Tensor:
     """Mean squared error of ``predicted`` velocity ``[B, H, A]`` against :func:`target_velocity`.
 
     ``mask`` bool ``[B, H]`` (optional) keeps only the real chunk steps (``~action_is_pad``), as LeRobot drops
-    padded actions; the mean is over kept elements.
+    padded actions; the mean is over kept elements. ``weight [B]`` (optional, >= 0) weighs each sample's elements
+    (a weighted mean: ``sum(w * err) / sum(w)`` over kept elements; 0 where every weight is 0).
     """
     err = (predicted - target_velocity(action, noise)).pow(2)
-    if mask is None:
+    if mask is None and weight is None:
         return err.mean()
-    keep = mask.unsqueeze(-1).to(err.dtype).expand_as(err)
-    return (err * keep).sum() / keep.sum().clamp_min(1.0)
+    keep = torch.ones_like(err) if mask is None else mask.unsqueeze(-1).to(err.dtype).expand_as(err)
+    if weight is not None:
+        keep = keep * weight.to(err.dtype).reshape(-1, *([1] * (err.dim() - 1)))
+    return (err * keep).sum() / keep.sum().clamp_min(1e-8 if weight is not None else 1.0)
 
 
 def euler_sample(velocity: Velocity, noise: torch.Tensor, steps: int) -> torch.Tensor:
