@@ -106,7 +106,8 @@ class VLAPPOConfig(AgentConfig):
         policy_trains_head: whether PPO's surrogate trains the head too (with ``head_lr``); False: its gradient stops
             at the context, so only the demonstration and keypoint losses move the head.
         self_imitation_coef: weight of the flow-matching loss on the rollout's executed chunks with a positive
-            advantage (module docstring; 0: none). Its gradient stops at the context as PPO's does.
+            advantage (module docstring; 0: none). Its gradient stops at the context as PPO's does. Its one measured
+            run (weight 1 beside the demonstrations, reach_lang) drove the policy to 0% (docs/vla.md).
     """
 
     critics: ClassVar[tuple[str, ...]] = ("mlp", "world_model")
