@@ -211,16 +211,20 @@ def test_best_of_n_keeps_the_candidate_the_critic_ranks_highest(sft_run: Path, t
     assert (value >= actor_value).all()
 
 
+def train_160_steps(sft_run: Path, run: Path, *extra: str) -> list[dict]:
+    """``robot-rl train agent=vla_rl`` for 160 env steps into ``run``; the log rows with a critic loss."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", *RL, f"agent.policy={sft_run}", *extra,
+                           "task.total_steps=160", f"hydra.run.dir={run}"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss/critic" in r]
+
+
 def test_best_of_n_trains_through_the_command(sft_run: Path, tmp_path: Path) -> None:
     """method=best_of_n: finite critic and distillation losses, a best candidate at least as good as the actor's."""
     run = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", *RL, f"agent.policy={sft_run}",
-                           "agent.method=best_of_n", "task.total_steps=160", f"hydra.run.dir={run}"],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    learned = [r for r in rows if "loss/critic" in r]
+    learned = train_160_steps(sft_run, run, "agent.method=best_of_n")
     assert learned and all(torch.isfinite(torch.tensor([r["loss/critic"], r["loss/actor"], r["best_gain"]])).all()
                            for r in learned)
     assert all(r["best_gain"] >= 0.0 for r in learned)
@@ -298,12 +302,7 @@ def test_a_chunk_critic_scores_the_decoded_chunk_and_steers_through_the_frozen_f
 def test_dsrl_with_a_chunk_critic_trains_through_the_command(mlp_sft: Path, tmp_path: Path) -> None:
     """160 env steps: SAC steps on the chunk critic with finite losses and a chunk-wide replay."""
     run = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", *RL, f"agent.policy={mlp_sft}",
-                           "agent.critic_input=chunk", "task.total_steps=160", f"hydra.run.dir={run}"],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    learned = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss/critic" in r]
+    learned = train_160_steps(mlp_sft, run, "agent.critic_input=chunk")
     assert learned and all(torch.isfinite(torch.tensor([r["loss/critic"], r["loss/actor"], r["entropy"]])).all()
                            for r in learned)
     state = load_checkpoint(latest_checkpoint(run))[1]["agent"]
