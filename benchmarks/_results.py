@@ -74,6 +74,19 @@ def run_facts(argv: list[str]) -> dict[str, Any]:
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "machine": machine()}
 
 
+def commit_label(meta: dict[str, Any]) -> str:
+    """How a results file's ``meta`` names its code: ``"abc1234"`` (``" dirty"`` after it where the checkout had
+    changes), and where a commit was made while it ran, ``"abc1234 at the start, def5678 dirty at the end"`` (the
+    modules it ran are the start's)."""
+    def one(commit: Any, dirty: Any) -> str:
+        return f"{str(commit)[:7]}{' dirty' if dirty else ''}"
+
+    end = one(meta.get("commit"), meta.get("dirty"))
+    if "commit_at_start" not in meta:
+        return end
+    return f"{one(meta['commit_at_start'], meta.get('dirty_at_start'))} at the start, {end} at the end"
+
+
 def write_rows(path: Path | str, rows: list[dict[str, Any]] | dict[str, Any], argv: list[str] | None = None,
                **extra: Any) -> Path:
     """Write ``{"meta": run_facts(argv), "rows": rows, **extra}`` to ``path`` atomically; returns the path.

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import yaml
-from _results import RESULTS, run_facts, write_rows
+from _results import RESULTS, commit_label, run_facts, write_rows
 from vla_sft import pct, robot_rl
 
 from robot_rl.agents.vla_rl import METHODS as NOISE_METHODS
@@ -212,8 +212,7 @@ def table(rows: list[dict], metas: list[dict]) -> str:
     lines += configuration_table(rows) if rows else []
     lines += baseline_table(baselines)
     lines += ["", "Commands, commits and load:", ""]
-    lines += [f"- `{m['command']}` (commit {str(m.get('commit'))[:7]}{' dirty' if m.get('dirty') else ''}, "
-              f"{m.get('date', '')[:10]})" for m in metas]
+    lines += [f"- `{m['command']}` (commit {commit_label(m)}, {m.get('date', '')[:10]})" for m in metas]
     return "\n".join(lines) + "\n"
 
 

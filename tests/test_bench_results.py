@@ -44,6 +44,13 @@ def test_a_commit_made_while_a_benchmark_ran_is_named_beside_the_one_it_started_
     assert meta["commit"] == results.git_commit()["commit"]
 
 
+def test_the_commit_label_names_both_commits_when_the_checkout_moved() -> None:
+    assert results.commit_label({"commit": "a" * 40, "dirty": False}) == "aaaaaaa"
+    assert results.commit_label({"commit": "a" * 40, "dirty": True}) == "aaaaaaa dirty"
+    moved = {"commit": "b" * 40, "dirty": True, "commit_at_start": "a" * 40, "dirty_at_start": False}
+    assert results.commit_label(moved) == "aaaaaaa at the start, bbbbbbb dirty at the end"
+
+
 def test_git_commit_outside_a_checkout_is_none(tmp_path: Path) -> None:
     assert results.git_commit(tmp_path) == {"commit": None, "dirty": None}
 
