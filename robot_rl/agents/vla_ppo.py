@@ -64,6 +64,7 @@ from robot_rl.errors import InputError
 from robot_rl.math import flow_sde
 from robot_rl.math.advantages import gae
 from robot_rl.math.ppo_objective import clipped_surrogate
+from robot_rl.models.vla import flow
 from robot_rl.models.vla.model import Context, keypoint_loss
 
 
@@ -405,8 +406,6 @@ class VLAPPOAgent(VLAChunkAgent):
     def _self_imitation_loss(self, context: Any, chunks: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
         """Flow-matching loss of the expert under ``context`` on standardised chunks ``[B, H, A]`` (the chains'
         samples) from fresh noise, their executed steps only, each weighted 1 where ``advantages [B]`` > 0, else 0."""
-        from robot_rl.models.vla import flow
-
         noise = torch.randn(chunks.shape, generator=self.generator).to(self.device)
         t = flow.sample_time(len(chunks), self.generator).to(self.device)
         predicted = self.model.velocity(flow.interpolate(chunks, noise, t), t, context)

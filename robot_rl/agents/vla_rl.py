@@ -226,7 +226,8 @@ class VLARLAgent(VLAChunkAgent):
         The candidates are the actor's noise and ``num_candidates - 1`` draws of ``N(0, I)`` clipped to
         ``noise_bound`` (the SFT policy's own); each is scored by the critic's clipped-double-Q (``min`` over
         members; the target copy with ``target``) at ``critic_obs [B, F + 1]`` (:meth:`scored`) and the highest is kept
-        (:func:`robot_rl.models.vla.best_of_n.pick`). The VLA decodes only the kept one.
+        (:func:`robot_rl.models.vla.best_of_n.pick`). With the noise critic the VLA decodes only the kept one; with
+        ``critic_input=chunk`` it decodes every candidate to score it.
         """
         from robot_rl.models.vla.best_of_n import rank_candidates
 
