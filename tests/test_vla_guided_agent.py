@@ -83,7 +83,7 @@ def test_the_expert_step_follows_the_critic_and_trains_the_expert_alone(sft_runs
     torch.manual_seed(0)
 
     def distance() -> float:
-        return (agent._executed(agent.sample_chunks(obs)) - 0.5).pow(2).sum(1).mean().item()
+        return (agent.executed(agent.sample_chunks(obs)) - 0.5).pow(2).sum(1).mean().item()
 
     start = distance()
     gains = [agent._expert_step(obs)["guided_gain"].item() for _ in range(60)]

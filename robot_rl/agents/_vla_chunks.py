@@ -136,6 +136,11 @@ class VLAChunkAgent(Agent):
                              fix="post-train an SFT run trained with agent.action_expert=mlp "
                                  f"agent.global_condition=true (recipe=vla_reach_lang), or {fix}")
 
+    def executed(self, chunks: torch.Tensor) -> torch.Tensor:
+        """``[B, E * A]``: the first ``execute_len`` steps of chunks ``[B, H, A]``, flattened (what the env plays of
+        each chunk, and what a chunk critic scores)."""
+        return chunks[:, : self.execute_len].flatten(1)
+
     def condition_context(self, critic_obs: torch.Tensor) -> Any:
         """The :class:`~robot_rl.models.vla.model.Context` an MLP expert reads, from critic observations
         ``[B, F + 1]``: their global condition ``f[:, D:]`` (no prefix tokens: the MLP expert does not attend;

@@ -152,7 +152,7 @@ class VLAGuidedAgent(VLAChunkAgent):
         if not deterministic:
             noise = self.cfg.noise_scale * torch.randn(noise.shape, generator=self.generator).to(self.device)
         x0 = self.model.denoise(context, noise)
-        self.action_at[rows] = x0[:, : self.execute_len].flatten(1)
+        self.action_at[rows] = self.executed(x0)
         return self.model.to_actions(x0, inputs["state"]).clamp(-1.0, 1.0)
 
     def store(self, rows: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
@@ -191,14 +191,11 @@ class VLAGuidedAgent(VLAChunkAgent):
         with torch.no_grad():
             return self.model.denoise(self.condition_context(critic_obs), noise)
 
-    def _executed(self, chunks: torch.Tensor) -> torch.Tensor:
-        return chunks[:, : self.execute_len].flatten(1)
-
     def _step(self) -> dict[str, torch.Tensor]:
         cfg = self.cfg
         batch = self.buffer.sample(cfg.batch_size, self.generator)
         with torch.no_grad():
-            next_action = self._executed(self.sample_chunks(batch.next_obs))
+            next_action = self.executed(self.sample_chunks(batch.next_obs))
             next_q = self.critic(batch.next_obs, next_action, reduce="min", target=True)[:, 0]
             target = batch.reward + batch.discount * next_q
         critic_loss, info = self.critic.loss(batch.obs, batch.action, target.unsqueeze(1))
@@ -217,7 +214,7 @@ class VLAGuidedAgent(VLAChunkAgent):
         cfg = self.cfg
 
         def q(chunks: torch.Tensor) -> torch.Tensor:
-            return self.critic(critic_obs, self._executed(chunks), reduce="min")[:, 0]
+            return self.critic(critic_obs, self.executed(chunks), reduce="min")[:, 0]
 
         chunks = self.sample_chunks(critic_obs)
         shifted = guided_action(chunks, action_gradient(q, chunks), cfg.eta, normalize=True)

@@ -175,7 +175,7 @@ class VLARLAgent(VLAChunkAgent):
             noise = self.actor.sample(feature, self.sample_generator)[0]
         x0 = self.sft.model.denoise(context, noise)
         chunk = self.cfg.critic_input == "chunk"
-        self.scored_at[rows] = x0[:, : self.execute_len].flatten(1) if chunk else noise.flatten(1)
+        self.scored_at[rows] = self.executed(x0) if chunk else noise.flatten(1)
         return self.sft.model.to_actions(x0, inputs["state"]).clamp(-1.0, 1.0)
 
     def store(self, rows: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
@@ -215,8 +215,8 @@ class VLARLAgent(VLAChunkAgent):
         the standardised chunk the frozen VLA decodes from it (differentiable in the noise)."""
         if self.cfg.critic_input == "noise":
             return noise.flatten(1)
-        x0 = self.sft.model.denoise(self.condition_context(critic_obs), noise.reshape(len(noise), *self.chunk_shape))
-        return x0[:, : self.execute_len].flatten(1)
+        return self.executed(self.sft.model.denoise(self.condition_context(critic_obs),
+                                                    noise.reshape(len(noise), *self.chunk_shape)))
 
     @torch.no_grad()
     def best_noise(self, critic_obs: torch.Tensor, feature: torch.Tensor, target: bool = False
