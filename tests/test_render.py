@@ -86,6 +86,25 @@ def test_cluster_triangles_merges_vertices_per_cell_and_drops_collapsed_and_repe
     assert rows.tolist() == [0, 1, 2, 3, 4, 5]
 
 
+def test_clustered_triangles_are_computed_once_per_mesh_and_cell():
+    """The per-process cache returns cluster_triangles' answer, the same arrays (read-only) for the same mesh and
+    cell, and a fresh answer for another cell or an edited mesh."""
+    from sim.render import cluster_triangles, clustered_triangles
+
+    vert = np.array([[x, y, 0.0] for x in (0.0, 0.1, 0.2, 0.3) for y in (0.0, 0.2)])
+    face = np.array([[0, 2, 1], [1, 2, 3], [2, 4, 3], [3, 4, 5], [4, 6, 5], [5, 6, 7]])
+    rows, corners = clustered_triangles(vert, face, 0.11)
+    expected = cluster_triangles(vert, face, 0.11)
+    assert rows.tolist() == expected[0].tolist() == [2, 3, 4, 5] and (corners == expected[1]).all()
+    again = clustered_triangles(vert.copy(), face.copy(), 0.11)
+    assert again[0] is rows and again[1] is corners and not rows.flags.writeable
+    assert clustered_triangles(vert, face, 0.01)[0].tolist() == [0, 1, 2, 3, 4, 5]  # another cell
+    moved = vert.copy()
+    moved[2, 0] = 0.5  # vertex 2 leaves vertex 0's cell: the first gap no longer collapses
+    assert clustered_triangles(moved, face, 0.11)[0].tolist() == cluster_triangles(moved, face, 0.11)[0].tolist()
+    assert clustered_triangles(moved, face, 0.11)[0].tolist() != rows.tolist()
+
+
 def test_simplify_meshes_packs_the_kept_faces_of_each_mesh_and_refuses_a_bad_cell():
     from sim.errors import SimInputError
     from sim.render import cluster_triangles, simplify_meshes

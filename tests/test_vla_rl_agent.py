@@ -493,17 +493,18 @@ def test_flow_ppo_with_one_sde_step_scores_the_executed_elements_and_trains(sft_
 
 
 def test_flow_ppo_initial_noise_scale_scales_each_chains_start(sft_run: Path, tmp_path: Path) -> None:
-    """``agent.initial_noise_scale``: from the same seed, the first rollout's chains start at exactly half the
+    """``agent.initial_noise_scale``: from the same generator state, a chunk's chain starts at exactly half the
     ``N(0, I)`` draws at 0.5 and at zero noise (the deployed policy's) at 0; a negative scale is refused."""
-    starts: dict[float, torch.Tensor] = {}
+    runner = Runner(ppo_config(sft_run, "agent.rollout_chunks=32"), tmp_path / "run")
+    agent, starts = runner.agent, {}
+    runner.env.reset(seed=0)
+    drawn_from = agent.generator.get_state()
     for scale in (1.0, 0.5, 0.0):
-        runner = Runner(ppo_config(sft_run, f"agent.initial_noise_scale={scale}", "agent.rollout_chunks=32",
-                                   "agent.minibatches=2", "agent.epochs=1", "task.total_steps=160"),
-                        tmp_path / f"run{scale}")
-        checked = check_first_rollout(runner.agent,
-                                      lambda batch, s=scale: starts.__setitem__(s, batch["states"][:, 0].clone()))
-        runner.learn(evaluate_and_export=False)
-        assert checked
+        agent.cfg.initial_noise_scale = scale
+        agent.generator.set_state(drawn_from)
+        agent.left.zero_()  # every env at a chunk boundary: each draws a new chain
+        agent.act(None)
+        starts[scale] = agent.pending_rows["states"][:, 0].clone()
     assert starts[1.0].abs().mean() > 0.5  # N(0, I): E|z| = 0.8
     assert torch.allclose(starts[0.5], 0.5 * starts[1.0])
     assert torch.equal(starts[0.0], torch.zeros_like(starts[1.0]))
