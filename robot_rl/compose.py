@@ -9,7 +9,12 @@ build a config from overrides.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from robot_rl.config import CONFIG_DIR, TrainConfig, to_train_config
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 
 def load_schemas() -> None:
@@ -18,12 +23,17 @@ def load_schemas() -> None:
     import robot_rl.critics  # noqa: F401
 
 
-def compose(overrides: list[str] | None = None) -> TrainConfig:
-    """Compose ``configs/config.yaml`` with Hydra-style ``overrides`` (no run directory, no logging)."""
+def compose_dict(overrides: list[str] | None = None) -> DictConfig:
+    """Hydra's ``DictConfig`` of ``configs/config.yaml`` with Hydra-style ``overrides`` (no run directory, no
+    logging, no ``hydra`` node)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     load_schemas()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=list(overrides or []))
-    return to_train_config(cfg)
+        return hydra_compose(config_name="config", overrides=list(overrides or []))
+
+
+def compose(overrides: list[str] | None = None) -> TrainConfig:
+    """Compose ``configs/config.yaml`` with Hydra-style ``overrides`` (no run directory, no logging)."""
+    return to_train_config(compose_dict(overrides))

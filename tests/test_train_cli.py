@@ -98,8 +98,22 @@ def test_resume_continues_the_step_counter(run_dir, tmp_path):
 def test_bad_override_fails_naming_the_key(tmp_path):
     out = cli(["train", "agent.learning_rat=1e-3"], tmp_path)
     assert out.returncode != 0 and "agent.learning_rat" in out.stderr
-    out = cli(["train", "--help"], tmp_path)
+    out = cli(["train", "agent=sac", "--help"], tmp_path)
     assert out.returncode == 0 and "resume=<run dir>" in out.stdout and "agent: " in out.stdout
+    assert "hydra/launcher: local, parallel, slurm" in out.stdout and "schema/" not in out.stdout
+    assert "  utd_ratio: " in out.stdout  # the config composed with the other overrides: SAC's keys
+
+
+def test_config_groups_lists_each_folder_of_yaml_options(tmp_path):
+    from robot_rl.commands.train import config_groups
+
+    for name in ("agent/ppo", "agent/sac", "hydra/launcher/local", "task/b", "task/a"):
+        (tmp_path / f"{name}.yaml").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"{name}.yaml").write_text("{}")
+    (tmp_path / "config.yaml").write_text("{}")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("not a group")
+    assert config_groups(tmp_path).splitlines()[3:] == ["agent: ppo, sac", "hydra/launcher: local", "task: a, b"]
 
 
 @pytest.mark.render

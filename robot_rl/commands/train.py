@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -37,6 +37,56 @@ Exit codes: 0 trained; 2 bad input (a config value, a run directory, a corrupt c
 that diverged (non-finite losses or weights: the last finite checkpoint is kept); 130 stopped by Ctrl-C, 143 by
 SIGTERM (kill, a scheduler's preemption: the checkpoints are kept; it prints the resume command); 1 a bug.
 """
+
+
+def config_groups(config_dir: Path) -> str:
+    """``== Configuration groups ==`` and one ``group: option, ...`` line per folder of ``config_dir`` that holds
+    yaml files (``hydra/launcher`` included; not the schemas the code registers, which no user picks)."""
+    lines = ["== Configuration groups ==", "Compose your configuration from those groups (group=option)", ""]
+    for folder in sorted({path.parent for path in config_dir.rglob("*.yaml")} - {config_dir}):
+        options = sorted(path.stem for path in folder.glob("*.yaml"))
+        lines.append(f"{folder.relative_to(config_dir).as_posix()}: {', '.join(options)}")
+    return "\n".join(lines)
+
+
+def help_text(argv: list[str]) -> str:
+    """``robot-rl train --help``: :data:`HELP_HEADER`, :func:`config_groups` and the config composed from the other
+    overrides in ``argv`` (``agent=sac --help`` shows SAC's keys). Hydra's own help lists the groups by deep-copying
+    its config store once per group (~6 s here) and would list the internal schemas too.
+
+    Raises:
+        InputError: a bad override (as for training).
+    """
+    from omegaconf import OmegaConf
+
+    from robot_rl.config import CONFIG_DIR
+
+    overrides = [a for a in argv if a not in ("-h", "--help") and not a.lstrip("+~").startswith("hydra.")]
+    cfg = _compose_config(overrides, structured=False)
+    return (f"{HELP_HEADER}\n{config_groups(CONFIG_DIR)}\n\n== Config ==\n"
+            f"Override anything in the config (foo.bar=value)\n\n{OmegaConf.to_yaml(cfg)}")
+
+
+def _compose_config(overrides: list[str], structured: bool = True) -> Any:
+    """The config composed from ``overrides``: the typed :class:`TrainConfig` (``structured``) or Hydra's
+    ``DictConfig``.
+
+    Raises:
+        InputError: an unknown group option, a value of the wrong type or an unknown key.
+    """
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from robot_rl.compose import compose, compose_dict
+    from robot_rl.errors import InputError
+
+    try:
+        return compose(overrides) if structured else compose_dict(overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+        first = str(exc).strip().splitlines()
+        raise InputError(f"{' '.join(first[:12])}{cause}", file="robot-rl train overrides",
+                         fix="`robot-rl train --help` and `--cfg job` list the keys and options") from exc
 
 
 def _run_dir(resume: str | None) -> str:
@@ -161,26 +211,15 @@ def check_overrides(argv: list[str]) -> TrainConfig | None:
     Raises:
         InputError: an unknown group option, a value of the wrong type, an unknown key or task.
     """
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
     import sim
     from robot_rl.checkpoint import list_checkpoints, newest_intact
-    from robot_rl.compose import compose
     from robot_rl.config.io import load_train_config
     from robot_rl.errors import InputError
     from sim.errors import SimInputError
 
     if any(a in _HYDRA_FLAGS for a in argv):
         return None
-    overrides = [a for a in argv if not a.lstrip("+~").startswith("hydra.")]
-    try:
-        cfg = compose(overrides)
-    except (HydraException, OmegaConfBaseException) as exc:
-        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
-        first = str(exc).strip().splitlines()
-        raise InputError(f"{' '.join(first[:12])}{cause}", file="robot-rl train overrides",
-                         fix="`robot-rl train --help` and `--cfg job` list the keys and options") from exc
+    cfg = _compose_config([a for a in argv if not a.lstrip("+~").startswith("hydra.")])
     if cfg.resume:  # before Hydra makes the run directory, which is the resumed one
         resumed = load_train_config(Path(cfg.resume) / "config.yaml")
         resumed.resume = cfg.resume
@@ -240,6 +279,9 @@ def main(argv: list[str]) -> int:
 
     load_schemas()
     try:
+        if any(a in ("-h", "--help") for a in argv):
+            print(help_text(argv))
+            return 0
         cfg = check_overrides(argv)
         if distributed.launched() and cfg is None:
             raise InputError("sweeps and Hydra's flags run in one process", key="-m / --cfg / --help",
@@ -252,8 +294,6 @@ def main(argv: list[str]) -> int:
     if distributed.launched():
         argv = rank_overrides(argv, cfg)
     OmegaConf.register_new_resolver("run_dir", _run_dir, use_cache=True, replace=True)
-    if any(a in ("-h", "--help") for a in argv):
-        print(HELP_HEADER)
     app = hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")(_task)
     saved_argv = sys.argv
     sys.argv = ["robot-rl train", *argv]
