@@ -373,3 +373,20 @@ def test_locomotion_reports_survival_not_success(walk):
     assert walk.has_success is False and walk.has_terminations is True
     reach = sim.make_env("so101_reach", num_envs=1)
     assert reach.has_success is True and reach.has_terminations is False  # a reach only times out
+
+
+def test_the_g1_stand_push_recipe_builds_the_stepping_rate_limited_task():
+    """recipe=g1_stand_push: g1_stand_gait with the gait clock paid 1.0, joint targets limited to 0.3 rad per tick,
+    actions of 1 rad, PPO, a 100 min cap (configs/recipe/g1_stand_push.yaml)."""
+    from robot_rl.compose import compose
+    from robot_rl.train.runner import sim_env_factory
+
+    cfg = compose(["recipe=g1_stand_push"])
+    assert (cfg.task.name, type(cfg.agent).__name__, cfg.max_train_s, cfg.eval_episodes) == (
+        "g1_stand_gait", "PPOConfig", 6000, 100)
+    env = sim_env_factory(cfg)(2, 0)
+    assert env.cfg.rewards["gait_contact"].weight == 1.0 and env.cfg.rewards["feet_swing_height"].weight == -20.0
+    assert env.max_step_change == 0.3 and env.cfg.control["action_scale"] == 1.0
+    before = env.applied_ctrl.clone()
+    env.step(torch.ones(2, env.action_dim))  # the largest step the policy can ask for moves each target 0.3 rad
+    assert (env.applied_ctrl - before).abs().max() <= 0.3 + 1e-6
