@@ -131,7 +131,8 @@ _CLUSTERED_MAX = 256
 def clustered_triangles(vert: np.ndarray, face: np.ndarray, cell: float) -> tuple[np.ndarray, np.ndarray]:
     """:func:`cluster_triangles` of ``vert [V, 3]`` and ``face [F, 3]``, computed once per process for each mesh
     (keyed by the arrays' bytes, so an edited mesh is clustered afresh); the arrays returned are read-only."""
-    digest = hashlib.blake2b(np.ascontiguousarray(vert).tobytes(), digest_size=16)
+    digest = hashlib.blake2b(np.array([*vert.shape, *face.shape]).tobytes(), digest_size=16)
+    digest.update(np.ascontiguousarray(vert).tobytes())
     digest.update(np.ascontiguousarray(face).tobytes())
     key = (digest.digest(), float(cell))
     if key not in _CLUSTERED:
