@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -59,29 +61,31 @@ def help_text(argv: list[str]) -> str:
     """
     from omegaconf import OmegaConf
 
+    from robot_rl.compose import compose_dict
     from robot_rl.config import CONFIG_DIR
 
-    overrides = [a for a in argv if a not in ("-h", "--help") and not a.lstrip("+~").startswith("hydra.")]
-    cfg = _compose_config(overrides, structured=False)
+    with _bad_overrides_refused():
+        cfg = compose_dict(_app_overrides(argv))
     return (f"{HELP_HEADER}\n{config_groups(CONFIG_DIR)}\n\n== Config ==\n"
             f"Override anything in the config (foo.bar=value)\n\n{OmegaConf.to_yaml(cfg)}")
 
 
-def _compose_config(overrides: list[str], structured: bool = True) -> Any:
-    """The config composed from ``overrides``: the typed :class:`TrainConfig` (``structured``) or Hydra's
-    ``DictConfig``.
+def _app_overrides(argv: list[str]) -> list[str]:
+    """The overrides of ``argv`` that compose the app's config: not Hydra's own (``hydra.*``), not ``--help``."""
+    return [a for a in argv if a not in ("-h", "--help") and not a.lstrip("+~").startswith("hydra.")]
 
-    Raises:
-        InputError: an unknown group option, a value of the wrong type or an unknown key.
-    """
+
+@contextmanager
+def _bad_overrides_refused() -> Iterator[None]:
+    """Composing inside it: Hydra's and OmegaConf's errors (an unknown group option, a value of the wrong type, an
+    unknown key) become an :class:`InputError` naming the overrides and the fix."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from robot_rl.compose import compose, compose_dict
     from robot_rl.errors import InputError
 
     try:
-        return compose(overrides) if structured else compose_dict(overrides)
+        yield
     except (HydraException, OmegaConfBaseException) as exc:
         cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
         first = str(exc).strip().splitlines()
@@ -213,13 +217,15 @@ def check_overrides(argv: list[str]) -> TrainConfig | None:
     """
     import sim
     from robot_rl.checkpoint import list_checkpoints, newest_intact
+    from robot_rl.compose import compose
     from robot_rl.config.io import load_train_config
     from robot_rl.errors import InputError
     from sim.errors import SimInputError
 
     if any(a in _HYDRA_FLAGS for a in argv):
         return None
-    cfg = _compose_config([a for a in argv if not a.lstrip("+~").startswith("hydra.")])
+    with _bad_overrides_refused():
+        cfg = compose(_app_overrides(argv))
     if cfg.resume:  # before Hydra makes the run directory, which is the resumed one
         resumed = load_train_config(Path(cfg.resume) / "config.yaml")
         resumed.resume = cfg.resume
