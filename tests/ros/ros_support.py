@@ -26,8 +26,16 @@ _domains = itertools.count()
 
 
 def fresh_domain_id() -> int:
-    """A ROS_DOMAIN_ID unlikely to be used by another test process running now (1..100)."""
-    return 1 + (os.getpid() * 13 + next(_domains)) % 100
+    """A ROS_DOMAIN_ID unlikely to be used by another test process running now (1..100).
+
+    Under pytest-xdist (``-n N``) each worker draws from its own slice of 1..100, so the suite's own workers never
+    share a domain; another suite running beside it (its own pid) is only unlikely to.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...; unset without xdist
+    workers = max(1, min(100, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+    size = 100 // workers
+    first = 1 + size * (int(worker[2:]) % workers if worker.startswith("gw") else 0)
+    return first + (os.getpid() * 13 + next(_domains)) % size
 
 
 class Probe:
