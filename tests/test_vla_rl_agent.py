@@ -199,7 +199,8 @@ def test_best_of_n_keeps_the_candidate_the_critic_ranks_highest(sft_run: Path, t
     feature = torch.randn(5, agent.feature_dim)
     critic_obs = torch.cat([feature, torch.zeros(5, 1)], dim=1)
     state = agent.generator.get_state()
-    noise, value, actor_value = agent.best_noise(critic_obs, feature)
+    noise, value, actor_value, decoded = agent.best_noise(critic_obs, feature)
+    assert decoded is None  # the noise critic decodes nothing
     agent.generator.set_state(state)
     drawn = torch.randn(5, 7, agent.noise_dim, generator=agent.generator).clamp(-1.5, 1.5)
     with torch.no_grad():
@@ -286,8 +287,11 @@ def test_a_chunk_critic_scores_the_decoded_chunk_and_steers_through_the_frozen_f
 
     agent.critic = HandCritic()  # Q = -|x - 0.3|^2 over the decoded executed chunk
     state = agent.generator.get_state()
-    best, value, actor_value = agent.best_noise(agent.obs_at, feature)
+    best, value, actor_value, decoded = agent.best_noise(agent.obs_at, feature)
     agent.generator.set_state(state)
+    with torch.no_grad():  # the kept candidate's chunk, decoded once: what choose() plays
+        assert torch.allclose(decoded, agent.sft.model.denoise(agent.condition_context(agent.obs_at),
+                                                               best.view(4, *agent.chunk_shape)), atol=1e-5)
     assert (value >= actor_value).all()
     drawn = torch.randn(4, 7, agent.noise_dim, generator=agent.generator).clamp(-1.5, 1.5)
     with torch.no_grad():
@@ -296,6 +300,13 @@ def test_a_chunk_critic_scores_the_decoded_chunk_and_steers_through_the_frozen_f
     scores = -(chunks - 0.3).pow(2).sum(-1)
     assert torch.allclose(best, candidates[torch.arange(4), scores.argmax(1)])
     assert torch.allclose(value, scores.max(1).values, atol=1e-5)
+
+    decodes = []  # collecting past learning_starts: every candidate decoded once to rank it, the pick not again
+    denoise = agent.sft.model.denoise
+    agent.sft.model.denoise = lambda context, noise: decodes.append(len(noise)) or denoise(context, noise)
+    agent.cfg.learning_starts, agent.left[:] = 0, 0
+    agent.act({}, deterministic=False)
+    assert decodes == [4 * 8]
 
 
 @pytest.mark.slow

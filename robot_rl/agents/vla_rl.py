@@ -164,16 +164,18 @@ class VLARLAgent(VLAChunkAgent):
         """The noise (the actor's mean when ``deterministic``; ``N(0, I)`` before ``learning_starts``; SAC's sample
         or the critic's best candidate after) decoded by the frozen VLA; the critic's input (the noise, or the chunk's
         executed part with ``critic_input=chunk``) kept per env."""
+        decoded = None  # best-of-N with the chunk critic has decoded its pick already
         if deterministic:
             noise = self.actor(feature)
         elif len(self.buffer) < self.cfg.learning_starts:
             noise = torch.randn(len(rows), *self.chunk_shape, generator=self.generator).to(self.device)
             noise = noise.clamp(-self.cfg.noise_bound, self.cfg.noise_bound)
         elif self.cfg.method == "best_of_n":
-            noise = self.best_noise(critic_obs, feature)[0].view(len(rows), *self.chunk_shape)
+            noise, _, _, decoded = self.best_noise(critic_obs, feature)
+            noise = noise.view(len(rows), *self.chunk_shape)
         else:
             noise = self.actor.sample(feature, self.sample_generator)[0]
-        x0 = self.sft.model.denoise(context, noise)
+        x0 = self.sft.model.denoise(context, noise) if decoded is None else decoded
         chunk = self.cfg.critic_input == "chunk"
         self.scored_at[rows] = self.executed(x0) if chunk else noise.flatten(1)
         return self.sft.model.to_actions(x0, inputs["state"]).clamp(-1.0, 1.0)
@@ -220,28 +222,33 @@ class VLARLAgent(VLAChunkAgent):
 
     @torch.no_grad()
     def best_noise(self, critic_obs: torch.Tensor, feature: torch.Tensor, target: bool = False
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Best-of-N in noise space: ``(noise [B, H*A], value [B], actor's value [B])``.
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Best-of-N in noise space: ``(noise [B, H*A], value [B], actor's value [B], decoded)``.
 
         The candidates are the actor's noise and ``num_candidates - 1`` draws of ``N(0, I)`` clipped to
         ``noise_bound`` (the SFT policy's own); each is scored by the critic's clipped-double-Q (``min`` over
         members; the target copy with ``target``) at ``critic_obs [B, F + 1]`` (:meth:`scored`) and the highest is kept
-        (:func:`robot_rl.models.vla.best_of_n.pick`). With the noise critic the VLA decodes only the kept one; with
-        ``critic_input=chunk`` it decodes every candidate to score it.
+        (:func:`robot_rl.models.vla.best_of_n.pick`). With the noise critic nothing is decoded (``decoded`` is None);
+        with ``critic_input=chunk`` every candidate is decoded once to score it, and ``decoded [B, H, A]`` is the kept
+        one's standardised chunk (what :meth:`choose` plays, not decoded again).
         """
-        from robot_rl.models.vla.best_of_n import rank_candidates
+        from robot_rl.models.vla.best_of_n import pick, rank_candidates
 
         batch, n = feature.shape[0], self.cfg.num_candidates
         drawn = torch.randn(batch, n - 1, self.noise_dim, generator=self.generator).to(self.device)
         candidates = torch.cat([self.actor(feature).flatten(1).unsqueeze(1),
                                 drawn.clamp(-self.cfg.noise_bound, self.cfg.noise_bound)], dim=1)
         obs = critic_obs.repeat_interleave(n, dim=0)
+        if self.cfg.critic_input == "noise":
+            def score(c: torch.Tensor) -> torch.Tensor:
+                return self.critic(obs, c.flatten(0, 1), reduce="min", target=target)[:, 0].view(batch, n)
 
-        def score(c: torch.Tensor) -> torch.Tensor:
-            return self.critic(obs, self.scored(obs, c.flatten(0, 1)), reduce="min", target=target)[:, 0].view(batch, n)
-
-        noise, value, values = rank_candidates(score, candidates)
-        return noise, value, values[:, 0]
+            noise, value, values = rank_candidates(score, candidates)
+            return noise, value, values[:, 0], None
+        x0 = self.sft.model.denoise(self.condition_context(obs), candidates.reshape(batch * n, *self.chunk_shape))
+        values = self.critic(obs, self.executed(x0), reduce="min", target=target)[:, 0].view(batch, n)
+        _, noise, decoded, value = pick(values, candidates, x0.unflatten(0, (batch, n)), values)
+        return noise, value, values[:, 0], decoded
 
     def _best_of_n_step(self) -> dict[str, torch.Tensor]:
         """Q-chunking's best-of-N backup, ``Q(f, w) <- R + discount * max_i Q_target(f', w'_i)``, and the actor
@@ -256,7 +263,7 @@ class VLARLAgent(VLAChunkAgent):
         critic_loss.backward()
         self.critic_opt.step()
 
-        best, value, actor_value = self.best_noise(batch.obs, feature)
+        best, value, actor_value, _ = self.best_noise(batch.obs, feature)
         loss = (self.actor(feature).flatten(1) - best).pow(2).mean()
         self.actor_opt.zero_grad(set_to_none=True)
         loss.backward()
