@@ -217,8 +217,12 @@ class VLARLAgent(VLAChunkAgent):
         the standardised chunk the frozen VLA decodes from it (differentiable in the noise)."""
         if self.cfg.critic_input == "noise":
             return noise.flatten(1)
-        return self.executed(self.sft.model.denoise(self.condition_context(critic_obs),
-                                                    noise.reshape(len(noise), *self.chunk_shape)))
+        return self.executed(self.decoded(critic_obs, noise))
+
+    def decoded(self, critic_obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """The standardised chunks ``[B, H, A]`` the frozen VLA decodes from noises ``noise [B, H, A]`` (or
+        ``[B, H * A]``) at replayed critic observations ``[B, F + 1]`` (:meth:`condition_context`)."""
+        return self.sft.model.denoise(self.condition_context(critic_obs), noise.reshape(len(noise), *self.chunk_shape))
 
     @torch.no_grad()
     def best_noise(self, critic_obs: torch.Tensor, feature: torch.Tensor, target: bool = False
@@ -245,7 +249,7 @@ class VLARLAgent(VLAChunkAgent):
 
             noise, value, values = rank_candidates(score, candidates)
             return noise, value, values[:, 0], None
-        x0 = self.sft.model.denoise(self.condition_context(obs), candidates.reshape(batch * n, *self.chunk_shape))
+        x0 = self.decoded(obs, candidates.flatten(0, 1))
         values = self.critic(obs, self.executed(x0), reduce="min", target=target)[:, 0].view(batch, n)
         _, noise, decoded, value = pick(values, candidates, x0.unflatten(0, (batch, n)), values)
         return noise, value, values[:, 0], decoded
